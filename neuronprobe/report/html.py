@@ -1,0 +1,332 @@
+"""Render a Report as one self-contained HTML page, or as a fragment for notebooks.
+
+The page answers "will this run well on Neuron as it is, and if not, what do I
+change, where" in its first screen (verdict banner, summary cards, findings)
+and holds the detail below. Design rules, each for a reason:
+
+* One file, nothing from the network: CSS and JS are inlined and plots are
+  inline SVG, because Neuron hosts are often offline and reports get mailed
+  around. A Content-Security-Policy meta tag forbids every fetch and allows
+  only our own script (by its hash), so even a bug in escaping could not load
+  or run anything else.
+* Jinja2 with autoescape on: every string from the model, the compiler or the
+  file system (paths, source lines, messages) is escaped. Only our own CSS, JS
+  and matplotlib's SVG are marked safe.
+* Readable without JS: tables are rendered in full on the server; the script
+  only adds sorting, filtering and copy buttons.
+* The notebook fragment (``embedded=True``) has the same content, no
+  ``<html>``/``<head>``, and CSS whose every selector starts with
+  ``.np-report``, so it styles nothing else in the notebook.
+* Deterministic: the same Report renders to the same bytes (no render time,
+  no random ids), so two reports diff cleanly.
+* Nothing is read from the environment here: only the Report is rendered.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import importlib.resources
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuronprobe.report.model import (
+    PROBLEM_VERDICTS,
+    SUPPORTED_VERDICTS,
+    VERDICT_LEGEND,
+    VERDICTS,
+    Finding,
+    OpSummary,
+    Report,
+)
+
+TEMPLATE_PAGE = "report.html.j2"
+TEMPLATE_FRAGMENT = "embedded.html.j2"
+CSS_FILE = "report.css"
+JS_FILE = "report.js"
+
+# Findings are shown worst first: what blocks compilation before what only slows it down.
+FINDING_ORDER: tuple[str, ...] = tuple(reversed(PROBLEM_VERDICTS))
+# The op inventory can list hundreds of modules for one op (every layer of a
+# transformer); the table shows this many and folds the rest.
+MODULES_SHOWN = 3
+SHAPES_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Banner:
+    """The one-line answer at the top of the report."""
+
+    level: str  # CSS class: ok | warn | bad
+    title: str
+    detail: str
+
+
+@dataclass
+class FindingGroup:
+    verdict: str
+    css: str
+    legend: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return sum(f.count for f in self.findings)
+
+
+@dataclass
+class Card:
+    label: str
+    value: str
+    detail: str = ""
+    level: str = ""  # "", "ok", "warn", "bad"
+
+
+@dataclass
+class OpRow:
+    op: OpSummary
+    css: str
+    modules_shown: list[str]
+    modules_more: list[str]
+    shapes_shown: list[str]
+    severity: int
+
+
+# -- formatting (also registered as Jinja filters) -----------------------------
+
+
+def format_bytes(n: int | float) -> str:
+    """Bytes in binary units, the way transfer sizes are usually quoted: 8192 -> '8.0 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(value) < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration people read at a glance: '95 s', '58 min', '2.5 h'."""
+    if seconds < 120:
+        return f"{seconds:.3g} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def format_location(file: str | None, line: int | None) -> str:
+    if not file:
+        return "unknown location"
+    return f"{file}:{line}" if line is not None else file
+
+
+def format_signed(value: float, digits: int = 1) -> str:
+    return f"{value:+.{digits}f}"
+
+
+def verdict_css(verdict: str) -> str:
+    """A CSS class for a verdict; unknown verdicts (from a hand-edited JSON) get a neutral one."""
+    return f"v-{verdict}" if verdict in VERDICTS else "v-other"
+
+
+# -- the view model ----------------------------------------------------------------
+
+
+def banner(report: Report) -> Banner:
+    verdict = report.verdict
+    target = report.target
+    by_verdict = {v: len(report.findings_with({v})) for v in PROBLEM_VERDICTS}
+    if verdict == "will_not_compile":
+        blocking = [f"{by_verdict[v]} {v}" for v in FINDING_ORDER if v != "cpu_fallback" and by_verdict[v]]
+        return Banner(
+            "bad",
+            f"Will not compile on {target} as it is",
+            f"{', '.join(blocking)} finding(s) stop the Neuron compile; fix them first (see Findings below).",
+        )
+    if verdict == "runs_with_fallbacks":
+        s = report.summary
+        return Banner(
+            "warn",
+            f"Runs on {target}, with CPU fallbacks",
+            f"{by_verdict['cpu_fallback']} op(s) run on the host: the forward splits into "
+            f"{s.device_graphs} device graph(s) and copies {format_bytes(s.fallback_bytes_per_call)} "
+            "between host and device per call.",
+        )
+    return Banner(
+        "ok",
+        f"Runs on {target} as it is",
+        "Every captured op lowers to Neuron or decomposes into ops that do.",
+    )
+
+
+def summary_cards(report: Report) -> list[Card]:
+    s = report.summary
+    unsupported = s.ops_total - sum(s.counts.get(v, 0) for v in SUPPORTED_VERDICTS)
+    cards = [
+        Card(
+            "Supported op calls",
+            f"{s.support_percentage:.1f}%",
+            f"{s.ops_total:,} op calls, {s.distinct_ops:,} distinct ops; {max(unsupported, 0):,} not supported",
+            "ok" if s.support_percentage >= 100 else ("bad" if report.verdict == "will_not_compile" else "warn"),
+        ),
+        Card(
+            "Findings",
+            f"{len(report.findings):,}",
+            ", ".join(f"{len(report.findings_with({v}))} {v}" for v in FINDING_ORDER if report.findings_with({v}))
+            or "nothing to fix",
+            "ok" if not report.findings else ("bad" if report.verdict == "will_not_compile" else "warn"),
+        ),
+        Card(
+            "Device graphs",
+            f"{s.device_graphs:,}",
+            "the forward is one Neuron graph" if s.device_graphs <= 1 else "host ops and breaks split the forward",
+            "" if s.device_graphs <= 1 else "warn",
+        ),
+        Card(
+            "Fallback copies per call",
+            format_bytes(s.fallback_bytes_per_call),
+            "host<->device bytes per forward for CPU fallbacks",
+            "" if not s.fallback_bytes_per_call else "warn",
+        ),
+        Card("Graph breaks", f"{s.graph_breaks:,}", "places where capture had to stop the graph",
+             "" if not s.graph_breaks else "warn"),
+    ]
+    cards.append(_compiles_card(report))
+    return cards
+
+
+def _compiles_card(report: Report) -> Card:
+    section = report.recompiles
+    if section is None or not section.predicted:
+        return Card("Predicted compiles", "n/a", "no traffic given (--shapes or --lengths)")
+    parts = [f"{name}: {p.graphs:,}" for name, p in section.predicted.items()]
+    worst = max(p.graphs for p in section.predicted.values())
+    best = min(p.graphs for p in section.predicted.values())
+    value = f"{best:,}" if best == worst else f"{best:,}–{worst:,}"
+    return Card("Predicted compiles", value, f"graphs for {section.calls:,} calls; " + ", ".join(parts))
+
+
+def verdict_bar(report: Report) -> list[tuple[str, str, int, float]]:
+    """(verdict, css, op calls, percent of calls) for the stacked bar under the cards."""
+    counts = report.summary.counts
+    total = sum(counts.values())
+    if total <= 0:
+        return []
+    order = [v for v in VERDICTS if counts.get(v)] + sorted(set(counts) - set(VERDICTS))
+    return [(v, verdict_css(v), counts[v], 100.0 * counts[v] / total) for v in order if counts.get(v)]
+
+
+def finding_groups(report: Report) -> list[FindingGroup]:
+    order = list(FINDING_ORDER) + sorted({f.verdict for f in report.findings} - set(FINDING_ORDER))
+    groups = []
+    for verdict in order:
+        found = [f for f in report.findings if f.verdict == verdict]
+        if found:
+            legend = VERDICT_LEGEND.get(verdict, "a verdict this version of neuronprobe does not know")
+            groups.append(FindingGroup(verdict, verdict_css(verdict), legend, found))
+    return groups
+
+
+def op_rows(report: Report) -> list[OpRow]:
+    """The inventory worst first, then by call count: the order that reads well without JS."""
+    rank = {v: i for i, v in enumerate(VERDICTS)}
+    rows = [
+        OpRow(
+            op=o,
+            css=verdict_css(o.verdict),
+            modules_shown=o.modules[:MODULES_SHOWN],
+            modules_more=o.modules[MODULES_SHOWN:],
+            shapes_shown=o.example_shapes[:SHAPES_SHOWN],
+            severity=rank.get(o.verdict, len(VERDICTS)),
+        )
+        for o in report.ops
+    ]
+    return sorted(rows, key=lambda r: (-r.severity, -r.op.count, r.op.op))
+
+
+# -- assets and rendering -----------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _asset(name: str) -> str:
+    return importlib.resources.files("neuronprobe.report").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _csp(script: str) -> str:
+    """No fetches of any kind; inline styles (ours and the SVGs'); only our script, pinned by hash."""
+    digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _environment() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("neuronprobe.report", "templates"),
+        autoescape=True,  # every template, whatever its name: the data comes from user code
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        bytes=format_bytes,
+        seconds=format_seconds,
+        loc=format_location,
+        signed=format_signed,
+        vcss=verdict_css,
+    )
+    return env
+
+
+def _plots(report: Report) -> dict[str, Any]:
+    from markupsafe import Markup
+
+    from neuronprobe.report import plots
+
+    svgs = {
+        "timeline": plots.timeline_svg(report.recompiles),
+        "histogram": plots.histogram_svg(report.buckets),
+        "curve": plots.curve_svg(report.buckets),
+    }
+    # matplotlib writes the SVG and escapes the labels in it; it is the only markup we trust as is.
+    return {k: Markup(v) if v is not None else None for k, v in svgs.items()}
+
+
+def _anchor_prefix(report: Report, embedded: bool) -> str:
+    """Ids for in-page links; in a notebook several reports share one page, so theirs are distinct."""
+    if not embedded:
+        return ""
+    digest = hashlib.sha1(f"{report.model}\0{report.metadata.time}\0{report.target}".encode()).hexdigest()
+    return f"np{digest[:8]}-"
+
+
+def render_html(report: Report, *, embedded: bool = False) -> str:
+    """Render ``report`` as a standalone HTML page, or as a notebook fragment when ``embedded``."""
+    from markupsafe import Markup
+
+    script = _asset(JS_FILE)
+    context = {
+        "report": report,
+        "embedded": embedded,
+        "banner": banner(report),
+        "cards": summary_cards(report),
+        "verdict_bar": verdict_bar(report),
+        "groups": finding_groups(report),
+        "op_rows": op_rows(report),
+        "op_verdicts": [v for v in VERDICTS if any(o.verdict == v for o in report.ops)],
+        "legend": [(v, verdict_css(v), VERDICT_LEGEND[v]) for v in VERDICTS],
+        "plots": _plots(report),
+        "css": Markup(_asset(CSS_FILE)),
+        "script": Markup(script),
+        "csp": _csp(script),
+        "aid": _anchor_prefix(report, embedded),
+        "supported": SUPPORTED_VERDICTS,
+    }
+    template = TEMPLATE_FRAGMENT if embedded else TEMPLATE_PAGE
+    return _environment().get_template(template).render(context)
