@@ -1,0 +1,33 @@
+# Two entry points for a fresh machine (see README): `make demo` and `make test`.
+# Both create .venv, install the CPU stack (torch==2.13.0 pinned) and neuronprobe.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install system-deps demo test bench clean
+
+$(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/hf.txt requirements/dev.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements/dev.txt
+	$(PY) -m pip install -q --no-deps -e .
+	touch $@
+
+install: $(VENV)/.installed
+
+# Debian packages the tests need (headless Chromium for the browser test).
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: install
+	$(VENV)/bin/neuronprobe analyze examples/tiny_gpt.py --lengths examples/traffic_lengths.txt
+
+test: install system-deps
+	$(VENV)/bin/pytest
+
+bench: install
+	$(PY) benchmarks/bench_analyze.py
+
+clean:
+	rm -rf $(VENV) reports/*.json reports/*.html test-artifacts

@@ -1,0 +1,34 @@
+"""neuronprobe: a Neuron compile-and-fallback profiler.
+
+The public API is imported lazily so that ``import neuronprobe`` (and the CLI's
+``--help``) does not import torch, pandas or matplotlib.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["analyze", "propose_buckets", "load_report", "Report", "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.analysis import analyze
+    from neuronprobe.report.model import Report, load_report
+    from neuronprobe.shape_buckets import propose_buckets
+
+_LAZY = {
+    "analyze": ("neuronprobe.analysis", "analyze"),
+    "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
+    "load_report": ("neuronprobe.report.model", "load_report"),
+    "Report": ("neuronprobe.report.model", "Report"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'neuronprobe' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The report model and its renderers (console, JSON, HTML, notebook frames)."""
