@@ -1,0 +1,495 @@
+"""The pipeline ``analyze()`` runs: load -> capture -> classify -> (traffic) -> Report.
+
+Pure: it returns a :class:`Report` and never prints, exits or writes files.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import socket
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.backends import ResolvedBackend, resolve_backend
+from neuronprobe.capture import (
+    BreakRecord,
+    CaptureFailure,
+    ForwardError,
+    OpCall,
+    OpGraph,
+    capture,
+    user_frame_from_traceback,
+)
+from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.loading import LoadedModel, load_model, split_inputs
+from neuronprobe.report.model import (
+    PROBLEM_VERDICTS,
+    SUPPORTED_VERDICTS,
+    VERDICTS,
+    CaptureInfo,
+    Finding,
+    GraphBreak,
+    Limitation,
+    OpSummary,
+    PredictionDiff,
+    PredictionMismatch,
+    Report,
+    RunMetadata,
+    Summary,
+    SupportTableInfo,
+)
+from neuronprobe.support import DEFAULT_TARGET, Classification, check_target, classify, load_table
+
+# Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
+# work before running them on the host (or before reading a data-dependent size).
+GRAPH_CUTTING_VERDICTS = frozenset({"cpu_fallback", "dynamic_shape"})
+GIT_TIMEOUT_S = 5
+CONTROL_FLOW_OP = "<python branch on tensor value>"
+
+
+@dataclass
+class AnalyzeOptions:
+    target: str = DEFAULT_TARGET
+    backend: str = "auto"
+    require_backend: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    timeout: float = 1800.0
+    op_timeout: float = 600.0
+    command_line: str = ""
+
+
+@dataclass
+class TrafficOptions:
+    shapes: Path | None = None
+    lengths: Path | None = None
+    column: str | None = None
+    field: str | None = None
+    batch_sizes: list[int] | None = None
+    buckets: list[int] | None = None
+    max_buckets: int = 8
+    compile_seconds: float | None = None
+    max_compiles: int = 16
+
+    @property
+    def given(self) -> bool:
+        return self.shapes is not None or self.lengths is not None
+
+
+@dataclass
+class ClassifiedCall:
+    call: OpCall
+    verdict: Classification
+
+
+# --- public API ----------------------------------------------------------------
+
+
+def analyze(
+    model: Any,
+    example_inputs: Any = None,
+    *,
+    target: str = DEFAULT_TARGET,
+    backend: str = "auto",
+    require_backend: str | None = None,
+    name: str | None = None,
+    traffic: TrafficOptions | None = None,
+) -> Report:
+    """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
+
+    ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
+    positional arguments or a dict of keyword arguments), a path to a model
+    file, or an ``hf:<model_type>`` spec.
+    """
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend)
+    if isinstance(model, (str, os.PathLike)):
+        return analyze_spec(str(model), options, traffic or TrafficOptions())
+    resolved = _resolve(options)
+    args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
+    loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
+    return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+
+
+def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
+    """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
+    resolved = _resolve(options)  # before any work: --require-backend fails closed
+    loaded = load_model(spec, options.overrides)
+    return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+
+
+def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
+    check_target(options.target)
+    return resolve_backend(options.backend, options.require_backend)
+
+
+# --- the pipeline --------------------------------------------------------------------
+
+
+def _analyze_loaded(
+    loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend
+) -> Report:
+    table = load_table()
+    prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
+    try:
+        graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
+    except ForwardError as err:
+        file, line, _ = user_frame_from_traceback(err.original)
+        where = f"{_rel(file)}:{line}" if file else loaded.source
+        raise ModelLoadError(
+            f"{where}: the model's forward raised {type(err.original).__name__}: {err.original}"
+        ) from err.original
+    classified = [ClassifiedCall(c, classify(c, options.target, table)) for c in graph.calls]
+    counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
+
+    findings = _findings(counted)
+    findings.extend(_failure_findings(graph.failure))
+    breaks = _graph_breaks(graph.graph_breaks)
+    findings.extend(_break_findings(graph.graph_breaks, findings))
+    findings.sort(key=lambda f: (PROBLEM_VERDICTS.index(f.verdict) * -1, f.file or "", f.line or 0))
+
+    limitations = _limitations(graph)
+    report = Report(
+        model=loaded.name,
+        target=options.target,
+        backend=resolved.info,
+        ops=_inventory(counted),
+        findings=findings,
+        graph_breaks=breaks,
+        capture=CaptureInfo(
+            method=graph.method,
+            export_error=f"{graph.failure.exception}: {graph.failure.message}" if graph.failure else None,
+            seconds=round(graph.seconds, 3),
+            nodes=len(graph.calls),
+        ),
+        support_table=SupportTableInfo(
+            version=table.label(), target=options.target, provenance=list(table.provenance)
+        ),
+        metadata=_metadata(loaded, options),
+        not_analysed=limitations,
+    )
+    if resolved.live is not None:
+        _apply_observation(report, loaded, options, resolved)
+    if traffic.given or loaded.sample_inputs is not None:
+        _apply_traffic(report, loaded, traffic)
+    report.summary = summarize(report.ops, report.findings, counted, graph)
+    return report
+
+
+def _rel(path: str | None) -> str | None:
+    if not path:
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
+    """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
+    groups: dict[tuple[str, str, str | None, int | None], list[ClassifiedCall]] = defaultdict(list)
+    for c in classified:
+        if c.verdict.verdict in SUPPORTED_VERDICTS:
+            continue
+        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line)].append(c)
+    out = []
+    for (verdict, rule, file, line), items in groups.items():
+        first = items[0]
+        others = sorted({i.call.op for i in items} - {first.call.op})
+        message = first.verdict.reason + (f" (also on this line: {', '.join(others)})" if others else "")
+        out.append(
+            Finding(
+                op=first.call.op,
+                verdict=verdict,
+                file=_rel(file),
+                line=line,
+                module=first.call.module,
+                message=message,
+                fix=first.verdict.fix,
+                rule=rule,
+                ncc_code=first.verdict.ncc_code,
+                source_line=first.call.source_line,
+                count=len(items),
+                bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == "cpu_fallback" else 0,
+                shapes=first.call.shapes(),
+            )
+        )
+    return out
+
+
+def transfer_bytes(call: OpCall) -> int:
+    """Host<->device bytes for one fallback call: its inputs go down, its outputs come back."""
+    return sum(t.nbytes or 0 for t in [*call.inputs, *call.outputs])
+
+
+def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
+    if failure is None or failure.kind == "error":
+        return []
+    if failure.kind == "control_flow":
+        return [
+            Finding(
+                op=CONTROL_FLOW_OP,
+                verdict="control_flow",
+                file=_rel(failure.file),
+                line=failure.line,
+                module=None,
+                message=f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
+                "and a Neuron trace freezes whichever branch the example input took",
+                fix="make the branch a tensor op: torch.where(cond, a, b) for values, or torch.cond for sub-graphs; "
+                "or move the decision out of forward",
+                rule="data-dependent-branch",
+                source_line=failure.source_line,
+            )
+        ]
+    return [
+        Finding(
+            op=failure.op or "<unsupported op>",
+            verdict="cpu_fallback",
+            file=_rel(failure.file),
+            line=failure.line,
+            module=None,
+            message=f"capture failed on an op without a tracing (fake) kernel: {failure.message}",
+            fix="replace the op with aten ops that have a Neuron lowering, or run it outside the traced forward",
+            rule="unsupported-op",
+            source_line=failure.source_line,
+        )
+    ]
+
+
+def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
+    counts: Counter[tuple[str, str | None, int | None]] = Counter((b.reason, b.file, b.line) for b in records)
+    lines = {(b.reason, b.file, b.line): b.source_line for b in records}
+    return [
+        GraphBreak(reason=r, file=_rel(f), line=ln, source_line=lines[(r, f, ln)], count=n)
+        for (r, f, ln), n in counts.items()
+    ]
+
+
+def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list[Finding]:
+    """Ops that broke the dynamo graph ran eagerly, so they are in no captured graph: report them here."""
+    import re
+
+    seen = {(f.file, f.line) for f in existing}
+    table = load_table()
+    out: list[Finding] = []
+    for b in records:
+        file = _rel(b.file)
+        if (file, b.line) in seen and b.file is not None:
+            continue
+        m = re.search(r"aten\.(\w+)\.(\w+)", b.reason)
+        lower = b.reason.lower()
+        if "dynamic shape operator" in lower and m:
+            key = m.group(1) if m.group(2) == "default" else f"{m.group(1)}.{m.group(2)}"
+            rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
+            out.append(
+                Finding(
+                    op=f"aten::{key}", verdict="dynamic_shape", file=file, line=b.line, module=None,
+                    message=f"aten::{key}: {rule.message}", fix=rule.fix_for(key), rule=rule.id,
+                    ncc_code=rule.ncc_code, source_line=b.source_line,
+                )
+            )
+        elif "sparse" in lower:
+            rule = next(r for r in table.rules if r.id == "sparse-layout")
+            out.append(
+                Finding(
+                    op="<sparse tensor>", verdict="cpu_fallback", file=file, line=b.line, module=None,
+                    message=rule.message, fix=rule.fix, rule=rule.id, source_line=b.source_line,
+                )
+            )
+        elif "data-dependent" in lower or "generic_jump" in lower or "data dependent" in lower:
+            out.append(
+                Finding(
+                    op=CONTROL_FLOW_OP, verdict="control_flow", file=file, line=b.line, module=None,
+                    message=f"a Python branch on a tensor value breaks the graph ({b.reason})",
+                    fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
+                    rule="data-dependent-branch", source_line=b.source_line,
+                )
+            )
+        else:
+            continue
+        seen.add((file, b.line))
+    return out
+
+
+def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
+    groups: dict[tuple[str, str], list[ClassifiedCall]] = defaultdict(list)
+    for c in classified:
+        groups[(c.call.op, c.verdict.verdict)].append(c)
+    rows = []
+    for (op, verdict), items in groups.items():
+        shapes: list[str] = []
+        for i in items:
+            s = i.call.shapes()
+            if s not in shapes and len(shapes) < 3:
+                shapes.append(s)
+        rows.append(
+            OpSummary(
+                op=op,
+                count=len(items),
+                verdict=verdict,
+                rule=items[0].verdict.rule,
+                reason=items[0].verdict.reason,
+                dtypes=sorted({t.dtype for i in items for t in [*i.call.inputs, *i.call.outputs]}),
+                example_shapes=shapes,
+                modules=sorted({i.call.module for i in items if i.call.module})[:5],
+            )
+        )
+    rows.sort(key=lambda r: (-VERDICTS.index(r.verdict), -r.count, r.op))
+    return rows
+
+
+def device_graph_count(classified: list[ClassifiedCall]) -> int:
+    """Runs of device ops between graph-cutting ops, in program order (torch-xla's lazy execution)."""
+    graphs, in_run = 0, False
+    for c in classified:
+        if c.verdict.verdict in GRAPH_CUTTING_VERDICTS:
+            in_run = False
+        elif not in_run:
+            graphs, in_run = graphs + 1, True
+    return max(graphs, 1)
+
+
+def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[ClassifiedCall], graph: OpGraph) -> Summary:
+    counts = {v: 0 for v in VERDICTS}
+    for row in ops:
+        counts[row.verdict] += row.count
+    total = sum(counts.values())
+    supported = sum(counts[v] for v in SUPPORTED_VERDICTS)
+    device_graphs = device_graph_count(classified)
+    if graph.dynamo_graphs:
+        device_graphs = max(device_graphs, graph.dynamo_graphs)
+    return Summary(
+        ops_total=total,
+        distinct_ops=len({r.op for r in ops}),
+        support_percentage=round(100.0 * supported / total, 2) if total else 100.0,
+        counts=counts,
+        findings_total=len(findings),
+        device_graphs=device_graphs,
+        fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == "cpu_fallback"),
+        graph_breaks=sum(b.count for b in _graph_breaks(graph.graph_breaks)),
+    )
+
+
+def _limitations(graph: OpGraph) -> list[Limitation]:
+    out = [Limitation(what="dynamo capture", why=n) for n in graph.notes]
+    if graph.failure is not None:
+        where = f" at {_rel(graph.failure.file)}:{graph.failure.line}" if graph.failure.file else ""
+        out.append(
+            Limitation(
+                what="torch.export capture",
+                why=f"failed{where} ({graph.failure.exception}); ops were captured with dynamo instead, "
+                "so ops that ran between dynamo graphs are only known from the graph-break reasons",
+            )
+        )
+    return out
+
+
+# --- metadata ------------------------------------------------------------------------
+
+
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def git_state(folder: Path) -> tuple[str | None, bool | None]:
+    commit = _git(folder, "rev-parse", "HEAD")
+    if commit is None:
+        return None, None
+    status = _git(folder, "status", "--porcelain", "--untracked-files=no")
+    return commit, bool(status) if status is not None else None
+
+
+def _first_tensor(loaded: LoadedModel) -> Any:
+    import torch
+
+    for value in [*loaded.args, *loaded.kwargs.values()]:
+        if isinstance(value, torch.Tensor):
+            return value
+    return None
+
+
+def _model_dtype(loaded: LoadedModel) -> str:
+    for p in loaded.module.parameters():
+        return str(p.dtype).replace("torch.", "")
+    return ""
+
+
+def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
+    from neuronprobe import __version__
+
+    commit, dirty = git_state(loaded.path.resolve().parent) if loaded.path else (None, None)
+    first = _first_tensor(loaded)
+    return RunMetadata(
+        tool_version=__version__,
+        time=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        host=socket.gethostname(),
+        command_line=options.command_line or " ".join(sys.argv),
+        git_commit=commit,
+        git_dirty=dirty,
+        python=platform.python_version(),
+        platform=platform.platform(),
+        dtype=_model_dtype(loaded),
+        batch_size=int(first.shape[0]) if first is not None and first.dim() > 0 else None,
+        seq_len=int(first.shape[1]) if first is not None and first.dim() > 1 else None,
+        model_source=loaded.source,
+    )
+
+
+# --- live backend and traffic hooks -----------------------------------------------
+
+
+def _apply_observation(report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend) -> None:
+    assert resolved.live is not None
+    observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+    report.findings.extend(observation.findings)
+    report.not_analysed.extend(observation.limitations)
+    report.prediction_diff = prediction_diff(report, observation.op_verdicts)
+
+
+def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
+    """Ops the table called fine that the SDK rejected, and the reverse."""
+    predicted: dict[str, str] = {}
+    for row in report.ops:
+        worst = predicted.get(row.op)
+        if worst is None or VERDICTS.index(row.verdict) > VERDICTS.index(worst):
+            predicted[row.op] = row.verdict
+    where = {f.op: (f.file, f.line) for f in report.findings}
+    diff = PredictionDiff()
+    for op, seen in sorted(observed.items()):
+        guess = predicted.get(op)
+        if guess is None:
+            continue
+        ok_guess, ok_seen = guess in SUPPORTED_VERDICTS, seen in SUPPORTED_VERDICTS
+        file, line = where.get(op, (None, None))
+        if ok_guess and not ok_seen:
+            diff.predicted_ok_observed_failing.append(PredictionMismatch(op, guess, seen, file, line))
+        elif not ok_guess and ok_seen:
+            diff.predicted_failing_observed_ok.append(PredictionMismatch(op, guess, seen, file, line))
+    return diff
+
+
+def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions) -> None:
+    try:
+        from neuronprobe.recompiles import analyze_traffic
+    except ImportError:
+        report.not_analysed.append(Limitation("recompiles", "this neuronprobe has no recompile analysis"))
+        return
+    result = analyze_traffic(loaded, traffic)
+    report.recompiles = result.recompiles
+    if result.buckets is not None:
+        report.buckets = result.buckets
+    report.not_analysed.extend(result.limitations)
+
+
+__all__ = ["AnalyzeOptions", "TrafficOptions", "analyze", "analyze_spec", "InputError"]

@@ -1,0 +1,75 @@
+"""Backends decide what happens to each op on Neuron.
+
+* ``static`` predicts from the bundled support table (any machine).
+* ``neuron`` asks the real Neuron SDK on a Neuron host and reports what it
+  observed; predictions are still made, so the two can be compared.
+
+A live backend implements :class:`LiveBackend`. :func:`resolve_backend` picks
+one for ``--backend auto|static|neuron`` and enforces ``--require-backend``
+before any work is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from neuronprobe.errors import InputError
+from neuronprobe.report.model import BackendInfo, Finding, Limitation
+
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron")
+
+
+@dataclass
+class Observation:
+    """What a live backend saw for one model."""
+
+    findings: list[Finding] = field(default_factory=list)  # origin == "observed"
+    op_verdicts: dict[str, str] = field(default_factory=dict)  # dispatcher op name -> observed verdict
+    limitations: list[Limitation] = field(default_factory=list)
+    compile_log: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LiveBackend(Protocol):
+    def info(self) -> BackendInfo: ...
+
+    def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation: ...
+
+
+@dataclass
+class ResolvedBackend:
+    info: BackendInfo
+    live: LiveBackend | None = None
+
+
+def static_info(detail: str = "predicted from the bundled support table") -> BackendInfo:
+    import platform
+
+    versions = {"python": platform.python_version()}
+    try:
+        import torch
+
+        versions["torch"] = torch.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return BackendInfo(name="static", kind="static", versions=versions, detail=detail)
+
+
+def resolve_backend(name: str, require: str | None = None) -> ResolvedBackend:
+    """Pick the backend; fail closed (BackendUnavailable, exit 2) when ``require`` cannot be met."""
+    if name not in BACKEND_CHOICES:
+        raise InputError(f"--backend {name!r}: use one of {', '.join(BACKEND_CHOICES)}")
+    if require not in (None, "neuron", "static"):
+        raise InputError(f"--require-backend {require!r}: use neuron")
+    try:
+        from neuronprobe.backends import neuron as neuron_backend
+    except ImportError:
+        neuron_backend = None  # type: ignore[assignment]
+    if neuron_backend is not None and hasattr(neuron_backend, "resolve"):
+        return neuron_backend.resolve(name, require)
+    if require == "neuron" or name == "neuron":
+        from neuronprobe.errors import BackendUnavailable
+
+        raise BackendUnavailable("the neuron backend is required but this neuronprobe has no live Neuron backend")
+    return ResolvedBackend(info=static_info())

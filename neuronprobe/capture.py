@@ -1,0 +1,485 @@
+"""Capture: run the model through torch's own tracers and return an :class:`OpGraph`.
+
+Primary path: non-strict ``torch.export`` (fast, and every node carries its
+``stack_trace`` and ``nn_module_stack``). When export fails (a Python branch on
+tensor data, an op without a fake kernel), the failure itself becomes a
+:class:`CaptureFailure` at the user's line, and dynamo with a recording
+``aot_autograd`` backend captures what it can, graph breaks included. Graph
+breaks are read from dynamo's ``graph_breaks`` log records, not from
+``explain().graph_break_count`` (which is ``graph_count - 1`` on torch 2.13).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import linecache
+import logging
+import os
+import re
+import time
+import traceback
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+# Frames inside these folders are library code, not the user's: the user's
+# line is the innermost frame outside them.
+_TORCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__import__("importlib").util.find_spec("torch").origin)))  # type: ignore[union-attr]
+_NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__))
+_TRANSFORMERS_HELPERS = re.compile(
+    r"[\\/]transformers[\\/](utils|integrations|generation)[\\/]|"
+    r"[\\/]transformers[\\/](masking_utils|modeling_utils|pytorch_utils|activations|modeling_layers|"
+    r"modeling_rope_utils|modeling_attn_mask_utils|cache_utils|modeling_flash_attention_utils)\.py$"
+)
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
+_GRAPH_BREAK = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)\s*\n?.*?Graph Break Reason: (?P<reason>[^\n]+)", re.S)
+
+# Nodes that are bookkeeping of the tracer, not work that reaches the device.
+_SKIP_TARGET_PREFIXES = ("<built-in function", "<function sym_")
+
+MAX_EXAMPLE_SHAPES = 3
+
+
+@dataclass
+class TensorMeta:
+    shape: list[int | str]
+    dtype: str
+    layout: str = "strided"
+
+    @property
+    def nbytes(self) -> int | None:
+        """Bytes of a dense tensor of this shape, or None when a size is symbolic."""
+        if any(not isinstance(s, int) for s in self.shape):
+            return None
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n * _itemsize(self.dtype)
+
+    def __str__(self) -> str:
+        return f"{self.dtype}[{', '.join(str(s) for s in self.shape)}]"
+
+
+def _itemsize(dtype: str) -> int:
+    import torch
+
+    try:
+        return getattr(torch, dtype).itemsize
+    except AttributeError:
+        return 4
+
+
+@dataclass
+class OpCall:
+    """One aten op call of the captured forward."""
+
+    index: int
+    namespace: str
+    name: str
+    overload: str
+    inputs: list[TensorMeta] = field(default_factory=list)
+    outputs: list[TensorMeta] = field(default_factory=list)
+    constants: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments by schema name
+    tags: list[str] = field(default_factory=list)
+    module: str | None = None
+    module_type: str | None = None
+    file: str | None = None
+    line: int | None = None
+    source_line: str | None = None
+    data_dependent_output: bool = False  # output size holds an unbacked symbol (u0)
+    has_composite_implicit: bool = False
+    has_composite_explicit: bool = False
+
+    @property
+    def key(self) -> str:
+        """The support-table key: ``name`` for the default overload, else ``name.overload``."""
+        return self.name if self.overload == "default" else f"{self.name}.{self.overload}"
+
+    @property
+    def op(self) -> str:
+        """The dispatcher name, e.g. ``aten::index_put_`` or ``aten::add.Tensor``."""
+        return f"{self.namespace}::{self.key}"
+
+    def shapes(self) -> str:
+        ins = ", ".join(str(t) for t in self.inputs)
+        outs = ", ".join(str(t) for t in self.outputs)
+        return f"({ins}) -> ({outs})"
+
+
+@dataclass
+class CaptureFailure:
+    """Why the primary capture failed, placed at the user's line."""
+
+    kind: str  # "control_flow" | "unsupported_op" | "error"
+    message: str
+    exception: str
+    file: str | None = None
+    line: int | None = None
+    source_line: str | None = None
+    op: str | None = None
+
+
+@dataclass
+class BreakRecord:
+    reason: str
+    file: str | None = None
+    line: int | None = None
+    source_line: str | None = None
+
+
+@dataclass
+class OpGraph:
+    calls: list[OpCall]
+    method: str
+    seconds: float = 0.0
+    failure: CaptureFailure | None = None
+    graph_breaks: list[BreakRecord] = field(default_factory=list)
+    dynamo_graphs: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# --- frames -----------------------------------------------------------------------
+
+
+def is_library_file(path: str) -> bool:
+    path = os.path.abspath(path) if not path.startswith("<") else path
+    return (
+        path.startswith("<")
+        or path.startswith(_TORCH_DIR + os.sep + "torch" + os.sep)
+        or path.startswith(_NEURONPROBE_DIR + os.sep)
+        or bool(_TRANSFORMERS_HELPERS.search(path))
+        or os.sep + "contextlib.py" in path
+    )
+
+
+def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | None, str | None]:
+    """Innermost frame of a recorded stack trace that is the user's code."""
+    if not stack_trace:
+        return None, None, None
+    found = (None, None, None)
+    for m in _FRAME.finditer(stack_trace):
+        file = m.group("file")
+        if not is_library_file(file):
+            found = (file, int(m.group("line")), m.group("code").strip() or None)
+    if found[0] is not None and not found[2]:
+        found = (found[0], found[1], source_line(found[0], found[1]))
+    return found
+
+
+def user_frame_from_traceback(exc: BaseException) -> tuple[str | None, int | None, str | None]:
+    found: tuple[str | None, int | None, str | None] = (None, None, None)
+    for fr in traceback.extract_tb(exc.__traceback__):
+        if not is_library_file(fr.filename):
+            found = (fr.filename, fr.lineno, (fr.line or "").strip() or None)
+    return found
+
+
+def source_line(file: str | None, line: int | None) -> str | None:
+    if not file or not line:
+        return None
+    text = linecache.getline(file, line).strip()
+    return text or None
+
+
+# --- export path -----------------------------------------------------------------------
+
+
+def _tensor_metas(value: Any) -> list[TensorMeta]:
+    import torch
+
+    out: list[TensorMeta] = []
+    if isinstance(value, torch.Tensor):
+        shape: list[int | str] = []
+        for s in value.shape:
+            try:
+                shape.append(int(s))
+            except Exception:  # symbolic size
+                shape.append(str(s))
+        layout = str(value.layout).replace("torch.", "")
+        out.append(TensorMeta(shape=shape, dtype=str(value.dtype).replace("torch.", ""), layout=layout))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            out.extend(_tensor_metas(v))
+    return out
+
+
+_UNBACKED = re.compile(r"\bu\d+\b")
+
+
+def _unbacked_symbols(value: Any) -> set[str]:
+    """Unbacked symbols (u0, u1, ...) in a value's sizes: sizes only known from tensor data."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {m for s in value.shape if not isinstance(s, int) for m in _UNBACKED.findall(str(s))}
+    if isinstance(value, (list, tuple)):
+        return set().union(*(_unbacked_symbols(v) for v in value)) if value else set()
+    if isinstance(value, torch.SymInt):
+        return set(_UNBACKED.findall(str(value)))
+    return set()
+
+
+def _arg_value(arg: Any) -> Any:
+    import torch.fx
+
+    if isinstance(arg, torch.fx.Node):
+        return arg.meta.get("val")
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_arg_value(a) for a in arg)
+    return arg
+
+
+def _is_constant(value: Any) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _module_of(node: Any, strip_prefix: str) -> tuple[str | None, str | None]:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return None, None
+    path, mtype = list(stack.values())[-1]
+    if isinstance(mtype, type):
+        mtype = f"{mtype.__module__}.{mtype.__qualname__}"
+    path = str(path)
+    if strip_prefix and path.startswith(strip_prefix):
+        path = path[len(strip_prefix) :]
+    return path or None, str(mtype) if mtype else None
+
+
+def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
+    """Walk an FX graph's call_function nodes into OpCalls (aten and custom ops)."""
+    import torch
+
+    calls: list[OpCall] = []
+    for node in graph.nodes:
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+            continue
+        target = node.target
+        schema = target._schema
+        namespace, _, name = schema.name.partition("::")
+        overload = schema.overload_name or "default"
+        inputs: list[TensorMeta] = []
+        constants: dict[str, Any] = {}
+        input_symbols: set[str] = set()
+        for i, arg in enumerate(schema.arguments):
+            if i < len(node.args):
+                value = _arg_value(node.args[i])
+            elif arg.name in node.kwargs:
+                value = _arg_value(node.kwargs[arg.name])
+            else:
+                continue
+            metas = _tensor_metas(value)
+            input_symbols |= _unbacked_symbols(value)
+            if metas:
+                inputs.extend(metas)
+            elif _is_constant(value):
+                constants[arg.name] = value
+        val = node.meta.get("val")
+        file, line, code = user_frame_from_stack(node.meta.get("stack_trace"))
+        module, mtype = _module_of(node, strip_module_prefix)
+        qual = schema.name if overload == "default" else f"{schema.name}.{overload}"
+        calls.append(
+            OpCall(
+                index=len(calls),
+                namespace=namespace,
+                name=name,
+                overload=overload,
+                inputs=inputs,
+                outputs=_tensor_metas(val),
+                constants=constants,
+                tags=sorted(str(t).replace("Tag.", "") for t in getattr(target, "tags", ())),
+                module=module,
+                module_type=mtype,
+                file=file,
+                line=line,
+                source_line=code,
+                # Only the op that creates a data-dependent size is its source;
+                # ops downstream merely carry it.
+                data_dependent_output=bool(_unbacked_symbols(val) - input_symbols),
+                has_composite_implicit=_has_kernel(qual, "CompositeImplicitAutograd"),
+                has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
+                or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
+            )
+        )
+    return calls
+
+
+def _has_kernel(qualname: str, key: str) -> bool:
+    import torch
+
+    try:
+        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key))
+    except RuntimeError:
+        return False
+
+
+def _drop(record: logging.LogRecord) -> bool:
+    return False
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Failed exports print partial graph code, warnings and log lines: keep them off the user's console."""
+    sink = io.StringIO()
+    loggers = [
+        logger
+        for name, logger in list(logging.Logger.manager.loggerDict.items())
+        if (name == "torch" or name.startswith("torch.")) and isinstance(logger, logging.Logger)
+    ]
+    handlers = [h for logger in loggers for h in logger.handlers if not isinstance(h, _BreakLog)]
+    for h in handlers:
+        h.addFilter(_drop)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for h in handlers:
+            h.removeFilter(_drop)
+
+
+def _classify_failure(exc: BaseException) -> CaptureFailure:
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    file, line, code = user_frame_from_traceback(exc)
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    name = type(exc).__name__
+    full = str(exc)
+    if isinstance(exc, GuardOnDataDependentSymNode) or "data-dependent" in full.lower() or "data dependent" in full.lower():
+        return CaptureFailure("control_flow", text, name, file, line, code)
+    op_match = re.search(r"aten\.(\w+)(?:\.(\w+))?", full)
+    if name == "UnsupportedOperatorException" or "sparse" in full.lower():
+        op = f"aten::{op_match.group(1)}" if op_match else None
+        return CaptureFailure("unsupported_op", text, name, file, line, code, op)
+    return CaptureFailure("error", text, name, file, line, code)
+
+
+def capture_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "") -> OpGraph:
+    import torch
+
+    start = time.perf_counter()
+    with _quiet():
+        ep = torch.export.export(module, args, kwargs, strict=False)
+    calls = calls_from_graph(ep.graph, strip_module_prefix)
+    return OpGraph(calls=calls, method="export", seconds=time.perf_counter() - start)
+
+
+# --- dynamo path --------------------------------------------------------------------------
+
+
+class _BreakLog(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.records.append(record.getMessage())
+        except Exception:  # a malformed record must not break capture
+            pass
+
+
+def _parse_breaks(messages: list[str]) -> list[BreakRecord]:
+    out: list[BreakRecord] = []
+    for msg in messages:
+        m = _GRAPH_BREAK.search(msg)
+        if not m:
+            continue
+        reason = m.group("reason").strip()
+        file, line = m.group("file"), int(m.group("line"))
+        out.append(BreakRecord(reason=reason, file=file, line=line, source_line=source_line(file, line)))
+    return out
+
+
+def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "") -> OpGraph:
+    """Compile with a recording aot_autograd backend, fullgraph off; collect aten graphs and breaks."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.utils import counters
+
+    graphs: list[Any] = []
+
+    def record(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        graphs.append(gm)
+        return gm.forward
+
+    backend = aot_autograd(fw_compiler=record)
+    handler = _BreakLog()
+    logger = logging.getLogger("torch._dynamo")
+    start = time.perf_counter()
+    torch._dynamo.reset()
+    counters.clear()
+    torch._logging.set_logs(graph_breaks=True)
+    logger.addHandler(handler)
+    notes: list[str] = []
+    try:
+        with _quiet(), torch.no_grad():
+            compiled = torch.compile(module, backend=backend, fullgraph=False, dynamic=False)
+            compiled(*args, **kwargs)
+    except Exception as exc:
+        notes.append(f"dynamo capture stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    finally:
+        logger.removeHandler(handler)
+        torch._logging.set_logs()
+    breaks = _parse_breaks(handler.records)
+    # Breaks at the very start of a frame (sparse tensors, unique) leave no log
+    # line with a location; the counters still have their reasons.
+    logged = {b.reason for b in breaks}
+    for reason in list(counters.get("graph_break", {}).keys()):
+        first = str(reason).splitlines()[0]
+        if not any(first in r or r in first for r in logged):
+            breaks.append(BreakRecord(reason=first))
+    calls: list[OpCall] = []
+    for gm in graphs:
+        for call in calls_from_graph(gm.graph, strip_module_prefix):
+            call.index = len(calls)
+            calls.append(call)
+    torch._dynamo.reset()
+    return OpGraph(
+        calls=calls,
+        method="dynamo",
+        seconds=time.perf_counter() - start,
+        graph_breaks=breaks,
+        dynamo_graphs=len(graphs),
+        notes=notes,
+    )
+
+
+class ForwardError(Exception):
+    """The model's forward raises on its example inputs even in eager mode: the model's own bug."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+def _check_eager(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    import torch
+
+    try:
+        with _quiet(), torch.no_grad():
+            module(*args, **kwargs)
+    except Exception as exc:
+        raise ForwardError(exc) from exc
+
+
+def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "") -> OpGraph:
+    """Export first; on failure, record why and fall back to dynamo for the rest.
+
+    An unexplained export failure is checked against an eager run first: if
+    the forward raises there too, that is the user's bug (:class:`ForwardError`),
+    not something to analyse.
+    """
+    try:
+        return capture_export(module, args, kwargs, strip_module_prefix)
+    except Exception as exc:  # every export failure is information, not the end
+        failure = _classify_failure(exc)
+    if failure.kind == "error":
+        _check_eager(module, args, kwargs)
+    graph = capture_dynamo(module, args, kwargs, strip_module_prefix)
+    graph.failure = failure
+    graph.method = "export+dynamo"
+    return graph

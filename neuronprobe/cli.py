@@ -1,0 +1,460 @@
+"""The command line: a thin edge over the library.
+
+It parses arguments, calls one library function, renders, writes files
+atomically and maps typed errors to exit codes (0 done, 1 a requested gate
+failed, 2 unusable input or configuration). Nothing heavy is imported at module
+level: ``neuronprobe --help`` must not import torch, pandas or matplotlib.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_UNUSABLE, NeuronprobeError
+
+app = typer.Typer(
+    name="neuronprobe",
+    help="Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2, "
+    "why your traffic recompiles, and which buckets minimise padding.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+T = TypeVar("T")
+
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
+
+
+def _err_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _out_console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
+    from rich.markup import escape  # a message may quote "[[models]]" or "x[0]": not markup
+
+    _err_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _errors(debug: bool) -> Iterator[None]:
+    """Map library errors to one line and an exit code; tracebacks only with --debug."""
+    try:
+        yield
+    except typer.Exit:
+        raise
+    except NeuronprobeError as exc:
+        if debug:
+            raise
+        raise _fail(str(exc), exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise _fail("interrupted", 130) from None
+    except Exception as exc:  # an internal error: say so, keep the traceback behind --debug
+        if debug:
+            raise
+        raise _fail(
+            f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)",
+            EXIT_UNUSABLE,
+        ) from None
+
+
+def _write(path: Path, data: str | bytes) -> Path:
+    from neuronprobe.files import write_atomic
+
+    try:
+        return write_atomic(path, data)
+    except OSError as exc:
+        raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _split_csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+# --- analyze ----------------------------------------------------------------------
+
+
+@app.command()
+def analyze(
+    model: Annotated[str, typer.Argument(help="A model file (get_model, get_example_inputs) or hf:<model_type>.")],
+    set_: Annotated[
+        Optional[list[str]],
+        typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable)."),
+    ] = None,
+    target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = "trn1",
+    backend: Annotated[
+        str, typer.Option(help="auto (the real SDK when present, else static), static or neuron.")
+    ] = "auto",
+    require_backend: Annotated[
+        Optional[str],
+        typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
+    ] = None,
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Where to write the JSON report.")] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path(
+        "reports"
+    ),
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
+    fail_on: Annotated[
+        Optional[str],
+        typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts, e.g. cpu_fallback,compile_error."),
+    ] = None,
+    shapes: Annotated[
+        Optional[Path], typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")
+    ] = None,
+    lengths: Annotated[
+        Optional[Path], typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")
+    ] = None,
+    column: Annotated[Optional[str], typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
+    field_: Annotated[Optional[str], typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
+    batch_sizes: Annotated[
+        Optional[str], typer.Option("--batch-sizes", help="Batch sizes to combine with --lengths, e.g. 1,4,8.")
+    ] = None,
+    buckets: Annotated[
+        Optional[str], typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")
+    ] = None,
+    max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most buckets to propose for the traffic.")] = 8,
+    compile_seconds: Annotated[
+        Optional[float], typer.Option("--compile-seconds", help="Estimated compile time per graph, in seconds.")
+    ] = None,
+    max_compiles: Annotated[
+        int, typer.Option("--max-compiles", help="Most distinct shapes to compile on CPU as evidence.")
+    ] = 16,
+    fail_on_recompiles: Annotated[
+        Optional[int],
+        typer.Option("--fail-on-recompiles", help="Exit 1 when the static policy needs more than N graphs."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Whole-run timeout for the live Neuron backend, seconds.")
+    ] = 1800.0,
+    op_timeout: Annotated[
+        float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")
+    ] = 600.0,
+    debug: DebugOpt = False,
+) -> None:
+    """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
+    with _errors(debug):
+        from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, analyze_spec
+
+        unknown = set(_split_csv(fail_on)) - _verdict_names()
+        if unknown:
+            raise _fail(f"--fail-on: unknown verdict {sorted(unknown)[0]!r}; use {', '.join(_verdict_names())}")
+        options = AnalyzeOptions(
+            target=target,
+            backend=backend,
+            require_backend=require_backend,
+            overrides=list(set_ or []),
+            timeout=timeout,
+            op_timeout=op_timeout,
+            command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+        )
+        traffic = TrafficOptions(
+            shapes=shapes,
+            lengths=lengths,
+            column=column,
+            field=field_,
+            batch_sizes=[int(b) for b in _split_csv(batch_sizes)] if batch_sizes else None,
+            buckets=[int(b) for b in _split_csv(buckets)] if buckets else None,
+            max_buckets=max_buckets,
+            compile_seconds=compile_seconds,
+            max_compiles=max_compiles,
+        )
+        report = analyze_spec(model, options, traffic)
+
+        from neuronprobe.report.console import render_summary
+
+        console = _out_console()
+        console.print(render_summary(report))
+        stem = report.model.replace("/", "_").replace(":", "_")
+        json_out = json_path or output_dir / f"{stem}.json"
+        _write(json_out, report.to_json())
+        written = [str(json_out)]
+        if html:
+            from neuronprobe.report.html import render_html
+
+            html_out = json_out.with_suffix(".html") if json_path else output_dir / f"{stem}.html"
+            _write(html_out, render_html(report))
+            written.append(str(html_out))
+        console.print(f"reports: {', '.join(written)}")
+
+        gates = _split_csv(fail_on)
+        hit = [f for f in report.findings if f.verdict in gates]
+        code = 0
+        if hit:
+            _err_console().print(f"gate failed: {len(hit)} finding(s) with verdict in {{{', '.join(gates)}}}")
+            code = EXIT_GATE_FAILED
+        if fail_on_recompiles is not None and report.recompiles is not None:
+            static = report.recompiles.predicted.get("static")
+            if static is not None and static.graphs > fail_on_recompiles:
+                _err_console().print(
+                    f"gate failed: the static policy needs {static.graphs} graphs (limit {fail_on_recompiles})"
+                )
+                code = EXIT_GATE_FAILED
+        if code:
+            raise typer.Exit(code)
+
+
+def _verdict_names() -> set[str]:
+    from neuronprobe.report.model import VERDICTS
+
+    return set(VERDICTS)
+
+
+# --- report (issue 5) --------------------------------------------------------------
+
+
+@app.command()
+def report(
+    run: Annotated[Path, typer.Argument(help="A report JSON written by `neuronprobe analyze`.")],
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="The HTML file to write (default: RUN with .html).")
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Re-render the self-contained HTML report from a report JSON, on any machine."""
+    with _errors(debug):
+        from neuronprobe.report.html import render_html
+        from neuronprobe.report.model import load_report
+
+        loaded = load_report(str(run))
+        out = output if output is not None else run.with_suffix(".html")
+        if out.resolve() == run.resolve():
+            raise _fail(f"--output {out} would overwrite the report JSON; choose another file")
+        _write(out, render_html(loaded))
+        _out_console().print(f"report: {out}", markup=False)
+
+
+# --- diff and nightly (issue 6) ----------------------------------------------------
+
+
+@app.command()
+def diff(
+    base: Annotated[Path, typer.Argument(help="The baseline report JSON.")],
+    new: Annotated[Path, typer.Argument(help="The new report JSON.")],
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the diff as JSON here.")] = None,
+    html_path: Annotated[
+        Optional[Path], typer.Option("--html", help="Write the NEW report as HTML here, with a 'changes since baseline' section.")
+    ] = None,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 on a regression (new problem finding, lower support %, more graphs, more padding). "
+            "Runs on different backends, targets or neuronx-cc versions are shown but never gated.",
+        ),
+    ] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Compare two reports: new and removed findings, support %, graphs, padding and versions."""
+    with _errors(debug):
+        import dataclasses
+        import json
+
+        from neuronprobe.report.diff import diff_reports, run_label
+        from neuronprobe.report.diff_console import render_diff
+        from neuronprobe.report.model import load_report
+
+        base_report = load_report(str(base))
+        new_report = load_report(str(new))
+        result = diff_reports(
+            base_report,
+            new_report,
+            base_label=f"{base}: {run_label(base_report)}",
+            new_label=f"{new}: {run_label(new_report)}",
+        )
+        _out_console().print(render_diff(result))
+        if json_path is not None:
+            _write(json_path, json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+        if html_path is not None:
+            from neuronprobe.report.html import render_html
+
+            new_report.baseline_diff = result
+            _write(html_path, render_html(new_report))
+        if fail_on_regression and result.has_regression:
+            _err_console().print(f"gate failed: {len(result.regressions)} regression(s)")
+            raise typer.Exit(EXIT_GATE_FAILED)
+
+
+@app.command()
+def nightly(
+    config: Annotated[Path, typer.Argument(help="The nightly CONFIG.toml: defaults and one [[models]] table per model.")],
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html.")
+    ] = Path("reports"),
+    date: Annotated[
+        Optional[str], typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")
+    ] = None,
+    require_backend: Annotated[
+        Optional[str],
+        typer.Option("--require-backend", help="Fail with exit 2 unless this backend is really there (overrides the config)."),
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
+
+    Exit 1 on a regression, 2 when the config is unusable, a model cannot be analysed
+    or a required backend is missing.
+    """
+    with _errors(debug):
+        from neuronprobe.nightly import INDEX_FILE, check_date, load_config, run_nightly, today_utc
+
+        night = check_date(date) if date else today_utc()
+        settings = load_config(config)
+        err = _err_console()
+        result = run_nightly(
+            settings,
+            output_dir,
+            night,
+            require_backend=require_backend,
+            command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            progress=lambda line: err.print(line, markup=False),
+        )
+        # Each file is complete or absent (write_atomic); the index goes last, so a run
+        # killed while writing leaves the previous index, which links only complete reports.
+        for relative, content in result.files.items():
+            _write(output_dir / relative, content)
+        _print_nightly(result, output_dir / INDEX_FILE)
+        if result.failures:
+            raise typer.Exit(EXIT_UNUSABLE)
+        if result.regressions:
+            raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _print_nightly(result: Any, index: Path) -> None:
+    """A table of tonight's models, then every regression, failure and warning on a line of its own."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from neuronprobe.report.nightly_html import STATUS_TEXT
+
+    console, err = _out_console(), _err_console()
+    table = Table(title=f"nightly {result.date}", title_justify="left", show_edge=False)
+    for column in ("model", "status", "baseline"):
+        table.add_column(column)
+    for o in result.outcomes:
+        table.add_row(Text(o.name), Text(STATUS_TEXT[o.status]), Text(o.baseline_date or "-"))
+    console.print(table)
+    for o in result.outcomes:
+        if o.diff is not None and not o.diff.comparable:
+            console.print(f"{o.name}: not comparable, not gated: {o.diff.not_comparable_reason}", markup=False)
+    console.print(f"history: {index}", markup=False)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    for o in result.failures:
+        err.print(f"error: {o.name}: {o.error}", markup=False, style="red")
+    for line in result.regressions:
+        err.print(f"regression: {line}", markup=False, style="red")
+    if result.regressions:
+        err.print(f"gate failed: {len(result.regressions)} regression(s)", markup=False)
+
+
+# --- buckets (issue 3) -------------------------------------------------------------
+
+
+@app.command()
+def buckets(
+    lengths: Annotated[
+        Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")
+    ],
+    column: Annotated[Optional[str], typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
+    field_: Annotated[Optional[str], typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
+    max_buckets: Annotated[
+        int, typer.Option("--max-buckets", "-k", help="Most buckets (compiled graphs); the curve covers every k up to it.")
+    ] = 8,
+    cost: Annotated[
+        str,
+        typer.Option("--cost", help="Padding cost f: tokens (x), attention (x^2), or A,B for A*x + B*x^2."),
+    ] = "tokens",
+    step_times: Annotated[
+        Optional[Path],
+        typer.Option("--step-times", help="CSV with columns length,seconds: fit A,B of the cost from measured steps."),
+    ] = None,
+    max_len: Annotated[
+        Optional[int], typer.Option("--max-len", help="The last bucket (default: the longest length).")
+    ] = None,
+    multiple_of: Annotated[
+        Optional[int], typer.Option("--multiple-of", help="Every edge a multiple of this (tile size, e.g. 128).")
+    ] = None,
+    min_bucket: Annotated[Optional[int], typer.Option("--min-bucket", help="The smallest allowed edge.")] = None,
+    fit: Annotated[
+        str,
+        typer.Option(
+            "--fit",
+            help="inclusive: a length goes to the first edge >= it; strict: the first edge > it "
+            "(NxD Inference's runtime rule).",
+        ),
+    ] = "inclusive",
+    compile_seconds: Annotated[
+        Optional[float],
+        typer.Option("--compile-seconds", help="Compile time per graph: choose k by runtime + compile cost."),
+    ] = None,
+    compile_weight: Annotated[
+        float,
+        typer.Option("--compile-weight", help="Cost units one compile-second is worth (see README: choosing k)."),
+    ] = 1.0,
+    holdout: Annotated[
+        Optional[float],
+        typer.Option("--holdout", help="Fit on the first part (time order if there is a timestamp), score on this share."),
+    ] = None,
+    config: Annotated[
+        str,
+        typer.Option("--config", help="Snippet to print: nxd_inference, transformers_neuronx, vllm_neuron, list, all, none."),
+    ] = "nxd_inference",
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the proposal as JSON here.")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Propose the sequence-length buckets that minimise padding for a real length distribution."""
+    with _errors(debug):
+        import dataclasses
+        import json
+
+        from neuronprobe.shape_buckets import fit_step_times, propose_buckets, read_lengths, read_step_times
+        from neuronprobe.shape_buckets.configs import CONFIG_NAMES
+        from neuronprobe.shape_buckets.console import render_proposal
+
+        if config not in (*CONFIG_NAMES, "all", "none"):
+            raise _fail(f"--config {config!r}: use {', '.join(CONFIG_NAMES)}, all or none")
+        if step_times is not None and cost != "tokens":
+            raise _fail("give either --cost or --step-times, not both")
+        data = read_lengths(lengths, column=column, field=field_)
+        cost_model: Any = cost if step_times is None else fit_step_times(*read_step_times(step_times))
+        proposal = propose_buckets(
+            data,
+            max_buckets,
+            cost=cost_model,
+            max_len=max_len,
+            multiple_of=multiple_of,
+            min_bucket=min_bucket,
+            fit=fit,
+            compile_seconds=compile_seconds,
+            compile_weight=compile_weight,
+            holdout=holdout,
+        )
+        console = _out_console()
+        for part in render_proposal(proposal, config=config):
+            console.print(part)
+        if json_path is not None:
+            _write(json_path, json.dumps(dataclasses.asdict(proposal), indent=2) + "\n")
+            console.print(f"json: {json_path}", markup=False)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,251 @@
+"""Model input: a model file, or ``hf:<model_type>`` built from its config.
+
+A model file defines ``get_model()`` and ``get_example_inputs()`` (a tuple of
+positional arguments or a dict of keyword arguments), and optionally
+``make_inputs(batch_size, seq_len)`` and ``sample_inputs()``. Every way a model
+file can be broken becomes one :class:`ModelLoadError` naming the file and line.
+
+``hf:`` models are built on the meta device: the architecture is analysed
+without allocating its weights, so a 7B config costs no more memory than a toy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.errors import InputError, ModelLoadError
+
+HF_PREFIX = "hf:"
+HF_DEFAULT_SEQ_LEN = 32
+HF_DEFAULT_BATCH = 1
+
+
+@dataclass
+class LoadedModel:
+    """What the analyses need from a model, however it was given."""
+
+    name: str
+    source: str
+    module: Any  # torch.nn.Module
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    make_inputs: Callable[[int, int], Any] | None = None
+    sample_inputs: Callable[[], Iterable[Any]] | None = None
+    path: Path | None = None
+    on_meta: bool = False
+
+
+def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Normalise example inputs into (args, kwargs): a tuple/list is positional, a dict keyword."""
+    if isinstance(inputs, dict):
+        return (), dict(inputs)
+    if isinstance(inputs, (tuple, list)):
+        return tuple(inputs), {}
+    import torch
+
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,), {}
+    raise InputError(
+        f"{where} returned {type(inputs).__name__}; return a tuple of positional arguments or a dict of keyword arguments"
+    )
+
+
+def load_model(spec: str, overrides: Iterable[str] = ()) -> LoadedModel:
+    """Load ``spec`` (a path to a model file, or ``hf:<model_type>``)."""
+    overrides = list(overrides)
+    if spec.startswith(HF_PREFIX):
+        return load_hf(spec[len(HF_PREFIX) :], overrides)
+    if overrides:
+        raise InputError("--set applies to hf: models only; edit the model file to change its configuration")
+    return load_model_file(Path(spec))
+
+
+# --- model files -------------------------------------------------------------
+
+
+def _user_frame(exc: BaseException, path: Path) -> int | None:
+    """The deepest traceback line inside the model file, if any."""
+    line = None
+    resolved = str(path.resolve())
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == resolved or frame.filename == str(path):
+            line = frame.lineno
+    return line
+
+
+def _where(path: Path, line: int | None) -> str:
+    return f"{path}:{line}" if line else str(path)
+
+
+def _call_user(path: Path, fn: Callable[..., Any], name: str, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"{_where(path, _user_frame(exc, path))}: {name}() raised {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def import_model_file(path: Path) -> Any:
+    """Import a model file as a module, turning every failure into ModelLoadError."""
+    if not path.exists():
+        raise ModelLoadError(f"{path}: no such model file")
+    if path.is_dir():
+        raise ModelLoadError(f"{path}: is a folder; give a Python model file")
+    module_name = f"neuronprobe_model_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ModelLoadError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise ModelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
+    except Exception as exc:
+        sys.modules.pop(module_name, None)
+        raise ModelLoadError(
+            f"{_where(path, _user_frame(exc, path))}: importing the model file raised {type(exc).__name__}: {exc}"
+        ) from exc
+    return module
+
+
+def load_model_file(path: Path) -> LoadedModel:
+    module = import_model_file(path)
+    missing = [n for n in ("get_model", "get_example_inputs") if not callable(getattr(module, n, None))]
+    if missing:
+        raise ModelLoadError(
+            f"{path}: defines no {' or '.join(m + '()' for m in missing)}; "
+            "a model file must define get_model() and get_example_inputs()"
+        )
+    model = _call_user(path, module.get_model, "get_model")
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise ModelLoadError(f"{path}: get_model() returned {type(model).__name__}, not a torch.nn.Module")
+    inputs = _call_user(path, module.get_example_inputs, "get_example_inputs")
+    args, kwargs = split_inputs(inputs, f"{path}: get_example_inputs()")
+    model.eval()
+    return LoadedModel(
+        name=path.stem,
+        source=str(path),
+        module=model,
+        args=args,
+        kwargs=kwargs,
+        make_inputs=getattr(module, "make_inputs", None) if callable(getattr(module, "make_inputs", None)) else None,
+        sample_inputs=getattr(module, "sample_inputs", None)
+        if callable(getattr(module, "sample_inputs", None))
+        else None,
+        path=path,
+    )
+
+
+# --- hf: architectures ---------------------------------------------------------------
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` with VALUE read as JSON when it parses (ints, floats, bools, lists), else a string."""
+    import json
+
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise InputError(f"--set {text!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=2")
+    raw = raw.strip()
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return key, lowered == "true"
+    try:
+        return key, json.loads(raw)
+    except json.JSONDecodeError:
+        return key, raw
+
+
+class _HFForward:
+    """Build the forward wrapper lazily so that this module imports without torch."""
+
+    @staticmethod
+    def make(model: Any, encoder_decoder: bool) -> Any:
+        import torch
+
+        class HFModel(torch.nn.Module):
+            """Calls the transformers model with cache off and returns the first output tensor."""
+
+            def __init__(self, inner: torch.nn.Module) -> None:
+                super().__init__()
+                self.model = inner
+
+            def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None) -> Any:
+                extra = {"decoder_input_ids": decoder_input_ids} if decoder_input_ids is not None else {}
+                out = self.model(input_ids=input_ids, use_cache=False, return_dict=False, **extra)
+                return out[0]
+
+        return HFModel(model)
+
+
+def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
+    try:
+        from transformers import AutoConfig
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InputError("hf: models need transformers: pip install 'neuronprobe[hf]'") from exc
+    try:
+        config = AutoConfig.for_model(model_type)
+    except ValueError as exc:
+        raise InputError(f"hf:{model_type}: unknown transformers model_type ({str(exc).splitlines()[0]})") from exc
+    for text in overrides:
+        key, value = parse_override(text)
+        if not hasattr(config, key):
+            raise InputError(f"--set {key}: hf:{model_type}'s config has no field {key!r}")
+        setattr(config, key, value)
+    return config
+
+
+def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN) -> LoadedModel:
+    """Build ``model_type`` from its default config on the meta device (no weights allocated)."""
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+
+    config = build_hf_config(model_type, overrides)
+    import transformers
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
+
+    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    try:
+        with torch.device("meta"):
+            try:
+                inner = AutoModelForCausalLM.from_config(config)
+            except ValueError:
+                inner = AutoModel.from_config(config)
+    except Exception as exc:
+        raise InputError(f"hf:{model_type}: cannot build the model from its config: {type(exc).__name__}: {exc}") from exc
+    inner.eval()
+    module = _HFForward.make(inner, encoder_decoder)
+    vocab = int(getattr(config, "vocab_size", 1000) or 1000)
+
+    def make_inputs(batch_size: int, seq: int) -> dict[str, Any]:
+        ids = torch.randint(0, vocab, (batch_size, seq), device="meta")
+        inputs: dict[str, Any] = {"input_ids": ids}
+        if encoder_decoder:
+            inputs["decoder_input_ids"] = ids
+        return inputs
+
+    kwargs = make_inputs(HF_DEFAULT_BATCH, seq_len)
+    return LoadedModel(
+        name=f"hf_{model_type}",
+        source=f"hf:{model_type}",
+        module=module,
+        kwargs=kwargs,
+        make_inputs=make_inputs,
+        on_meta=True,
+    )

@@ -1,0 +1,97 @@
+"""The console summary: a rich renderable built from a Report (the CLI prints it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuronprobe.report.model import PROBLEM_VERDICTS, VERDICTS, Report
+
+TOP_FINDINGS = 10
+
+BANNER = {
+    "runs": ("green", "runs on Neuron as it is"),
+    "runs_with_fallbacks": ("yellow", "runs, with CPU fallbacks"),
+    "will_not_compile": ("red", "will not compile on Neuron as it is"),
+}
+VERDICT_STYLE = {
+    "lowered": "green",
+    "decomposed": "green",
+    "cpu_fallback": "yellow",
+    "dynamic_shape": "red",
+    "control_flow": "red",
+    "compile_error": "red",
+}
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _where(file: str | None, line: int | None) -> str:
+    if not file:
+        return "(location unknown)"
+    return f"{file}:{line}" if line else file
+
+
+def render_summary(report: Report) -> Any:
+    from rich.console import Group
+    from rich.text import Text
+
+    s = report.summary
+    colour, words = BANNER[report.verdict]
+    backend = report.backend.name + (" (FAKE SDK, not hardware)" if report.backend.fake else "")
+    head = Text.assemble(
+        (f"{report.model}", "bold"),
+        f" on {report.target}: ",
+        (words, f"bold {colour}"),
+        f"\nbackend {backend} · capture {report.capture.method} · support table {report.support_table.version}",
+    )
+    counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in VERDICTS), style="dim")
+    stats = Text(
+        f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {s.support_percentage:.1f}% · "
+        f"{s.device_graphs} device graph(s) · {s.graph_breaks} graph break(s) · "
+        f"fallback transfers {_human_bytes(s.fallback_bytes_per_call)} per call"
+    )
+    parts: list[Any] = [head, stats, counts]
+    if report.findings:
+        shown = sorted(report.findings, key=lambda f: -PROBLEM_VERDICTS.index(f.verdict))[:TOP_FINDINGS]
+        parts.append(Text(f"\nfindings: {len(report.findings)} (showing {len(shown)})", style="bold"))
+        for f in shown:
+            tag = f.verdict + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin == "observed" else "")
+            line = Text.assemble(("  " + tag.ljust(26), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
+            if f.count > 1:
+                line.append(f"  x{f.count}")
+            parts.append(line)
+            if f.source_line:
+                parts.append(Text(f"      {f.source_line}", style="cyan"))
+            parts.append(Text(f"      fix: {f.fix}", style="dim"))
+    else:
+        parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
+    if report.recompiles is not None:
+        try:
+            from neuronprobe.report.console_recompiles import render_recompiles
+        except ImportError:
+            pass
+        else:
+            parts.append(render_recompiles(report.recompiles))
+    if report.buckets is not None:
+        b = report.buckets
+        parts.append(
+            Text(f"buckets: {b.edges} ({b.k} graphs) pad {b.overhead.tokens:.1f}% tokens under {b.cost_model} cost")
+        )
+    if report.prediction_diff is not None:
+        d = report.prediction_diff
+        parts.append(
+            Text(
+                f"prediction vs observed: {len(d.predicted_ok_observed_failing)} predicted fine but failed, "
+                f"{len(d.predicted_failing_observed_ok)} predicted failing but fine"
+            )
+        )
+    for limit in report.not_analysed:
+        parts.append(Text(f"not analysed: {limit.what}: {limit.why}", style="dim"))
+    return Group(*parts)

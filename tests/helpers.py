@@ -1,0 +1,30 @@
+"""Shared helpers for the tests: where the model files are and what they expect."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+MODELS = TESTS / "models"
+BROKEN = TESTS / "broken"
+EXAMPLES = ROOT / "examples"
+
+_EXPECT = re.compile(r"#\s*(EXPECT|RAISES)\b\s*(?P<verdict>\w+)?\s*(?P<op>\S+)?")
+
+
+def expectations(path: Path) -> list[tuple[int, str | None, str | None]]:
+    """(line, verdict, op) for each ``# EXPECT verdict op`` marker in a model file."""
+    out = []
+    for number, text in enumerate(path.read_text().splitlines(), start=1):
+        m = _EXPECT.search(text)
+        if m:
+            out.append((number, m.group("verdict"), m.group("op")))
+    return out
+
+
+def marker_line(path: Path) -> int:
+    marks = expectations(path)
+    assert marks, f"{path} has no # EXPECT/# RAISES marker"
+    return marks[0][0]

@@ -1,0 +1,16 @@
+"""Complex tensors: rejected by the Neuron compiler (NCC_EVRF004)."""
+import torch
+
+
+class Rotate(torch.nn.Module):
+    def forward(self, x):
+        z = torch.view_as_complex(x)  # EXPECT compile_error aten::view_as_complex
+        return torch.view_as_real(z * 1j)
+
+
+def get_model():
+    return Rotate()
+
+
+def get_example_inputs():
+    return (torch.randn(4, 8, 2),)

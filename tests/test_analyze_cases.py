@@ -1,0 +1,140 @@
+"""Each problem construct is found with its verdict, at the user's file and line, with a fix."""
+
+from __future__ import annotations
+
+import pytest
+
+import neuronprobe
+from helpers import MODELS, expectations
+
+CASES = [
+    "index_put_accumulate.py",
+    "nonzero.py",
+    "bool_mask.py",
+    "unique.py",
+    "sparse.py",
+    "data_branch.py",
+    "float64.py",
+    "complex_mul.py",
+    "fft.py",
+]
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {name: neuronprobe.analyze(str(MODELS / name), backend="static") for name in CASES}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_each_marked_line_has_its_finding(reports, name):
+    report = reports[name]
+    path = MODELS / name
+    for line, verdict, op in expectations(path):
+        at_line = [f for f in report.findings if f.line == line and f.file and f.file.endswith(name)]
+        assert at_line, f"no finding at {name}:{line}; got {[(f.verdict, f.file, f.line) for f in report.findings]}"
+        assert verdict in {f.verdict for f in at_line}
+        if op:
+            assert op in {f.op for f in at_line}, [f.op for f in at_line]
+        for f in at_line:
+            assert f.fix, "every finding carries a fix"
+            assert f.rule, "every finding names its rule"
+            assert f.source_line and "EXPECT" in f.source_line, "the finding quotes the user's source line"
+
+
+def test_index_put_without_accumulate_is_lowered(tmp_path):
+    model = tmp_path / "plain_index_put.py"
+    model.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x, idx, y):\n"
+        "        x = x.clone()\n"
+        "        x[idx] = y\n"
+        "        return x\n"
+        "def get_model():\n    return M()\n"
+        "def get_example_inputs():\n    return (torch.randn(4, 8), torch.tensor([0, 2]), torch.randn(2, 8))\n"
+    )
+    report = neuronprobe.analyze(str(model), backend="static")
+    assert report.findings == []
+    assert any(r.op == "aten::index_put_" and r.verdict == "lowered" for r in report.ops)
+
+
+def test_complex_carries_its_ncc_code(reports):
+    codes = {f.ncc_code for f in reports["complex_mul.py"].findings}
+    assert "NCC_EVRF004" in codes
+
+
+def test_sparse_fallback_costs_transfers(reports):
+    report = reports["sparse.py"]
+    # to_sparse moves the dense 8x8 float32 input down (256 B) and its sparse result back.
+    assert report.summary.fallback_bytes_per_call > 0
+    assert report.summary.fallback_bytes_per_call == sum(f.bytes_per_call for f in report.findings)
+    assert report.verdict == "runs_with_fallbacks"
+
+
+def test_data_branch_falls_back_to_dynamo_and_reports_the_export_failure(reports):
+    report = reports["data_branch.py"]
+    assert report.capture.method == "export+dynamo"
+    assert "GuardOnDataDependentSymNode" in (report.capture.export_error or "")
+    assert report.graph_breaks and report.graph_breaks[0].line == expectations(MODELS / "data_branch.py")[0][0]
+    assert any(limit.what == "torch.export capture" for limit in report.not_analysed)
+    # The linear layer before the branch was still captured, by dynamo.
+    assert any(r.op == "aten::addmm" or r.op == "aten::linear" for r in report.ops)
+
+
+def test_dynamic_shape_cuts_the_device_graph(reports):
+    assert reports["nonzero.py"].summary.device_graphs == 2
+
+
+def test_custom_op_is_never_silently_lowered(tmp_path):
+    model = tmp_path / "custom.py"
+    model.write_text(
+        "import torch\n"
+        "@torch.library.custom_op('npt_test::scale', mutates_args=())\n"
+        "def scale(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+        "@scale.register_fake\n"
+        "def _(x):\n    return torch.empty_like(x)\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return scale(x) + 1  # custom op\n"
+        "def get_model():\n    return M()\n"
+        "def get_example_inputs():\n    return (torch.randn(4),)\n"
+    )
+    report = neuronprobe.analyze(str(model), backend="static")
+    custom = [f for f in report.findings if f.op == "npt_test::scale"]
+    assert len(custom) == 1 and custom[0].verdict == "cpu_fallback" and custom[0].rule == "custom-op"
+    assert custom[0].line == 10
+
+
+def test_mlp_has_no_findings():
+    report = neuronprobe.analyze(str(MODELS / "mlp.py"), backend="static")
+    assert report.findings == []
+    assert report.summary.support_percentage == 100.0
+    assert report.verdict == "runs"
+
+
+def test_python_api_takes_a_module_and_inputs():
+    import torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    report = neuronprobe.analyze(model, (torch.randn(2, 4),), name="seq")
+    assert report.model == "seq"
+    assert report.summary.ops_total >= 2
+    assert {r.verdict for r in report.ops} <= {"lowered", "decomposed"}
+    with_kwargs = neuronprobe.analyze(model, {"input": torch.randn(2, 4)})
+    assert with_kwargs.summary.ops_total == report.summary.ops_total
+
+
+def test_trn2_sort_is_a_compile_error_with_its_code(tmp_path):
+    model = tmp_path / "sorter.py"
+    model.write_text(
+        "import torch\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.sort(x, dim=-1).values\n"
+        "def get_model():\n    return M()\n"
+        "def get_example_inputs():\n    return (torch.randn(4, 8),)\n"
+    )
+    trn2 = neuronprobe.analyze(str(model), target="trn2", backend="static")
+    assert [(f.verdict, f.ncc_code, f.line) for f in trn2.findings] == [("compile_error", "NCC_EVRF029", 4)]
+    trn1 = neuronprobe.analyze(str(model), target="trn1", backend="static")
+    assert [(f.verdict, f.rule) for f in trn1.findings] == [("compile_error", "sort")]
