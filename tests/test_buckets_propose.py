@@ -25,6 +25,15 @@ def test_the_public_lazy_export_is_this_function():
     assert lazy_propose is propose_buckets
 
 
+def test_any_iterable_of_lengths_is_accepted():
+    import pandas as pd
+
+    want = propose_buckets([3, 5, 8], 2).edges
+    assert propose_buckets((n for n in (3, 5, 8)), 2).edges == want
+    assert propose_buckets(pd.Series([3, 5, 8]), 2).edges == want
+    assert propose_buckets(np.array([3.0, 5.0, 8.0]), max_buckets=2).edges == want
+
+
 def test_the_optimum_beats_the_nxd_inference_ladder_at_the_same_number_of_graphs():
     p = propose_buckets(TRAFFIC, 8)
     assert TRAFFIC.max() == 8995

@@ -58,6 +58,8 @@ def validate_lengths(values: Any, where: str = "lengths", line_offset: int = 0) 
     ``line_offset`` turns an item index into a file line number for messages
     (``None`` entries, NaN, fractions, zero and negatives are all rejected).
     """
+    if not isinstance(values, (np.ndarray, list, tuple)) and hasattr(values, "__iter__"):
+        values = list(values)  # generators, ranges, sets: materialise once
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
         arr = values.astype(np.int64, copy=False).ravel()
     else:
