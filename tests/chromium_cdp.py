@@ -12,6 +12,7 @@ Used by tests/test_report_browser.py and benchmarks/bench_report.py.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import select
@@ -84,7 +85,9 @@ class Browser:
         self._from_browser, from_browser_w = os.pipe()
 
         def wire_fds() -> None:  # runs in the child: put the pipe ends on fds 3 and 4
-            a, b = os.dup(to_browser_r), os.dup(from_browser_w)
+            # First copy both ends above 4, so neither copy can land on 3 or 4 and be overwritten.
+            a = fcntl.fcntl(to_browser_r, fcntl.F_DUPFD, 10)
+            b = fcntl.fcntl(from_browser_w, fcntl.F_DUPFD, 10)
             os.dup2(a, 3)
             os.dup2(b, 4)
 
@@ -96,7 +99,7 @@ class Browser:
             stdout=subprocess.DEVNULL,
             stderr=self._log,
             preexec_fn=wire_fds,
-            close_fds=False,
+            close_fds=False,  # pass_fds=(3, 4) would fail when the parent has no fd 3 or 4 open
         )
         os.close(to_browser_r)
         os.close(from_browser_w)

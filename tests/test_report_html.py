@@ -305,3 +305,11 @@ def test_rendering_does_not_change_the_report() -> None:
     render_html(report)
     render_html(report, embedded=True)
     assert report == before
+
+
+def test_held_out_check_is_listed_flat() -> None:
+    report = rich_report()
+    assert report.buckets is not None
+    report.buckets.holdout = {"fraction": 0.2, "overhead": {"tokens": 24.1416}, "baselines": {"nxd": {"tokens": 42.5}}}
+    text = parse(render_html(report)).visible_text
+    assert "fraction 0.2 overhead.tokens 24.1416 baselines.nxd.tokens 42.5" in text

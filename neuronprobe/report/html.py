@@ -245,6 +245,20 @@ def op_rows(report: Report) -> list[OpRow]:
     return sorted(rows, key=lambda r: (-r.severity, -r.op.count, r.op.op))
 
 
+def flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
+    """Nested dicts as ("a.b", "value") rows, for free-form sections such as the held-out check."""
+    if isinstance(data, dict):
+        rows: list[tuple[str, str]] = []
+        for key, value in data.items():
+            rows += flatten(value, f"{prefix}.{key}" if prefix else str(key))
+        return rows
+    if isinstance(data, float):
+        return [(prefix, f"{data:g}")]
+    if isinstance(data, list):
+        return [(prefix, ", ".join(str(x) for x in data))]
+    return [(prefix, "—" if data is None else str(data))]
+
+
 # -- assets and rendering -----------------------------------------------------------
 
 
@@ -326,7 +340,7 @@ def render_html(report: Report, *, embedded: bool = False) -> str:
         "script": Markup(script),
         "csp": _csp(script),
         "aid": _anchor_prefix(report, embedded),
-        "supported": SUPPORTED_VERDICTS,
+        "holdout": flatten(report.buckets.holdout) if report.buckets is not None and report.buckets.holdout else [],
     }
     template = TEMPLATE_FRAGMENT if embedded else TEMPLATE_PAGE
     return _environment().get_template(template).render(context)

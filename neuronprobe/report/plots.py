@@ -32,12 +32,21 @@ FIGSIZE = (7.0, 2.8)
 # A length histogram with more bars than this turns into noise at report
 # width (and bloats the SVG); lengths are binned down to this many bars.
 HIST_MAX_BINS = 60
+# Above this many new graphs a policy's step line alone shows the story; a dot
+# per graph would only add SVG elements (500 graphs: ~70 KB more, no more insight).
+TIMELINE_MAX_MARKERS = 60
 # Vertical extent of each baseline's edge marks, as a fraction of the axes
 # height, so overlapping ladders stay distinguishable (the proposal is full height).
-BASELINE_MARK_HEIGHTS = (0.82, 0.66, 0.5, 0.34)
+BASELINE_MARK_HEIGHTS = (0.86, 0.74, 0.62, 0.5, 0.38, 0.26)
+# Request lengths are long-tailed (most requests short, a few near max_len); when
+# the longest is this many times the shortest, a log axis keeps the body readable.
+LOG_X_SPREAD = 20
+# The overhead at k=1 can be hundreds of times that at the chosen k; beyond this
+# ratio the curve's y axis is logarithmic (symlog: linear near 0, where large k ends).
+LOG_Y_SPREAD = 20
 
 PROPOSED_COLOR = "#c0392b"
-BASELINE_COLORS = ("#2471a3", "#7d3c98", "#1e8449", "#b9770e")
+BASELINE_COLORS = ("#2471a3", "#7d3c98", "#1e8449", "#b9770e", "#17a589", "#884ea0")
 POLICY_COLORS = ("#c0392b", "#2471a3", "#1e8449", "#7d3c98", "#b9770e")
 BAR_COLOR = "#b3b6b7"
 TEXT_COLOR = "#222222"
@@ -135,7 +144,8 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
             ys = [0, *range(1, len(first_seen) + 1), len(first_seen)]
             color = POLICY_COLORS[i % len(POLICY_COLORS)]
             ax.step(xs, ys, where="post", color=color, linewidth=1.4, label=_label(f"{name}: {len(first_seen)} graphs"))
-            ax.plot(first_seen, range(1, len(first_seen) + 1), "o", color=color, markersize=2.5)
+            if len(first_seen) <= TIMELINE_MAX_MARKERS:
+                ax.plot(first_seen, range(1, len(first_seen) + 1), "o", color=color, markersize=2.5)
         ax.set_xlabel("call index in the traffic")
         ax.set_ylabel("graphs compiled so far")
         ax.set_xlim(0, max(last_call, 1))
@@ -144,8 +154,12 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
         return _svg(fig, "timeline", "Graphs compiled over the traffic, per policy")
 
 
-def _histogram_bins(values: Sequence[int]) -> int:
-    return max(1, min(HIST_MAX_BINS, len(set(values))))
+def _plain_numbers(axis: Any) -> None:
+    """Tick labels as plain numbers (100, 1000), not powers of ten, on a log axis."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def histogram_svg(proposal: BucketProposal | None) -> str | None:
@@ -156,9 +170,15 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
     counts = list(proposal.histogram.get("counts") or [])
     if not values or len(values) != len(counts):
         return None
-    top = max(max(values), *(proposal.edges or [0]))
+    import numpy as np
+
+    low, high = max(min(values), 1), max(values)
+    top = max(high, *(proposal.edges or [0]))
+    log_x = high / low >= LOG_X_SPREAD
+    n_bins = max(1, min(HIST_MAX_BINS, len(set(values))))
+    bins: Any = np.geomspace(low, high + 1, n_bins + 1) if log_x else n_bins
     with _figure("histogram") as (fig, ax):
-        ax.hist(values, bins=_histogram_bins(values), weights=counts, color=BAR_COLOR, label="requests")
+        ax.hist(values, bins=bins, weights=counts, color=BAR_COLOR, label="requests")
         for j, baseline in enumerate(proposal.baselines):
             color = BASELINE_COLORS[j % len(BASELINE_COLORS)]
             height = BASELINE_MARK_HEIGHTS[j % len(BASELINE_MARK_HEIGHTS)]
@@ -168,11 +188,17 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
         for n, edge in enumerate(proposal.edges):
             ax.axvline(edge, color=PROPOSED_COLOR, linewidth=1.6,
                        label=_label(f"proposed edges (k={proposal.k})") if n == 0 else None)
-        # Baseline edges far beyond the traffic would squash the histogram; they are listed in the table.
-        ax.set_xlim(0, top * 1.04)
-        ax.set_xlabel("sequence length")
+        # Baseline edges far outside the traffic would squash the histogram; the table lists them all.
+        if log_x:
+            ax.set_xscale("log")
+            ax.set_xlim(low * 0.9, top * 1.1)
+            _plain_numbers(ax.xaxis)
+            ax.set_xlabel("sequence length (log scale)")
+        else:
+            ax.set_xlim(0, top * 1.04)
+            ax.set_xlabel("sequence length")
         ax.set_ylabel("requests")
-        ax.legend(loc="upper right")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
         return _svg(fig, "histogram", "Length histogram with proposed and baseline bucket edges")
 
 
@@ -192,7 +218,14 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
                 color=PROPOSED_COLOR, markersize=6, label=_label(f"chosen k={proposal.k}"))
         ax.set_xticks(ks)
         ax.set_xlabel("buckets k (= compiled graphs)")
-        ax.set_ylabel("overhead, % of real work")
+        largest = max(max(p.overhead.tokens, p.overhead.attention) for p in points)
+        at_chosen = max(proposal.overhead.tokens, proposal.overhead.attention, 1.0)
+        if largest / at_chosen >= LOG_Y_SPREAD:
+            ax.set_yscale("symlog", linthresh=1.0)
+            _plain_numbers(ax.yaxis)
+            ax.set_ylabel("overhead, % of real work (log)")
+        else:
+            ax.set_ylabel("overhead, % of real work")
         ax.set_ylim(0, None)
         ax.legend(loc="upper right")
         return _svg(fig, "curve", f"Padding overhead against the number of buckets; k={proposal.k} chosen")
