@@ -172,7 +172,7 @@ class _HFForward:
     """Build the forward wrapper lazily so that this module imports without torch."""
 
     @staticmethod
-    def make(model: Any, encoder_decoder: bool) -> Any:
+    def make(model: Any) -> Any:
         import torch
 
         class HFModel(torch.nn.Module):
@@ -182,12 +182,31 @@ class _HFForward:
                 super().__init__()
                 self.model = inner
 
-            def forward(self, input_ids: torch.Tensor, decoder_input_ids: torch.Tensor | None = None) -> Any:
-                extra = {"decoder_input_ids": decoder_input_ids} if decoder_input_ids is not None else {}
-                out = self.model(input_ids=input_ids, use_cache=False, return_dict=False, **extra)
+            def forward(self, **inputs: torch.Tensor) -> Any:
+                extra: dict[str, Any] = {}
+                if getattr(self.model.config, "use_cache", None) is not None:
+                    extra["use_cache"] = False
+                out = self.model(**inputs, return_dict=False, **extra)
                 return out[0]
 
         return HFModel(model)
+
+
+def _hf_main_input(model: Any, config: Any, vocab: int, batch: int, seq: int, device: str) -> Any:
+    """An example tensor for the model's main input (text, image, audio or features)."""
+    import torch
+
+    name = getattr(model, "main_input_name", "input_ids")
+    if name == "pixel_values":
+        size = getattr(config, "image_size", 224)
+        h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
+        return torch.randn(batch, getattr(config, "num_channels", 3), h, w, device=device)
+    if name == "input_values":
+        return torch.randn(batch, 16000, device=device)
+    if name == "input_features":
+        frames = 2 * int(getattr(config, "max_source_positions", 1500))
+        return torch.randn(batch, int(getattr(config, "num_mel_bins", 80)), frames, device=device)
+    return torch.randint(0, vocab, (batch, seq), device=device)
 
 
 def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
@@ -230,14 +249,15 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
     except Exception as exc:
         raise InputError(f"hf:{model_type}: cannot build the model from its config: {type(exc).__name__}: {exc}") from exc
     inner.eval()
-    module = _HFForward.make(inner, encoder_decoder)
-    vocab = int(getattr(config, "vocab_size", 1000) or 1000)
+    main_input = getattr(inner, "main_input_name", "input_ids")
+    module = _HFForward.make(inner)
+    vocab = int(getattr(config, "vocab_size", None) or 1000)
+    decoder_vocab = int(getattr(getattr(config, "decoder", None), "vocab_size", 0) or vocab)
 
     def make_inputs(batch_size: int, seq: int) -> dict[str, Any]:
-        ids = torch.randint(0, vocab, (batch_size, seq), device="meta")
-        inputs: dict[str, Any] = {"input_ids": ids}
+        inputs: dict[str, Any] = {main_input: _hf_main_input(inner, config, vocab, batch_size, seq, "meta")}
         if encoder_decoder:
-            inputs["decoder_input_ids"] = ids
+            inputs["decoder_input_ids"] = torch.randint(0, decoder_vocab, (batch_size, seq), device="meta")
         return inputs
 
     kwargs = make_inputs(HF_DEFAULT_BATCH, seq_len)

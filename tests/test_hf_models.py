@@ -33,6 +33,23 @@ def test_transformers_models_lower_cleanly(spec, overrides):
     assert report.summary.ops_total > 100
 
 
+@pytest.mark.parametrize(
+    ("spec", "overrides", "main_input"),
+    [
+        ("hf:t5", ["num_layers=1", "num_decoder_layers=1"], "input_ids"),  # encoder-decoder
+        ("hf:vit", ["num_hidden_layers=1"], "pixel_values"),  # images
+        ("hf:whisper", ["encoder_layers=1", "decoder_layers=1"], "input_features"),  # audio features
+    ],
+)
+def test_other_architectures_get_their_own_inputs(spec, overrides, main_input):
+    from neuronprobe.loading import load_model
+
+    loaded = load_model(spec, overrides)
+    assert main_input in loaded.kwargs
+    report = analyze_spec(spec, AnalyzeOptions(backend="static", overrides=overrides))
+    assert [f for f in report.findings if f.verdict in ("cpu_fallback", "compile_error")] == []
+
+
 def test_set_overrides_change_the_architecture():
     small = analyze_spec("hf:gpt2", AnalyzeOptions(backend="static", overrides=["n_layer=1"]))
     two = analyze_spec("hf:gpt2", AnalyzeOptions(backend="static", overrides=["n_layer=2"]))
