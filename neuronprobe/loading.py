@@ -235,15 +235,17 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
 
     config = build_hf_config(model_type, overrides)
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
 
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     try:
         with torch.device("meta"):
+            # The model class a user would deploy: a causal LM, a seq2seq LM, else the base model.
+            head = AutoModelForSeq2SeqLM if encoder_decoder else AutoModelForCausalLM
             try:
-                inner = AutoModelForCausalLM.from_config(config)
+                inner = head.from_config(config)
             except ValueError:
                 inner = AutoModel.from_config(config)
     except Exception as exc:
