@@ -1,0 +1,444 @@
+"""The nightly job: analyse a list of models, diff each against its last run, build the history page.
+
+``load_config`` reads CONFIG.toml into dataclasses (a ConfigError, exit 2, names
+the first bad key). ``run_nightly`` analyses each model, finds its baseline,
+diffs, and returns a :class:`NightlyResult`: the files to write, in order, and
+the regressions. It writes nothing; the CLI writes the files atomically in the
+order given, the index page last, so a run killed at any point leaves complete
+reports and the previous, still valid, index.
+
+Layout of the reports folder::
+
+    reports/
+      index.html                run history: trend plots, each model's last diff
+      2025-06-01/               one folder per night, the UTC date of the run (--date overrides)
+        tiny_gpt.json           the report, with baseline_diff against the last run
+        tiny_gpt.html
+        _nightly.json           the night in short: status, baseline, regressions per model
+
+Model names start with a letter or digit, so ``_nightly.json`` never collides
+with a model. A rerun on the same date replaces that night's files.
+
+The baseline of a model is its most recent report from an *earlier* night on the
+same backend (real SDK or not) and target. When the compiler version changed in
+between, the diff is shown but not gated (see report/diff.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.backends import BACKEND_CHOICES
+from neuronprobe.errors import BackendUnavailable, ConfigError, NeuronprobeError, ReportFormatError
+from neuronprobe.report.diff import diff_reports, run_label
+from neuronprobe.report.model import Report, RunDiff, _build, load_report
+from neuronprobe.report.nightly_html import NightReport, render_index, run_status
+from neuronprobe.support import DEFAULT_TARGET, TARGETS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REQUIRABLE_BACKENDS: tuple[str, ...] = tuple(b for b in BACKEND_CHOICES if b != "auto")
+
+INDEX_FILE = "index.html"
+SUMMARY_FILE = "_nightly.json"  # starts with "_": no model name can
+DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# A model name becomes a file name: letters, digits, dot, dash, underscore; no leading dot or underscore.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+DEFAULT_HISTORY_NIGHTS = 30  # nights shown in the trend plots and history tables: a month of nightlies
+
+
+# --- configuration ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One ``[[models]]`` table: what to analyse and with which traffic."""
+
+    name: str
+    model: str  # a model file (absolute, resolved against the config's folder) or an hf: spec
+    set: list[str] = dataclasses.field(default_factory=list)  # hf config overrides, KEY=VALUE
+    target: str | None = None  # default: the top-level target
+    backend: str | None = None  # default: the top-level backend
+    shapes: str | None = None
+    lengths: str | None = None
+    column: str | None = None
+    field: str | None = None
+    batch_sizes: list[int] | None = None
+    buckets: list[int] | None = None
+    max_buckets: int = 8
+    compile_seconds: float | None = None
+    max_compiles: int = 16
+
+
+@dataclass(frozen=True)
+class NightlyConfig:
+    """The whole CONFIG.toml: defaults at the top level, one ``[[models]]`` table per model."""
+
+    models: list[ModelConfig]
+    target: str = DEFAULT_TARGET
+    backend: str = "auto"
+    require_backend: str | None = None  # "neuron": exit 2 unless the real Neuron stack is there
+    timeout: float = 1800.0
+    op_timeout: float = 600.0
+    history: int = DEFAULT_HISTORY_NIGHTS
+    path: str = ""  # the config file, for messages
+
+    def target_of(self, model: ModelConfig) -> str:
+        return model.target or self.target
+
+    def backend_of(self, model: ModelConfig) -> str:
+        return model.backend or self.backend
+
+
+_PATH_KEYS = ("shapes", "lengths")
+
+
+def load_config(path: str | Path) -> NightlyConfig:
+    """Read and validate CONFIG.toml; relative paths in it are relative to its folder."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the config ({exc})") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    return parse_config(data, path)
+
+
+def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
+    """Validate parsed TOML into a NightlyConfig; one ConfigError sentence for the first problem."""
+    top_keys = {f.name for f in dataclasses.fields(NightlyConfig)} - {"path"}
+    _check_keys(data, top_keys, path, "the top level")
+    tables = data.get("models")
+    if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
+        raise ConfigError(f"{path}: needs at least one [[models]] table with a `model = ...` entry")
+    models = [_model_config(t, i, path) for i, t in enumerate(tables)]
+    seen: set[str] = set()
+    for m in models:
+        if m.name in seen:
+            raise ConfigError(f"{path}: two models are named {m.name!r}; give each a unique `name`")
+        seen.add(m.name)
+    config = _typed(NightlyConfig, {**data, "models": [], "path": str(path)}, path, "")
+    config = dataclasses.replace(config, models=models)
+    _check_choice(config.target, TARGETS, path, "target")
+    _check_choice(config.backend, BACKEND_CHOICES, path, "backend")
+    if config.require_backend is not None:
+        _check_choice(config.require_backend, REQUIRABLE_BACKENDS, path, "require_backend")
+    for name, value in (("timeout", config.timeout), ("op_timeout", config.op_timeout), ("history", config.history)):
+        if value <= 0:
+            raise ConfigError(f"{path}: `{name}` must be positive, got {value}")
+    return config
+
+
+def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
+    where = f"models[{index}]"
+    _check_keys(table, {f.name for f in dataclasses.fields(ModelConfig)}, path, where)
+    spec = table.get("model")
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"{path}: {where} needs `model = \"<model file or hf:<model_type>>\"`")
+    name = table.get("name", _default_name(spec))
+    model = _typed(ModelConfig, {**table, "name": name}, path, where)
+    if not NAME_RE.match(model.name):
+        raise ConfigError(
+            f"{path}: {where}.name {model.name!r} cannot be a file name; use letters, digits, '.', '-' or '_'"
+        )
+    where = f"models[{index}] ({model.name})"
+    if model.target is not None:
+        _check_choice(model.target, TARGETS, path, f"{where}.target")
+    if model.backend is not None:
+        _check_choice(model.backend, BACKEND_CHOICES, path, f"{where}.backend")
+    for key in ("max_buckets", "max_compiles"):
+        if getattr(model, key) < 1:
+            raise ConfigError(f"{path}: {where}.{key} must be at least 1")
+    for key in ("batch_sizes", "buckets"):
+        values = getattr(model, key)
+        if values is not None and (not values or min(values) < 1):
+            raise ConfigError(f"{path}: {where}.{key} must be a non-empty list of positive integers")
+    if model.set and not spec.startswith("hf:"):
+        raise ConfigError(f"{path}: {where}.set applies to hf: models only; edit the model file instead")
+    base = path.parent
+    resolved: dict[str, Any] = {}
+    if not spec.startswith("hf:"):
+        resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
+    for key in _PATH_KEYS:
+        value = getattr(model, key)
+        if value is not None:
+            resolved[key] = str(_existing(base / value, path, f"{where}.{key}"))
+    return dataclasses.replace(model, **resolved)
+
+
+def _default_name(spec: str) -> str:
+    """``examples/tiny_gpt.py`` -> ``tiny_gpt``; ``hf:gpt2`` -> ``gpt2``."""
+    if spec.startswith("hf:"):
+        return re.sub(r"[^A-Za-z0-9._-]", "-", spec[3:]) or "hf"
+    return Path(spec).stem
+
+
+def _typed(cls: type, data: dict[str, Any], path: Path, where: str) -> Any:
+    """Check types with the report model's JSON reader, which names the bad field."""
+    try:
+        return _build(cls, data, where)
+    except ReportFormatError as exc:
+        raise ConfigError(f"{path}: {str(exc).lstrip('.')}") from None
+
+
+def _check_keys(table: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key {unknown[0]!r} in {where}; known keys: {', '.join(sorted(allowed))}"
+        )
+
+
+def _check_choice(value: str, choices: tuple[str, ...], path: Path, key: str) -> None:
+    if value not in choices:
+        raise ConfigError(f"{path}: `{key}` must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _existing(file: Path, path: Path, key: str) -> Path:
+    if not file.exists():
+        raise ConfigError(f"{path}: {key}: {file} does not exist (relative paths are relative to the config file)")
+    return file.resolve()
+
+
+# --- the run -------------------------------------------------------------------------
+
+
+@dataclass
+class ModelOutcome:
+    """What happened to one model tonight."""
+
+    name: str
+    report: Report | None = None  # None when the analysis failed
+    error: str = ""  # the analysis failed: one sentence
+    baseline_date: str | None = None
+    json_path: str = ""  # relative to the reports folder
+    html_path: str = ""
+
+    @property
+    def diff(self) -> RunDiff | None:
+        return self.report.baseline_diff if self.report is not None else None
+
+    @property
+    def status(self) -> str:
+        """failed | first_run | regression | not_comparable | ok."""
+        return run_status(self.report) if self.report is not None else "failed"
+
+
+@dataclass
+class NightlyResult:
+    """The outcome of a night: files to write (in this order, the index last) and the regressions."""
+
+    date: str
+    outcomes: list[ModelOutcome]
+    files: dict[str, str]  # path relative to the reports folder -> content; write in order
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[str]:
+        return [f"{o.name}: {r}" for o in self.outcomes if o.diff is not None and o.diff.has_regression for r in o.diff.regressions]
+
+    @property
+    def failures(self) -> list[ModelOutcome]:
+        return [o for o in self.outcomes if o.report is None]
+
+
+AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], Report]
+
+
+def run_nightly(
+    config: NightlyConfig,
+    reports_dir: str | Path,
+    date: str,
+    *,
+    require_backend: str | None = None,
+    command_line: str = "",
+    analyze: AnalyzeFn | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> NightlyResult:
+    """Analyse every model of ``config`` for the night ``date``; return the files to write.
+
+    ``require_backend`` (the CLI flag) overrides the config's. A model whose analysis
+    fails with a user-facing error (model file, traffic file) is recorded as failed
+    and the others still run; a missing required backend stops the night at once.
+    """
+    check_date(date)
+    reports_dir = Path(reports_dir)
+    analyze = analyze or analyze_model
+    required = require_backend or config.require_backend
+    warnings: list[str] = []
+    outcomes: list[ModelOutcome] = []
+    tonight: list[NightReport] = []
+    files: dict[str, str] = {}
+    for model in config.models:
+        if progress:
+            progress(f"analysing {model.name} ({model.model})")
+        outcome = ModelOutcome(name=model.name)
+        outcomes.append(outcome)
+        try:
+            report = analyze(model, config, required, command_line)
+        except BackendUnavailable:
+            raise
+        except NeuronprobeError as exc:
+            outcome.error = str(exc)
+            continue
+        baseline = find_baseline(reports_dir, model.name, report, date, warnings)
+        if baseline is not None:
+            report.baseline_diff = diff_reports(
+                baseline.report,
+                report,
+                base_label=f"{baseline.date} {run_label(baseline.report)}",
+                new_label=f"{date} {run_label(report)}",
+            )
+            outcome.baseline_date = baseline.date
+        outcome.report = report
+        outcome.json_path = f"{date}/{model.name}.json"
+        outcome.html_path = f"{date}/{model.name}.html"
+        files[outcome.json_path] = report.to_json()
+        files[outcome.html_path] = _render_report_html(report)
+        tonight.append(NightReport(date, model.name, report, outcome.json_path, outcome.html_path))
+    files[f"{date}/{SUMMARY_FILE}"] = summary_json(date, outcomes)
+    replaced = {o.name for o in outcomes if o.report is not None}  # their files on disk are overwritten
+    history = load_history(reports_dir, config.history, warnings, replace=(date, replaced))
+    history = sorted(history + tonight, key=lambda n: (n.date, n.name))
+    failures = {o.name: o.error for o in outcomes if o.report is None}
+    files[INDEX_FILE] = render_index(history, date, [o.name for o in outcomes], failures, warnings)
+    return NightlyResult(date=date, outcomes=outcomes, files=files, warnings=warnings)
+
+
+def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
+    """Run the real analysis for one configured model (imports torch)."""
+    from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, analyze_spec
+
+    options = AnalyzeOptions(
+        target=config.target_of(model),
+        backend=config.backend_of(model),
+        require_backend=require_backend,
+        overrides=list(model.set),
+        timeout=config.timeout,
+        op_timeout=config.op_timeout,
+        command_line=command_line,
+    )
+    traffic = TrafficOptions(
+        shapes=Path(model.shapes) if model.shapes else None,
+        lengths=Path(model.lengths) if model.lengths else None,
+        column=model.column,
+        field=model.field,
+        batch_sizes=model.batch_sizes,
+        buckets=model.buckets,
+        max_buckets=model.max_buckets,
+        compile_seconds=model.compile_seconds,
+        max_compiles=model.max_compiles,
+    )
+    return analyze_spec(model.model, options, traffic)
+
+
+def _render_report_html(report: Report) -> str:
+    from neuronprobe.report.html import render_html
+
+    return render_html(report)
+
+
+def check_date(date: str) -> str:
+    """A night is a real calendar date written YYYY-MM-DD; anything else is a ConfigError."""
+    try:
+        if DATE_RE.match(date) and dt.date.fromisoformat(date):
+            return date
+    except ValueError:
+        pass
+    raise ConfigError(f"--date must be a date written YYYY-MM-DD, got {date!r}")
+
+
+def today_utc() -> str:
+    return dt.datetime.now(dt.timezone.utc).date().isoformat()
+
+
+# --- history ---------------------------------------------------------------------------
+
+
+def night_dirs(reports_dir: Path) -> list[str]:
+    """The nights under ``reports_dir``, oldest first."""
+    if not reports_dir.is_dir():
+        return []
+    return sorted(p.name for p in reports_dir.iterdir() if p.is_dir() and DATE_RE.match(p.name))
+
+
+def find_baseline(reports_dir: Path, name: str, new: Report, date: str, warnings: list[str]) -> NightReport | None:
+    """The most recent report of ``name`` from a night before ``date`` on the same backend and target."""
+    for night in reversed(night_dirs(reports_dir)):
+        if night >= date:
+            continue
+        found = _read_night_report(reports_dir, night, name, warnings)
+        if found is None:
+            continue
+        old = found.report
+        if (old.backend.name, old.backend.fake, old.target) == (new.backend.name, new.backend.fake, new.target):
+            return found
+    return None
+
+
+def load_history(
+    reports_dir: Path, nights: int, warnings: list[str], replace: tuple[str, set[str]] | None = None
+) -> list[NightReport]:
+    """Every model report of the last ``nights`` nights on disk (except those tonight replaces)."""
+    out = []
+    for night in night_dirs(reports_dir)[-nights:]:
+        for file in sorted((reports_dir / night).glob("*.json")):
+            name = file.stem
+            if not NAME_RE.match(name) or (replace and night == replace[0] and name in replace[1]):
+                continue
+            found = _read_night_report(reports_dir, night, name, warnings)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+def _read_night_report(reports_dir: Path, night: str, name: str, warnings: list[str]) -> NightReport | None:
+    file = reports_dir / night / f"{name}.json"
+    if not file.exists():
+        return None
+    try:
+        report = load_report(str(file))
+    except ReportFormatError as exc:
+        message = f"skipped an unreadable past report: {exc}"
+        if message not in warnings:
+            warnings.append(message)
+        return None
+    return NightReport(night, name, report, f"{night}/{name}.json", f"{night}/{name}.html")
+
+
+def summary_json(date: str, outcomes: list[ModelOutcome]) -> str:
+    """The night in short, for machines: one entry per model with status and regressions."""
+    models = []
+    for o in outcomes:
+        d = o.diff
+        models.append(
+            {
+                "name": o.name,
+                "status": o.status,
+                "error": o.error or None,
+                "json": o.json_path or None,
+                "html": o.html_path or None,
+                "baseline": o.baseline_date,
+                "comparable": d.comparable if d is not None else None,
+                "not_comparable_reason": d.not_comparable_reason if d is not None and not d.comparable else None,
+                "regressions": list(d.regressions) if d is not None else [],
+            }
+        )
+    return json.dumps({"date": date, "models": models}, indent=2) + "\n"
