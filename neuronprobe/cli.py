@@ -291,7 +291,7 @@ def diff(
 
 @app.command()
 def nightly(
-    config: Annotated[Path, typer.Argument(help="The nightly CONFIG.toml: defaults and one [[models]] table per model.")],
+    config: Annotated[Path, typer.Argument(help="The nightly CONFIG.toml: defaults, and one \\[\\[models]] table per model.")],
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html.")
     ] = Path("reports"),
@@ -306,8 +306,7 @@ def nightly(
 ) -> None:
     """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
 
-    Exit 1 on a regression, 2 when the config is unusable, a model cannot be analysed
-    or a required backend is missing.
+    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing.
     """
     with _errors(debug):
         from neuronprobe.nightly import INDEX_FILE, check_date, load_config, run_nightly, today_utc
