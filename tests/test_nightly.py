@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -353,7 +352,6 @@ class _Links(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.hrefs: list[str] = []
-        self.open: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         self.hrefs += [v for k, v in attrs if k == "href" and v and not v.startswith(("#", "data:"))]

@@ -77,9 +77,6 @@ _METADATA_FIELDS: tuple[str, ...] = (
     "host",
 )
 
-FindingKey = tuple[str, str, "str | None"]
-
-
 def diff_reports(base: Report, new: Report, *, base_label: str = "", new_label: str = "") -> RunDiff:
     """Compare ``new`` against its baseline ``base``; pure, no I/O."""
     new_findings, removed, moved = match_findings(base.findings, new.findings)
@@ -159,8 +156,7 @@ def _match_exact(base: list[Finding], new: list[Finding]) -> tuple[list[Finding]
             same.pop(0)
         else:
             new_left.append(f)
-    base_left = [f for group in waiting.values() for f in group]
-    return base_left, new_left
+    return _in_order(base, [f for group in waiting.values() for f in group]), new_left
 
 
 def _match_by(
