@@ -219,7 +219,7 @@ def _verdict_names() -> set[str]:
 
 @app.command()
 def report(
-    run: Annotated[Path, typer.Argument(help="A report JSON written by `neuronprobe analyze`.")],
+    run: Annotated[Path, typer.Argument(metavar="RUN.json", help="A report JSON written by `neuronprobe analyze`.")],
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="The HTML file to write (default: RUN with .html).")
     ] = None,
