@@ -12,6 +12,7 @@ without allocating its weights, so a 7B config costs no more memory than a toy.
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import sys
 import traceback
 from collections.abc import Callable, Iterable
@@ -104,6 +105,9 @@ def import_model_file(path: Path) -> Any:
         raise ModelLoadError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    # The file may have changed since an earlier analysis in this process:
+    # stale cached lines would misplace every finding's source line.
+    linecache.checkcache(str(path.resolve()))
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:

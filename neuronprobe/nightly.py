@@ -39,7 +39,7 @@ from typing import Any
 from neuronprobe.backends import BACKEND_CHOICES
 from neuronprobe.errors import BackendUnavailable, ConfigError, NeuronprobeError, ReportFormatError
 from neuronprobe.report.diff import diff_reports, run_label
-from neuronprobe.report.model import Report, RunDiff, _build, load_report
+from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.support import DEFAULT_TARGET, TARGETS
 
@@ -193,7 +193,7 @@ def _default_name(spec: str) -> str:
 def _typed(cls: type, data: dict[str, Any], path: Path, where: str) -> Any:
     """Check types with the report model's JSON reader, which names the bad field."""
     try:
-        return _build(cls, data, where)
+        return build_typed(cls, data, where)
     except ReportFormatError as exc:
         raise ConfigError(f"{path}: {str(exc).lstrip('.')}") from None
 

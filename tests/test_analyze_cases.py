@@ -138,3 +138,27 @@ def test_trn2_sort_is_a_compile_error_with_its_code(tmp_path):
     assert [(f.verdict, f.ncc_code, f.line) for f in trn2.findings] == [("compile_error", "NCC_EVRF029", 4)]
     trn1 = neuronprobe.analyze(str(model), target="trn1", backend="static")
     assert [(f.verdict, f.rule) for f in trn1.findings] == [("compile_error", "sort")]
+
+
+def test_reanalysing_an_edited_file_in_one_process_reports_the_new_lines(tmp_path):
+    path = tmp_path / "edited.py"
+    source = (MODELS / "nonzero.py").read_text()
+    path.write_text(source)
+    first = neuronprobe.analyze(str(path), backend="static")
+    path.write_text("# a comment pushes every line down\n" + source)
+    second = neuronprobe.analyze(str(path), backend="static")
+    assert [f.line for f in second.findings] == [f.line + 1 for f in first.findings]
+    assert second.findings[0].source_line == first.findings[0].source_line
+
+
+def test_reports_are_written_readable_by_others(tmp_path):
+    import os
+    import stat
+
+    from neuronprobe.files import write_atomic
+
+    target = write_atomic(tmp_path / "r.json", "{}")
+    mode = stat.S_IMODE(os.stat(target).st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.report.diff import diff_reports
-from neuronprobe.report.model import VERDICTS, Report, RunDiff, _build
+from neuronprobe.report.model import VERDICTS, Report, RunDiff, build_typed
 
 runner = CliRunner()
 
@@ -106,7 +106,7 @@ def test_json_output_is_the_rundiff_and_loads_back(tmp_path):
     out = tmp_path / "out" / "diff.json"
     result = run_diff(tmp_path, make_report([]), make_report([finding()]), "--json", str(out))
     assert result.exit_code == 0, result.output
-    loaded = _build(RunDiff, json.loads(out.read_text()), "diff")
+    loaded = build_typed(RunDiff, json.loads(out.read_text()), "diff")
     assert loaded.comparable and loaded.has_regression
     assert loaded.new_findings[0].op == "aten::_unique2"
     assert loaded.metrics["cpu_fallbacks"] == [0.0, 1.0]

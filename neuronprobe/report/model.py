@@ -112,6 +112,10 @@ class BackendInfo:
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # what was detected, in words
     fake: bool = False  # True when the "SDK" is the test fake
+    # live backend only: each SDK step (analyze, trace, run) -> "ok 2.1s" | "failed: ..." | "timeout after 600s"
+    steps: dict[str, str] = field(default_factory=dict)
+    # torch_neuronx.analyze's own "support_percentage", as a number (None when analyze did not run)
+    observed_support_percentage: float | None = None
 
 
 @dataclass
@@ -164,26 +168,36 @@ class PolicyPrediction:
     compile_seconds: float = 0.0
     first_seen: list[int] = field(default_factory=list)  # call index where each new graph is first needed
     note: str = ""
+    beyond_last: int = 0  # bucketed: calls longer than the last edge (no graph serves them; not in graphs)
 
 
 @dataclass
 class ObservedCompiles:
     compiles: int = 0
-    graph_hashes: list[str] = field(default_factory=list)
+    graph_hashes: list[str] = field(default_factory=list)  # one per compile: op sequence, shapes ignored
     source: str = ""  # "dynamo-cpu", "torch_xla", "neuron-cache", "native-metrics"
     shapes_run: int = 0
     matches_static: bool | None = None
     note: str = ""
+    seconds: float = 0.0  # compile time measured in total (live backend); 0 when not measured
+    compiled_shapes: list[str] = field(default_factory=list)  # the signature each compile was for
 
 
 @dataclass
 class RecompileCause:
     reason: str
+    # shape causes: recompiles of the whole stream this input dim triggers;
+    # causes where the graph changes with the shape: extra graph variants over the stream
     count: int = 1
     file: str | None = None
     line: int | None = None
     graph_changes_with_shape: bool = False
     source_line: str | None = None
+    kind: str = "shape"  # "shape" | "specialization" | "branch" | "graph_change" | "guard"
+    input: str | None = None  # the input whose size is involved
+    dim: int | None = None
+    fix: str = ""
+    observed: int | None = None  # CPU dynamo recompiles with this reason (None: not checked)
 
 
 @dataclass
@@ -195,6 +209,9 @@ class RecompileSection:
     causes: list[RecompileCause] = field(default_factory=list)
     buckets: list[int] = field(default_factory=list)
     compile_seconds_per_graph: float = 0.0
+    source: str = ""  # where the traffic came from
+    compile_seconds_source: str = ""  # "--compile-seconds", "measured", or "estimate"
+    cpu_evidence: ObservedCompiles | None = None  # dynamo on CPU, when `observed` is a live backend's count
 
 
 # --- buckets (issue: shape buckets) ------------------------------------------
@@ -373,7 +390,7 @@ class Report:
             raise ReportFormatError(
                 f"unsupported report schema_version {version!r} (this neuronprobe reads 1..{SCHEMA_VERSION})"
             )
-        return _build(cls, data, "report")
+        return build_typed(cls, data, "report")
 
     @classmethod
     def from_json(cls, text: str) -> Report:
@@ -413,8 +430,12 @@ class Report:
 T = TypeVar("T")
 
 
-def _build(tp: Any, value: Any, where: str) -> Any:
-    """Rebuild a typed value from JSON data, checking types as it goes."""
+def build_typed(tp: Any, value: Any, where: str) -> Any:
+    """Rebuild a typed value (a dataclass tree) from JSON data, checking types as it goes.
+
+    ``where`` names the position for error messages (``report.findings[3].line``).
+    Raises ReportFormatError on the first mismatch.
+    """
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
@@ -427,7 +448,7 @@ def _build(tp: Any, value: Any, where: str) -> Any:
             if arg is type(None):
                 continue
             try:
-                return _build(arg, value, where)
+                return build_typed(arg, value, where)
             except ReportFormatError as exc:
                 errors.append(str(exc))
         raise ReportFormatError(errors[0] if errors else f"{where}: unexpected null")
@@ -438,7 +459,7 @@ def _build(tp: Any, value: Any, where: str) -> Any:
         kwargs = {}
         for f in dataclasses.fields(tp):
             if f.name in value:
-                kwargs[f.name] = _build(hints[f.name], value[f.name], f"{where}.{f.name}")
+                kwargs[f.name] = build_typed(hints[f.name], value[f.name], f"{where}.{f.name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                 raise ReportFormatError(f"{where}: missing field '{f.name}'")
         return tp(**kwargs)
@@ -446,12 +467,12 @@ def _build(tp: Any, value: Any, where: str) -> Any:
         if not isinstance(value, list):
             raise ReportFormatError(f"{where}: expected a list, got {type(value).__name__}")
         (item,) = typing.get_args(tp) or (Any,)
-        return [_build(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [build_typed(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         if not isinstance(value, dict):
             raise ReportFormatError(f"{where}: expected an object, got {type(value).__name__}")
         _, item = typing.get_args(tp) or (str, Any)
-        return {str(k): _build(item, v, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): build_typed(item, v, f"{where}.{k}") for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ReportFormatError(f"{where}: expected a number, got {type(value).__name__}")
