@@ -48,6 +48,9 @@ LOG_Y_SPREAD = 20
 PROPOSED_COLOR = "#c0392b"
 BASELINE_COLORS = ("#2471a3", "#7d3c98", "#1e8449", "#b9770e", "#17a589", "#884ea0")
 POLICY_COLORS = ("#c0392b", "#2471a3", "#1e8449", "#7d3c98", "#b9770e")
+# Policies often need the same graphs (static and dynamic-batch on one batch size):
+# each later line is thinner and dashed, so a line drawn on top never hides one below.
+POLICY_STYLES = (("-", 2.6), ((0, (5, 2)), 1.6), ((0, (1, 1.5)), 1.3), ((0, (6, 2, 1, 2)), 1.1))
 BAR_COLOR = "#b3b6b7"
 TEXT_COLOR = "#222222"
 
@@ -143,7 +146,9 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
             xs = [0, *first_seen, last_call]
             ys = [0, *range(1, len(first_seen) + 1), len(first_seen)]
             color = POLICY_COLORS[i % len(POLICY_COLORS)]
-            ax.step(xs, ys, where="post", color=color, linewidth=1.4, label=_label(f"{name}: {len(first_seen)} graphs"))
+            style, width = POLICY_STYLES[i % len(POLICY_STYLES)]
+            ax.step(xs, ys, where="post", color=color, linestyle=style, linewidth=width,
+                    label=_label(f"{name}: {len(first_seen)} graphs"))
             if len(first_seen) <= TIMELINE_MAX_MARKERS:
                 ax.plot(first_seen, range(1, len(first_seen) + 1), "o", color=color, markersize=2.5)
         ax.set_xlabel("call index in the traffic")
