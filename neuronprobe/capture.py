@@ -33,7 +33,7 @@ _TRANSFORMERS_HELPERS = re.compile(
     r"[\\/]transformers[\\/](masking_utils|modeling_utils|pytorch_utils|activations|modeling_layers|"
     r"modeling_rope_utils|modeling_attn_mask_utils|cache_utils|modeling_flash_attention_utils)\.py$"
 )
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
+_FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
 _GRAPH_BREAK = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)\s*\n?.*?Graph Break Reason: (?P<reason>[^\n]+)", re.S)
 
 # Nodes that are bookkeeping of the tracer, not work that reaches the device.

@@ -44,6 +44,8 @@ def test_analyze_writes_html_beside_json_and_report_re_renders_it(hostile_model:
     assert "x&lt;script&gt;alert(&#34;np&#34;)&#39;y" in html
     assert HOSTILE_FOLDER in page.visible_text
     assert "aten::nonzero" in page.visible_text and "Will not compile on trn1" in page.visible_text
+    # the finding still points at the user's line inside the hostile folder
+    assert f"{HOSTILE_FOLDER}/model.py:7" in page.visible_text
 
     # the JSON alone gives the same page
     again = tmp_path / "again.html"
