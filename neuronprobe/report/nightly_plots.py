@@ -14,7 +14,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from neuronprobe.report.plots import _RC, _label, _svg
+from neuronprobe.report.plots import PLOT_RC, figure_to_svg, plain_label
 
 SHORT_HISTORY_DAYS = 7  # up to a week of nights: a tick per night still fits a panel
 SUPPORT_HEADROOM = 0.5  # percentage points above 100 so a line at 100 % is not drawn on the frame
@@ -49,7 +49,7 @@ def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
     from matplotlib.ticker import MaxNLocator
 
     series = sorted({p.series for p in points})
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
+    with matplotlib.rc_context({**PLOT_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
         fig = Figure(figsize=FIGSIZE, layout="constrained")
         axes = fig.subplots(1, len(PANELS))
         for ax, (panel, keys) in zip(axes, PANELS):
@@ -64,7 +64,7 @@ def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
                         continue
                     label = name if key == keys[0] else f"{name}, {_DASHED_LABEL.get(key, key)}"
                     ax.plot(*zip(*xy), style, marker="o", markersize=3, linewidth=1.3, color=color,
-                            label=_label(label))
+                            label=plain_label(label))
                     drawn = True
             ax.set_title(panel, fontsize=9, loc="left")
             if not drawn:
@@ -90,7 +90,7 @@ def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
                         handles.append(h)
                         labels.append(lab)
             fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)))
-        return _svg(fig, salt, title)
+        return figure_to_svg(fig, salt, title)
 
 
 def _date_axis(ax: Any, days: list[dt.date]) -> None:

@@ -54,7 +54,7 @@ POLICY_STYLES = (("-", 2.6), ((0, (5, 2)), 1.6), ((0, (1, 1.5)), 1.3), ((0, (6, 
 BAR_COLOR = "#b3b6b7"
 TEXT_COLOR = "#222222"
 
-_RC = {
+PLOT_RC = {
     "svg.fonttype": "none",
     "font.size": 9,
     "font.family": "sans-serif",
@@ -72,7 +72,7 @@ _RC = {
 _NO_METADATA = {"Creator": None, "Date": None, "Format": None, "Type": None}
 
 
-def _label(text: str) -> str:
+def plain_label(text: str) -> str:
     """Plain text for a matplotlib label: a ``$`` would otherwise start mathtext (and may not parse)."""
     return str(text).replace("$", r"\$")
 
@@ -83,13 +83,13 @@ def _figure(salt: str) -> Iterator[tuple[Any, Any]]:
     import matplotlib
     from matplotlib.figure import Figure
 
-    with matplotlib.rc_context({**_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
+    with matplotlib.rc_context({**PLOT_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
         fig = Figure(figsize=FIGSIZE)
         ax = fig.add_subplot()
         yield fig, ax
 
 
-def _svg(fig: Any, salt: str, title: str) -> str:
+def figure_to_svg(fig: Any, salt: str, title: str) -> str:
     """Serialise a figure to an ``<svg>`` element fit for inlining into HTML."""
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata=_NO_METADATA, bbox_inches="tight", pad_inches=0.05)
@@ -148,7 +148,7 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
             color = POLICY_COLORS[i % len(POLICY_COLORS)]
             style, width = POLICY_STYLES[i % len(POLICY_STYLES)]
             ax.step(xs, ys, where="post", color=color, linestyle=style, linewidth=width,
-                    label=_label(f"{name}: {len(first_seen)} graphs"))
+                    label=plain_label(f"{name}: {len(first_seen)} graphs"))
             if len(first_seen) <= TIMELINE_MAX_MARKERS:
                 ax.plot(first_seen, range(1, len(first_seen) + 1), "o", color=color, markersize=2.5)
         ax.set_xlabel("call index in the traffic")
@@ -156,7 +156,7 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
         ax.set_xlim(0, max(last_call, 1))
         ax.set_ylim(0, None)
         ax.legend(loc="upper left")
-        return _svg(fig, "timeline", "Graphs compiled over the traffic, per policy")
+        return figure_to_svg(fig, "timeline", "Graphs compiled over the traffic, per policy")
 
 
 def _plain_numbers(axis: Any) -> None:
@@ -189,10 +189,10 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
             height = BASELINE_MARK_HEIGHTS[j % len(BASELINE_MARK_HEIGHTS)]
             for n, edge in enumerate(baseline.edges):
                 ax.axvline(edge, ymax=height, color=color, linestyle=(0, (3, 2)), linewidth=1.1,
-                           label=_label(f"{baseline.name} edges") if n == 0 else None)
+                           label=plain_label(f"{baseline.name} edges") if n == 0 else None)
         for n, edge in enumerate(proposal.edges):
             ax.axvline(edge, color=PROPOSED_COLOR, linewidth=1.6,
-                       label=_label(f"proposed edges (k={proposal.k})") if n == 0 else None)
+                       label=plain_label(f"proposed edges (k={proposal.k})") if n == 0 else None)
         # Baseline edges far outside the traffic would squash the histogram; the table lists them all.
         if log_x:
             ax.set_xscale("log")
@@ -204,7 +204,7 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
             ax.set_xlabel("sequence length")
         ax.set_ylabel("requests")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        return _svg(fig, "histogram", "Length histogram with proposed and baseline bucket edges")
+        return figure_to_svg(fig, "histogram", "Length histogram with proposed and baseline bucket edges")
 
 
 def curve_svg(proposal: BucketProposal | None) -> str | None:
@@ -220,7 +220,7 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
                 linewidth=1.3, label="attention cost")
         ax.axvline(proposal.k, color=PROPOSED_COLOR, linewidth=1.2, linestyle=(0, (4, 2)))
         ax.plot([proposal.k, proposal.k], [proposal.overhead.tokens, proposal.overhead.attention], "o",
-                color=PROPOSED_COLOR, markersize=6, label=_label(f"chosen k={proposal.k}"))
+                color=PROPOSED_COLOR, markersize=6, label=plain_label(f"chosen k={proposal.k}"))
         ax.set_xticks(ks)
         ax.set_xlabel("buckets k (= compiled graphs)")
         largest = max(max(p.overhead.tokens, p.overhead.attention) for p in points)
@@ -233,4 +233,4 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
             ax.set_ylabel("overhead, % of real work")
         ax.set_ylim(0, None)
         ax.legend(loc="upper right")
-        return _svg(fig, "curve", f"Padding overhead against the number of buckets; k={proposal.k} chosen")
+        return figure_to_svg(fig, "curve", f"Padding overhead against the number of buckets; k={proposal.k} chosen")
