@@ -173,7 +173,7 @@ def _analyze_loaded(
         not_analysed=limitations,
     )
     if resolved.live is not None:
-        _apply_observation(report, loaded, options, resolved)
+        _apply_observation(report, loaded, options, resolved, counted)
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic)
     report.summary = summarize(report.ops, report.findings, counted, graph)
@@ -449,33 +449,75 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 # --- live backend and traffic hooks -----------------------------------------------
 
 
-def _apply_observation(report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend) -> None:
+def _apply_observation(
+    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall]
+) -> None:
     assert resolved.live is not None
     observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+    _place_observed(observation.findings, calls)
     report.findings.extend(observation.findings)
     report.not_analysed.extend(observation.limitations)
+    report.backend = resolved.live.info()  # now with the steps that ran and analyze's own support %
     report.prediction_diff = prediction_diff(report, observation.op_verdicts)
 
 
+def _op_base(op: str) -> str:
+    """``aten::softmax.int`` -> ``aten::softmax``: the SDK names ops without their overload."""
+    return op.split(".", 1)[0]
+
+
+def _place_observed(findings: list[Finding], calls: list[ClassifiedCall]) -> None:
+    """Observed findings the SDK could not place (fallback counters, compile errors) get the captured op's line."""
+    first: dict[str, OpCall] = {}
+    for c in calls:
+        if c.call.file:
+            first.setdefault(c.call.op, c.call)
+            first.setdefault(_op_base(c.call.op), c.call)
+    for f in findings:
+        call = first.get(f.op) or first.get(_op_base(f.op))
+        if call is None:
+            continue
+        if f.line is None:
+            f.file, f.line = _rel(call.file), call.line
+        if f.module is None:
+            f.module = call.module
+        if f.source_line is None and (f.file, f.line) == (_rel(call.file), call.line):
+            f.source_line = call.source_line
+
+
 def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
-    """Ops the table called fine that the SDK rejected, and the reverse."""
+    """Ops the table called fine that the SDK rejected, and the reverse.
+
+    The SDK names ops without overloads (``aten::softmax``) where the capture has
+    them (``aten::softmax.int``): an observed name matches its exact op, else
+    every overload of it, taking the most severe prediction.
+    """
     predicted: dict[str, str] = {}
     for row in report.ops:
-        worst = predicted.get(row.op)
-        if worst is None or VERDICTS.index(row.verdict) > VERDICTS.index(worst):
-            predicted[row.op] = row.verdict
-    where = {f.op: (f.file, f.line) for f in report.findings}
+        for key in {row.op, _op_base(row.op)}:
+            worst = predicted.get(key)
+            if worst is None or VERDICTS.index(row.verdict) > VERDICTS.index(worst):
+                predicted[key] = row.verdict
+    where: dict[str, tuple[str | None, int | None]] = {}
+    detail: dict[str, str] = {}
+    for f in report.findings:
+        for key in (f.op, _op_base(f.op)):
+            if f.origin == "predicted" or key not in where or where[key][0] is None:
+                where[key] = (f.file, f.line)
+            if f.origin == "observed":
+                detail.setdefault(key, f.message)
     diff = PredictionDiff()
     for op, seen in sorted(observed.items()):
-        guess = predicted.get(op)
+        guess = predicted.get(op) or predicted.get(_op_base(op))
         if guess is None:
             continue
         ok_guess, ok_seen = guess in SUPPORTED_VERDICTS, seen in SUPPORTED_VERDICTS
-        file, line = where.get(op, (None, None))
+        file, line = where.get(op) or where.get(_op_base(op)) or (None, None)
+        note = detail.get(op) or detail.get(_op_base(op)) or ""
         if ok_guess and not ok_seen:
-            diff.predicted_ok_observed_failing.append(PredictionMismatch(op, guess, seen, file, line))
+            diff.predicted_ok_observed_failing.append(PredictionMismatch(op, guess, seen, file, line, note))
         elif not ok_guess and ok_seen:
-            diff.predicted_failing_observed_ok.append(PredictionMismatch(op, guess, seen, file, line))
+            diff.predicted_failing_observed_ok.append(PredictionMismatch(op, guess, seen, file, line, note))
     return diff
 
 

@@ -1,0 +1,194 @@
+"""The SDK work itself: the functions neuronprobe's live backend runs in a forked child.
+
+Each step gets the user's module and example inputs (inherited through the
+fork, never pickled), the step's working folder and the Neuron target, plus a
+``progress`` callback; it returns plain data (dicts of str/int/list) for the
+parent. Only these functions import torch_neuronx / torch_xla, and only in the
+child, so neither the SDK's import time nor its crashes reach neuronprobe.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+FAKE_DEVICE_ATTR = "__neuronprobe_fake_device__"  # the fake TorchNeuron runs on this device (the CPU)
+
+
+def _log_sdk() -> None:
+    """Send the SDK's "Neuron" logger (analyze's summary, the trace warnings) to the captured output."""
+    import logging
+
+    logger = logging.getLogger("Neuron")
+    logger.setLevel(logging.INFO)
+    if not logger.handlers:
+        logger.addHandler(logging.StreamHandler())
+
+
+def _materialise(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
+    """A model built on the meta device (hf: specs) gets real, uninitialised CPU storage: the SDK needs values."""
+    import torch
+
+    def real(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.device.type == "meta":
+            return torch.zeros(value.shape, dtype=value.dtype)
+        return value
+
+    if any(p.device.type == "meta" for p in module.parameters()) or any(
+        b.device.type == "meta" for b in module.buffers()
+    ):
+        module = module.to_empty(device="cpu")
+    return module, tuple(real(a) for a in args), {k: real(v) for k, v in kwargs.items()}
+
+
+def positional_model(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, tuple[Any, ...]]:
+    """analyze and trace take positional tensors only: wrap keyword and non-tensor inputs as constants."""
+    import torch
+
+    if not kwargs and all(isinstance(a, torch.Tensor) for a in args):
+        return module, tuple(args)
+    slots: list[tuple[str, Any]] = [("arg", a) for a in args] + [(k, v) for k, v in kwargs.items()]
+    tensor_positions = [i for i, (_, v) in enumerate(slots) if isinstance(v, torch.Tensor)]
+
+    class KeywordForward(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = module
+
+        def forward(self, *tensors: Any) -> Any:
+            values = [v for _, v in slots]
+            for position, tensor in zip(tensor_positions, tensors):
+                values[position] = tensor
+            positional = values[: len(args)]
+            keywords = {k: values[len(args) + i] for i, (k, _) in enumerate(slots[len(args) :])}
+            return self.inner(*positional, **keywords)
+
+    return KeywordForward(), tuple(slots[i][1] for i in tensor_positions)
+
+
+def _to_device(value: Any, device: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def _to_cpu(value: Any) -> Any:
+    return _to_device(value, "cpu")
+
+
+def step_analyze(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    import torch_neuronx
+
+    _log_sdk()
+    module, args, kwargs = _materialise(module, args, kwargs)
+    model, inputs = positional_model(module, args, kwargs)
+    is_hf = type(module).__module__.startswith("transformers")
+    return torch_neuronx.analyze(model, inputs, compiler_workdir=os.path.join(workdir, "analyze"), is_hf_transformers=is_hf)
+
+
+def step_trace(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    import torch_neuronx
+
+    _log_sdk()
+    module, args, kwargs = _materialise(module, args, kwargs)
+    model, inputs = positional_model(module, args, kwargs)
+    torch_neuronx.trace(model, inputs, compiler_workdir=os.path.join(workdir, "trace"), compiler_args=["--target", target])
+    return {"traced": True}
+
+
+def step_xla_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    import torch
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
+
+    module, args, kwargs = _materialise(module, args, kwargs)
+    device = xm.xla_device()
+    module = module.to(device)
+    args, kwargs = _to_device(args, device), _to_device(kwargs, device)
+    met.clear_all()
+    with torch.no_grad():
+        out = module(*args, **kwargs)
+    xm.mark_step()
+    _to_cpu(out)
+    if hasattr(met, "executed_fallback_ops"):
+        names, source = list(met.executed_fallback_ops()), "torch-xla executed_fallback_ops()"
+    else:
+        names, source = [n for n in met.counter_names() if n.startswith("aten::")], "torch-xla aten:: counters"
+    return {
+        "fallback_counts": {n: int(met.counter_value(n) or 0) for n in names},
+        "source": source,
+        "uncached_compiles": int(met.counter_value("UncachedCompile") or 0),
+    }
+
+
+def step_native_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    import torch
+    import torch_neuronx
+
+    module, args, kwargs = _materialise(module, args, kwargs)
+    device = torch.device(getattr(torch_neuronx, FAKE_DEVICE_ATTR, "neuron"))
+    module = module.to(device)
+    args, kwargs = _to_device(args, device), _to_device(kwargs, device)
+    torch_neuronx.clear_op_tracking()
+    with torch.no_grad():
+        out = module(*args, **kwargs)
+    if hasattr(torch_neuronx, "synchronize"):
+        torch_neuronx.synchronize()
+    _to_cpu(out)
+    return {"fallback": sorted(torch_neuronx.get_fallback_ops()), "executed": sorted(torch_neuronx.get_executed_ops())}
+
+
+def _split(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    from neuronprobe.loading import split_inputs
+
+    return split_inputs(inputs, "inputs")
+
+
+def step_xla_compiles(module: Any, calls: list, workdir: str, progress: Callable) -> Any:
+    import torch
+    import torch_xla.core.xla_model as xm
+    import torch_xla.debug.metrics as met
+
+    module, _, _ = _materialise(module, (), {})
+    device = xm.xla_device()
+    module = module.to(device)
+    met.clear_all()
+    for i, inputs in enumerate(calls):
+        args, kwargs = _split(inputs)
+        with torch.no_grad():
+            out = module(*_to_device(args, device), **_to_device(kwargs, device))
+        xm.mark_step()
+        _to_cpu(out)
+        progress({"calls": i + 1, "compiles": int(met.counter_value("UncachedCompile") or 0)})
+    compile_time = met.metric_data("CompileTime")
+    return {
+        "calls": len(calls),
+        "compiles": int(met.counter_value("UncachedCompile") or 0),
+        "cached": int(met.counter_value("CachedCompile") or 0),
+        "compile_time_samples": int(compile_time[0]) if compile_time else 0,
+    }
+
+
+def step_native_compiles(module: Any, calls: list, workdir: str, progress: Callable) -> Any:
+    import torch
+    import torch_neuronx
+
+    module, _, _ = _materialise(module, (), {})
+    device = torch.device(getattr(torch_neuronx, FAKE_DEVICE_ATTR, "neuron"))
+    module = module.to(device)
+    torch_neuronx.reset_dynamo_metrics()
+    compiled = torch.compile(module, backend="neuron", dynamic=False)
+    for i, inputs in enumerate(calls):
+        args, kwargs = _split(inputs)
+        with torch.no_grad():
+            _to_cpu(compiled(*_to_device(args, device), **_to_device(kwargs, device)))
+        progress({"calls": i + 1, "compiles": len(torch_neuronx.get_dynamo_metrics())})
+    metrics = torch_neuronx.get_dynamo_metrics()
+    return {"calls": len(calls), "compiles": len(metrics), "graphs": [str(m.graph_name) for m in metrics]}

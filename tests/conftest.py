@@ -1,0 +1,134 @@
+"""The declared hardware tier, and the fake Neuron SDK's fixtures.
+
+Tests marked ``@pytest.mark.hardware`` need the real Neuron SDK on a Neuron
+host. They run only when the job declares it::
+
+    NEURONPROBE_REQUIRED_BACKEND=neuron pytest -m hardware
+
+* Declared, but the real stack is absent (nothing, the PyPI placeholder, a
+  partial stack, or the test fake): the session stops before collecting any
+  test, with exit code 2 and one line saying what was detected.
+* Not declared: hardware tests are deselected (not skipped), and the summary
+  says how many and why. No run reports a skip it did not ask for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+REQUIRED_ENV = "NEURONPROBE_REQUIRED_BACKEND"
+HARDWARE_MARK = "hardware"
+TIER_EXIT_CODE = 2
+
+FAKE_ROOT = Path(__file__).resolve().parent / "fake_backend"
+FAKE_NATIVE = FAKE_ROOT / "native"
+FAKE_PLACEHOLDER = FAKE_ROOT / "placeholder"
+FAKE_HIDE = FAKE_ROOT / "hide"
+FAKE_MODULES = ("torch_neuronx", "torch_xla", "neuronxcc", "fake_neuron_common")
+
+_deselected_key = pytest.StashKey[int]()
+
+
+def _declared() -> str | None:
+    value = os.environ.get(REQUIRED_ENV, "").strip()
+    return value or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    declared = _declared()
+    if declared is None:
+        return
+    if declared != "neuron":
+        pytest.exit(f"{REQUIRED_ENV}={declared!r}: the only declarable backend is 'neuron'", returncode=TIER_EXIT_CODE)
+    from neuronprobe.backends.detect import detect
+
+    detection = detect()
+    if not detection.is_real:
+        pytest.exit(
+            f"{REQUIRED_ENV}=neuron but the real Neuron SDK is not here: detected {detection.summary(with_hint=True)}",
+            returncode=TIER_EXIT_CODE,
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _declared() == "neuron":
+        return
+    hardware = [item for item in items if item.get_closest_marker(HARDWARE_MARK) is not None]
+    if not hardware:
+        return
+    keep = [item for item in items if item.get_closest_marker(HARDWARE_MARK) is None]
+    config.hook.pytest_deselected(items=hardware)
+    items[:] = keep
+    config.stash[_deselected_key] = len(hardware)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int, config: pytest.Config) -> None:
+    count = config.stash.get(_deselected_key, 0)
+    if count:
+        terminalreporter.write_line(
+            f"neuronprobe: {count} hardware test(s) deselected: they need the real Neuron SDK on a Neuron host; "
+            f"run them there with {REQUIRED_ENV}=neuron pytest -m hardware"
+        )
+
+
+# --- the fake Neuron SDK ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_sdk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The fake XLA-era Neuron SDK on this process's import path, allowed as a backend.
+
+    Forked SDK workers inherit the path. Any real or earlier fake SDK module is
+    dropped from sys.modules first, so the fake is what gets imported.
+    """
+    yield from _fake_layout(monkeypatch, [FAKE_ROOT])
+
+
+@pytest.fixture
+def fake_native_sdk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The fake native TorchNeuron (trn2/trn3) first on the import path."""
+    yield from _fake_layout(monkeypatch, [FAKE_NATIVE, FAKE_ROOT])
+
+
+def _fake_layout(monkeypatch: pytest.MonkeyPatch, roots: list[Path]) -> Iterator[Path]:
+    for name in list(sys.modules):
+        if name.split(".")[0] in FAKE_MODULES:
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setattr(sys, "path", [str(r) for r in roots] + sys.path)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setenv("NEURONPROBE_ALLOW_FAKE_SDK", "1")
+    monkeypatch.delenv("FAKE_NEURON_FIXTURE", raising=False)
+    monkeypatch.delenv("NEURONPROBE_NEURON_CACHE", raising=False)
+    monkeypatch.delenv("FAKE_NEURON_HIDE", raising=False)
+    yield roots[0]
+    for name in list(sys.modules):  # what this test imported; monkeypatch then restores what was there
+        if name.split(".")[0] in FAKE_MODULES:
+            del sys.modules[name]
+
+
+@pytest.fixture
+def hide_modules(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
+    """``hide_modules("torch_xla")``: make packages unfindable in this process (and its forked workers).
+
+    The same finder as tests/fake_backend/hide/sitecustomize.py, which does it for subprocesses.
+    """
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    spec = importlib.util.spec_from_file_location("fake_neuron_hide", FAKE_HIDE / "sitecustomize.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.delenv("FAKE_NEURON_HIDE", raising=False)
+    spec.loader.exec_module(module)
+
+    def hide(*names: str) -> None:
+        for name in list(sys.modules):
+            if name.split(".")[0] in names:
+                monkeypatch.delitem(sys.modules, name)
+        module.install(set(names))
+
+    return hide

@@ -1,0 +1,1 @@
+"""FAKE torch_neuronx.xla_impl (see the package docstring)."""
