@@ -18,7 +18,7 @@ from helpers import MODELS
 import neuronprobe
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
-from neuronprobe.loading import load_model
+from neuronprobe.loading import LoadedModel, load_model
 from neuronprobe.report.model import Report
 
 MLP = str(MODELS / "mlp.py")
@@ -216,3 +216,13 @@ def test_count_compiles_with_the_native_backend_reads_dynamo_metrics(fake_native
     observed = live.count_compiles(load_model(MLP), calls, timeout=120)
     assert (observed.compiles, observed.shapes_run, observed.source) == (2, 3, "native-metrics")
     assert observed.graph_hashes == ["graph_0", "graph_1"]
+
+
+def test_count_compiles_materialises_a_model_and_inputs_on_the_meta_device(fake_sdk, fixture_file):
+    fixture_file({})
+    with torch.device("meta"):
+        module = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU())
+    loaded = LoadedModel(name="meta", source="<python>", module=module, on_meta=True)
+    calls = [(torch.empty(2, 16, device="meta"),), (torch.empty(4, 16, device="meta"),)]
+    observed = resolve_backend("neuron").live.count_compiles(loaded, calls, timeout=60)
+    assert (observed.compiles, observed.shapes_run) == (2, 2), observed.note

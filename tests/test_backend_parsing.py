@@ -140,7 +140,9 @@ def test_the_temporary_cache_replaces_a_users_cache_dir_flag(tmp_path):
     env = isolated_cache_env(tmp_path, {"NEURON_CC_FLAGS": "--model-type=transformer --cache_dir=/home/me/cache -O1"})
     assert env["NEURON_COMPILE_CACHE_URL"] == str(tmp_path)
     assert env["NEURON_CC_FLAGS"] == f"--model-type=transformer -O1 --cache_dir={tmp_path}"
-    assert isolated_cache_env(tmp_path, {}) == {"NEURON_COMPILE_CACHE_URL": str(tmp_path)}
+    assert isolated_cache_env(tmp_path, {}) == {
+        "NEURON_COMPILE_CACHE_URL": str(tmp_path), "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "native-neff")
+    }
 
 
 def _report(ops: list[tuple[str, str]], findings: list[Finding] = ()) -> Report:

@@ -55,7 +55,8 @@ CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neu
 # an op torch-xla cannot lower to HLO runs on the host (its CPU fallback).
 FAILURE_AT_VERDICT = {"neuronx-cc": "compile_error", "Lowering to HLO": "cpu_fallback"}
 UNKNOWN_FAILURE_VERDICT = "compile_error"
-WHOLE_GRAPH_OP = "<neuronx-cc>"  # a compile failure no diagnostic ties to one op
+WHOLE_GRAPH_OP = "<neuronx-cc>"  # a trace compile failure no diagnostic ties to one op
+DEVICE_RUN_OP = "<forward on device>"  # a failed device forward no diagnostic ties to one op
 # A fallback counter torch-xla always bumps when Python reads a tensor value
 # (.item(), printing): a host sync, not an op without a lowering.
 NOT_A_FALLBACK = frozenset({"aten::_local_scalar_dense"})
@@ -65,7 +66,11 @@ _FAILED_WITH = re.compile(r"neuronx-cc failed with (-?\d+)")
 _EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")
 _CALL_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _ATEN = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
-_LIBRARY_PARTS = ("torch_neuronx", "torch_xla", "neuronxcc", "site-packages" + os.sep + "torch" + os.sep, "neuronprobe")
+# Frames inside the Neuron SDK's packages (or any installed torch) are library code,
+# like this torch's and neuronprobe's own (capture.is_library_file).
+_SDK_FRAME = re.compile(
+    r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]"
+)
 
 FIX = {
     "compile_error": "the Neuron compiler rejects this op: rewrite it with ops it supports "
@@ -160,7 +165,9 @@ def relative_path(path: str | None) -> str | None:
 
 
 def _is_library(path: str) -> bool:
-    return path.startswith("<") or any(part in path for part in _LIBRARY_PARTS)
+    from neuronprobe.capture import is_library_file
+
+    return is_library_file(path) or bool(_SDK_FRAME.search(path))
 
 
 def call_site(call: str) -> tuple[str | None, int | None]:
@@ -327,7 +334,7 @@ class _Builder:
     def vocabulary(self) -> list[str]:
         return sorted(set(self.op_verdicts) | set(self.where))
 
-    def compile_failure(self, step: str, result: StepResult, what: str) -> None:
+    def compile_failure(self, step: str, result: StepResult, what: str, whole: str = WHOLE_GRAPH_OP) -> None:
         """A step that failed: NCC diagnostics tied to ops where the text names one, else one whole-graph finding."""
         log = parse_compiler_log(result.log, result.error)
         status = f" (neuronx-cc exit status {log.status})" if log.status is not None else ""
@@ -342,7 +349,7 @@ class _Builder:
         if unattributed or not log.diagnostics:
             said = "; ".join(f"[{c}] {m}" for c, m in unattributed) or result.error
             self.add(
-                WHOLE_GRAPH_OP, "compile_error", f"{what} failed{status}: {said}"[:2000], f"observed-{step}",
+                whole, "compile_error", f"{what} failed{status}: {said}"[:2000], f"observed-{step}",
                 unattributed[0][0] if unattributed else None,
             )
 
@@ -404,7 +411,9 @@ def isolated_cache_env(cache: Path, environ: dict[str, str] | None = None) -> di
     so a user's ``--cache_dir`` is replaced, not merely shadowed.
     """
     environ = dict(os.environ if environ is None else environ)
-    env = {"NEURON_COMPILE_CACHE_URL": str(cache)}
+    # TORCH_NEURONX_NEFF_CACHE_DIR: the native backend's NEFF cache, as user scripts set it
+    # (not in the env-var reference we read); harmless where the variable means nothing.
+    env = {"NEURON_COMPILE_CACHE_URL": str(cache), "TORCH_NEURONX_NEFF_CACHE_DIR": str(cache / "native-neff")}
     flags = shlex.split(environ.get("NEURON_CC_FLAGS", ""))
     if any(f.startswith("--cache_dir") for f in flags):
         kept: list[str] = []
@@ -514,12 +523,12 @@ class NeuronLiveBackend:
             if result.status == STATUS_OK:
                 apply_fallbacks(builder, result.value["fallback_counts"], result.value["source"])
             elif result.status == STATUS_ERROR:
-                builder.compile_failure("run", result, "a forward on the XLA device")
+                builder.compile_failure("run", result, "a forward on the XLA device", DEVICE_RUN_OP)
         elif name == "run":
             if result.status == STATUS_OK:
                 apply_native(builder, result.value)
             elif result.status == STATUS_ERROR:
-                builder.compile_failure("run", result, "a forward on the Neuron device")
+                builder.compile_failure("run", result, "a forward on the Neuron device", DEVICE_RUN_OP)
 
     def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
         """Real compiles for a stream of inputs: torch-xla's UncachedCompile and new MODULE_* cache entries,

@@ -161,7 +161,7 @@ def step_xla_compiles(module: Any, calls: list, workdir: str, progress: Callable
     module = module.to(device)
     met.clear_all()
     for i, inputs in enumerate(calls):
-        args, kwargs = _split(inputs)
+        _, args, kwargs = _materialise(module, *_split(inputs))
         with torch.no_grad():
             out = module(*_to_device(args, device), **_to_device(kwargs, device))
         xm.mark_step()
@@ -186,7 +186,7 @@ def step_native_compiles(module: Any, calls: list, workdir: str, progress: Calla
     torch_neuronx.reset_dynamo_metrics()
     compiled = torch.compile(module, backend="neuron", dynamic=False)
     for i, inputs in enumerate(calls):
-        args, kwargs = _split(inputs)
+        _, args, kwargs = _materialise(module, *_split(inputs))
         with torch.no_grad():
             _to_cpu(compiled(*_to_device(args, device), **_to_device(kwargs, device)))
         progress({"calls": i + 1, "compiles": len(torch_neuronx.get_dynamo_metrics())})
