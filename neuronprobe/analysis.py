@@ -175,7 +175,7 @@ def _analyze_loaded(
     if resolved.live is not None:
         _apply_observation(report, loaded, options, resolved, counted)
     if traffic.given or loaded.sample_inputs is not None:
-        _apply_traffic(report, loaded, traffic)
+        _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     return report
 
@@ -521,13 +521,16 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
     return diff
 
 
-def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions) -> None:
+def _apply_traffic(
+    report: Report, loaded: LoadedModel, traffic: TrafficOptions, resolved: ResolvedBackend, options: AnalyzeOptions
+) -> None:
     try:
         from neuronprobe.recompiles import analyze_traffic
     except ImportError:
         report.not_analysed.append(Limitation("recompiles", "this neuronprobe has no recompile analysis"))
         return
-    result = analyze_traffic(loaded, traffic)
+    # The live backend (a Neuron host) counts real compiles when it has count_compiles().
+    result = analyze_traffic(loaded, traffic, live=resolved.live, timeout=options.timeout)
     report.recompiles = result.recompiles
     if result.buckets is not None:
         report.buckets = result.buckets

@@ -86,6 +86,16 @@ def _split_csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+def _int_list(value: str | None, flag: str) -> list[int] | None:
+    """``1,4,8`` as integers; a usable sentence (exit 2) for anything else."""
+    if not value:
+        return None
+    try:
+        return [int(v) for v in _split_csv(value)]
+    except ValueError:
+        raise _fail(f"{flag} {value!r}: use whole numbers separated by commas, e.g. 1,4,8") from None
+
+
 # --- analyze ----------------------------------------------------------------------
 
 
@@ -167,13 +177,22 @@ def analyze(
             lengths=lengths,
             column=column,
             field=field_,
-            batch_sizes=[int(b) for b in _split_csv(batch_sizes)] if batch_sizes else None,
-            buckets=[int(b) for b in _split_csv(buckets)] if buckets else None,
+            batch_sizes=_int_list(batch_sizes, "--batch-sizes"),
+            buckets=_int_list(buckets, "--buckets"),
             max_buckets=max_buckets,
             compile_seconds=compile_seconds,
             max_compiles=max_compiles,
         )
+        if fail_on_recompiles is not None and fail_on_recompiles < 0:
+            raise _fail(f"--fail-on-recompiles {fail_on_recompiles}: use a number of graphs >= 0")
+        if fail_on_recompiles is not None and not traffic.given and model.startswith("hf:"):
+            raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
         report = analyze_spec(model, options, traffic)
+        if fail_on_recompiles is not None and report.recompiles is None:
+            # A gate that cannot be evaluated must not pass silently.
+            raise _fail(
+                "--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file"
+            )
 
         from neuronprobe.report.console import render_summary
 
