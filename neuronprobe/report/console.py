@@ -51,6 +51,8 @@ def render_summary(report: Report) -> Any:
         (words, f"bold {colour}"),
         f"\nbackend {backend} · capture {report.capture.method} · support table {report.support_table.version}",
     )
+    if report.backend.detail:
+        head.append(f"\n{report.backend.detail}", style="dim")
     counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in VERDICTS), style="dim")
     stats = Text(
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {s.support_percentage:.1f}% · "
