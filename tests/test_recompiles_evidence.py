@@ -270,3 +270,21 @@ def test_a_shape_the_model_cannot_take_is_a_limitation_not_a_crash(tmp_path: Pat
     observed = result.recompiles.observed
     assert observed is not None and observed.shapes_run == 1 and observed.compiles == 1
     assert any("x[1, 5, 3]: the forward raised" in lim.why for lim in result.limitations)
+
+
+def test_when_no_guard_explains_a_changed_graph_the_differing_ops_point_at_the_line() -> None:
+    from collections import Counter
+
+    from neuronprobe.recompiles.evidence import CompileEvent, RunShape, Sweep, _diff_cause
+
+    shapes = [RunShape(i, ((0, (1, n)),), (), {}, f"x[1, {n}]") for i, n in enumerate((4, 8))]
+    events = [
+        CompileEvent(0, "aaa", 1, lines=Counter({("model.py", 10): 1, ("model.py", 12): 4})),
+        CompileEvent(1, "bbb", 1, lines=Counter({("model.py", 10): 1, ("model.py", 12): 8})),
+    ]
+    cause = _diff_cause(Sweep(shapes=shapes, events=events, failures=[]))
+    assert cause is not None
+    assert (cause.file, cause.line, cause.kind, cause.count) == ("model.py", 12, "graph_change", 1)
+    assert cause.graph_changes_with_shape
+    same = [CompileEvent(0, "aaa", 1), CompileEvent(1, "aaa", 1)]
+    assert _diff_cause(Sweep(shapes=shapes, events=same, failures=[])) is None

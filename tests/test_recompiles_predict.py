@@ -5,7 +5,6 @@ Ground truth is counted by hand from the traffic; no torch compile runs here.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np

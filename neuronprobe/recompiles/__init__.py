@@ -136,8 +136,8 @@ def forward_location(module: Any) -> tuple[str | None, int | None, str | None]:
         return None, None, None
     text = next((ln.strip() for ln in lines if ln.strip().startswith("def ")), lines[0].strip() if lines else None)
     offset = next((i for i, ln in enumerate(lines) if ln.strip().startswith("def ")), 0)
-    rel = os.path.relpath(file) if not os.path.relpath(file).startswith("..") else file
-    return rel, start + offset, text
+    rel = os.path.relpath(file)
+    return (file if rel.startswith("..") else rel), start + offset, text
 
 
 def input_names(traffic: Traffic, loaded: Any) -> tuple[dict[Key, str], dict[Key, TensorTemplate]]:

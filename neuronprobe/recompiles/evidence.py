@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from neuronprobe.capture import is_library_file, source_line, user_frame_from_stack
-from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic, signature_text
+from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
 
 GRAPH_HASH_CHARS = 12
@@ -433,7 +433,6 @@ class SizeTable:
     """Sizes of (parameter, dim) over the traffic's distinct signatures; -1 where absent."""
 
     def __init__(self, traffic: Traffic, params: dict[Key, str]) -> None:
-        self._rows: dict[str, dict[int, int]] = {}
         self._traffic = traffic
         self._params = params
         self._cache: dict[tuple[str, int], np.ndarray] = {}
