@@ -67,6 +67,15 @@ def fork_available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def _single_threaded_torch() -> None:
+    """A forked child inherits the parent's OpenMP pool state but not its threads: once the
+    parent has run any parallel CPU op, the child's first parallel region waits forever.
+    One intra-op thread avoids the pool entirely."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
 def _child(
     conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], log_path: str, workdir: str, env: dict[str, str]
 ) -> None:
@@ -86,6 +95,7 @@ def _child(
         sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
         sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
         os.environ.update(env)
+        _single_threaded_torch()
         os.makedirs(workdir, exist_ok=True)
         os.chdir(workdir)
 
