@@ -289,7 +289,7 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
             out.append(
                 Finding(
                     op=f"aten::{key}", verdict="dynamic_shape", file=file, line=b.line, module=None,
-                    message=f"aten::{key}: {rule.message}", fix=rule.fix_for(key), rule=rule.id,
+                    message=rule.message, fix=rule.fix_for(key), rule=rule.id,
                     ncc_code=rule.ncc_code, source_line=b.source_line,
                 )
             )

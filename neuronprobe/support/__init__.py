@@ -167,10 +167,10 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
     # A boolean-mask index produces a data-dependent size even though index.Tensor lowers.
     if call.data_dependent_output and call.name not in ("_local_scalar_dense", "item"):
         rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
-        return Classification(rule.verdict, rule.id, f"{call.op}: {rule.message}", rule.fix_for(key), rule.ncc_code)
+        return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
     for rule in table.rules:
         if _rule_matches(rule, call, target):
-            return Classification(rule.verdict, rule.id, f"{call.op}: {rule.message}", rule.fix_for(key), rule.ncc_code)
+            return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
     if key in table.device_artifacts:
         stands_for = table.device_artifacts[key]
         return Classification(
