@@ -24,6 +24,7 @@ from neuronprobe.capture import (
     OpCall,
     OpGraph,
     capture,
+    relative_path,
     user_frame_from_traceback,
 )
 from neuronprobe.errors import InputError, ModelLoadError
@@ -139,7 +140,7 @@ def _analyze_loaded(
         graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
-        where = f"{_rel(file)}:{line}" if file else loaded.source
+        where = f"{relative_path(file)}:{line}" if file else loaded.source
         raise ModelLoadError(
             f"{where}: the model's forward raised {type(err.original).__name__}: {err.original}"
         ) from err.original
@@ -180,16 +181,6 @@ def _analyze_loaded(
     return report
 
 
-def _rel(path: str | None) -> str | None:
-    if not path:
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
-
-
 def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
     groups: dict[tuple[str, str, str | None, int | None], list[ClassifiedCall]] = defaultdict(list)
@@ -206,7 +197,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
             Finding(
                 op=first.call.op,
                 verdict=verdict,
-                file=_rel(file),
+                file=relative_path(file),
                 line=line,
                 module=first.call.module,
                 message=message,
@@ -235,7 +226,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
             Finding(
                 op=CONTROL_FLOW_OP,
                 verdict="control_flow",
-                file=_rel(failure.file),
+                file=relative_path(failure.file),
                 line=failure.line,
                 module=None,
                 message=f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
@@ -250,7 +241,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
         Finding(
             op=failure.op or "<unsupported op>",
             verdict="cpu_fallback",
-            file=_rel(failure.file),
+            file=relative_path(failure.file),
             line=failure.line,
             module=None,
             message=f"capture failed on an op without a tracing (fake) kernel: {failure.message}",
@@ -265,7 +256,7 @@ def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
     counts: Counter[tuple[str, str | None, int | None]] = Counter((b.reason, b.file, b.line) for b in records)
     lines = {(b.reason, b.file, b.line): b.source_line for b in records}
     return [
-        GraphBreak(reason=r, file=_rel(f), line=ln, source_line=lines[(r, f, ln)], count=n)
+        GraphBreak(reason=r, file=relative_path(f), line=ln, source_line=lines[(r, f, ln)], count=n)
         for (r, f, ln), n in counts.items()
     ]
 
@@ -278,7 +269,7 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
     table = load_table()
     out: list[Finding] = []
     for b in records:
-        file = _rel(b.file)
+        file = relative_path(b.file)
         if (file, b.line) in seen and b.file is not None:
             continue
         m = re.search(r"aten\.(\w+)\.(\w+)", b.reason)
@@ -378,7 +369,7 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
 def _limitations(graph: OpGraph) -> list[Limitation]:
     out = [Limitation(what="dynamo capture", why=n) for n in graph.notes]
     if graph.failure is not None:
-        where = f" at {_rel(graph.failure.file)}:{graph.failure.line}" if graph.failure.file else ""
+        where = f" at {relative_path(graph.failure.file)}:{graph.failure.line}" if graph.failure.file else ""
         out.append(
             Limitation(
                 what="torch.export capture",
@@ -478,10 +469,10 @@ def _place_observed(findings: list[Finding], calls: list[ClassifiedCall]) -> Non
         if call is None:
             continue
         if f.line is None:
-            f.file, f.line = _rel(call.file), call.line
+            f.file, f.line = relative_path(call.file), call.line
         if f.module is None:
             f.module = call.module
-        if f.source_line is None and (f.file, f.line) == (_rel(call.file), call.line):
+        if f.source_line is None and (f.file, f.line) == (relative_path(call.file), call.line):
             f.source_line = call.source_line
 
 

@@ -176,6 +176,17 @@ def user_frame_from_traceback(exc: BaseException) -> tuple[str | None, int | Non
     return found
 
 
+def relative_path(path: str | None) -> str | None:
+    """A path relative to the working folder when it lies inside it: reports stay portable across checkouts."""
+    if not path or path.startswith("<"):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
 def source_line(file: str | None, line: int | None) -> str | None:
     if not file or not line:
         return None
@@ -320,7 +331,7 @@ def _drop(record: logging.LogRecord) -> bool:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet_torch() -> Iterator[None]:
     """Failed exports print partial graph code, warnings and log lines: keep them off the user's console."""
     sink = io.StringIO()
     loggers = [
@@ -360,7 +371,7 @@ def capture_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     import torch
 
     start = time.perf_counter()
-    with _quiet():
+    with quiet_torch():
         ep = torch.export.export(module, args, kwargs, strict=False)
     calls = calls_from_graph(ep.graph, strip_module_prefix)
     return OpGraph(calls=calls, method="export", seconds=time.perf_counter() - start)
@@ -416,7 +427,7 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     logger.addHandler(handler)
     notes: list[str] = []
     try:
-        with _quiet(), torch.no_grad():
+        with quiet_torch(), torch.no_grad():
             compiled = torch.compile(module, backend=backend, fullgraph=False, dynamic=False)
             compiled(*args, **kwargs)
     except Exception as exc:
@@ -460,7 +471,7 @@ def _check_eager(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     import torch
 
     try:
-        with _quiet(), torch.no_grad():
+        with quiet_torch(), torch.no_grad():
             module(*args, **kwargs)
     except Exception as exc:
         raise ForwardError(exc) from exc

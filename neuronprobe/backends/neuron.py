@@ -45,6 +45,7 @@ from neuronprobe.backends.neuron_steps import (
     step_xla_compiles,
     step_xla_run,
 )
+from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable
 from neuronprobe.report.model import VERDICTS, BackendInfo, Finding, Limitation, ObservedCompiles
 
@@ -151,17 +152,6 @@ class AnalyzeResult:
     unsupported: list[UnsupportedOp] = field(default_factory=list)
     torch_neuronx_version: str | None = None
     neuronx_cc_version: str | None = None
-
-
-def relative_path(path: str | None) -> str | None:
-    """A path relative to the working folder when it lies inside it (as predicted findings are)."""
-    if not path or path.startswith("<"):
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
 
 
 def _is_library(path: str) -> bool:

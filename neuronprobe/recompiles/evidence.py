@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from neuronprobe.capture import is_library_file, source_line, user_frame_from_stack
+from neuronprobe.capture import is_library_file, quiet_torch, relative_path, source_line, user_frame_from_stack
 from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
 
@@ -222,26 +222,6 @@ def size_mismatch(reason: str) -> tuple[str, int] | None:
 # --- running dynamo ---------------------------------------------------------------------------------
 
 
-def _drop(record: logging.LogRecord) -> bool:
-    return False
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Keep dynamo's warnings and log lines off the user's console."""
-    handlers = [h for name in ("torch", "torch._dynamo") for h in logging.getLogger(name).handlers]
-    for h in handlers:
-        h.addFilter(_drop)
-    sink = io.StringIO()
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for h in handlers:
-            h.removeFilter(_drop)
-
-
 @contextlib.contextmanager
 def _limits(n: int) -> Iterator[None]:
     """Raise dynamo's recompile limits above ``n`` (the default 8 falls back to eager silently)."""
@@ -289,7 +269,7 @@ def sweep(module: Any, shapes: Sequence[RunShape]) -> Sweep:
     result = Sweep(shapes=[], events=[], failures=[])
     torch._dynamo.reset()
     try:
-        with _quiet(), _limits(len(shapes)), torch.no_grad():
+        with quiet_torch(), _limits(len(shapes)), torch.no_grad():
             compiled = torch.compile(module, backend=recorder, dynamic=False)
             for shape in shapes:
                 before, failures = len(graphs), _failure_count()
@@ -339,7 +319,7 @@ def probe(module: Any, shapes: Sequence[RunShape]) -> tuple[list[GuardRecord], l
     torch._dynamo.reset()
     try:
         duck = {"use_duck_shape": False} if hasattr(fx_config, "use_duck_shape") else {}
-        with _quiet(), _limits(len(shapes)), fx_config.patch(**duck), torch.no_grad():
+        with quiet_torch(), _limits(len(shapes)), fx_config.patch(**duck), torch.no_grad():
             compiled = torch.compile(module, backend=recorder, dynamic=True)
             for shape in shapes:
                 try:
@@ -743,13 +723,5 @@ def collect_evidence(
         )
     for c in causes:
         if c.file and not is_library_file(c.file):
-            c.file = _rel(c.file)
+            c.file = relative_path(c.file)
     return Evidence(observed, causes, limitations, list(result.shapes)), result
-
-
-def _rel(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
