@@ -90,6 +90,8 @@ class OpCall:
     source_line: str | None = None
     data_dependent_output: bool = False  # output size holds an unbacked symbol (u0)
     has_composite_implicit: bool = False
+    # For a CompositeImplicitAutograd op: the aten ops it decomposes into (None: not inspected).
+    parts: list[OpCall] | None = None
     has_composite_explicit: bool = False
 
     @property
@@ -264,6 +266,7 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
     import torch
 
     calls: list[OpCall] = []
+    parts_by_op: dict[str, list[OpCall] | None] = {}
     for node in graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
@@ -291,6 +294,9 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
         file, line, code = user_frame_from_stack(node.meta.get("stack_trace"))
         module, mtype = _module_of(node, strip_module_prefix)
         qual = schema.name if overload == "default" else f"{schema.name}.{overload}"
+        implicit = _has_kernel(qual, "CompositeImplicitAutograd")
+        if implicit and qual not in parts_by_op:
+            parts_by_op[qual] = composite_parts(node)
         calls.append(
             OpCall(
                 index=len(calls),
@@ -309,12 +315,76 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
                 # Only the op that creates a data-dependent size is its source;
                 # ops downstream merely carry it.
                 data_dependent_output=bool(_unbacked_symbols(val) - input_symbols),
-                has_composite_implicit=_has_kernel(qual, "CompositeImplicitAutograd"),
+                has_composite_implicit=implicit,
+                has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
+                or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
+                parts=parts_by_op.get(qual) if implicit else None,
+            )
+        )
+    return calls
+
+
+def _to_meta(value: Any) -> Any:
+    """A captured argument as a meta tensor of the same shape and dtype (no data, no memory)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        shape = [int(s) for s in value.shape]  # raises on symbolic sizes: the caller gives up
+        return torch.empty(shape, dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_meta(v) for v in value)
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    return value
+
+
+def composite_parts(node: Any) -> list[OpCall] | None:
+    """Run a CompositeImplicitAutograd op once on meta tensors and record the aten ops it becomes.
+
+    The decomposition happens in the dispatcher above Python dispatch modes, so
+    a recording mode sees exactly the parts a backend would be asked to lower.
+    Returns None when the op cannot be replayed (symbolic sizes, odd arguments).
+    """
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: list[Any] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    try:
+        args = [_to_meta(_arg_value(a)) for a in node.args]
+        kwargs = {k: _to_meta(_arg_value(v)) for k, v in node.kwargs.items()}
+        with quiet_torch(), Record():
+            node.target(*args, **kwargs)
+    except Exception:
+        return None
+    parts: list[OpCall] = []
+    keys: set[str] = set()
+    for func in seen:
+        if not isinstance(func, torch._ops.OpOverload):
+            continue
+        ns, _, name = func._schema.name.partition("::")
+        overload = func._schema.overload_name or "default"
+        qual = func._schema.name if overload == "default" else f"{func._schema.name}.{overload}"
+        if qual in keys:
+            continue
+        keys.add(qual)
+        parts.append(
+            OpCall(
+                index=len(parts),
+                namespace=ns,
+                name=name,
+                overload=overload,
+                tags=sorted(str(t).replace("Tag.", "") for t in getattr(func, "tags", ())),
                 has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
                 or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
             )
         )
-    return calls
+    return parts
 
 
 def _has_kernel(qualname: str, key: str) -> bool:

@@ -17,6 +17,7 @@ CASES = [
     "float64.py",
     "complex_mul.py",
     "fft.py",
+    "quantile.py",
 ]
 
 
@@ -162,3 +163,12 @@ def test_reports_are_written_readable_by_others(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert mode == 0o666 & ~umask
+
+
+def test_composite_ops_name_the_parts_they_decompose_into():
+    report = neuronprobe.analyze(str(MODELS / "mlp.py"), backend="static")
+    linear = next(r for r in report.ops if r.op == "aten::linear")
+    assert linear.verdict == "decomposed" and "aten::addmm" in linear.reason
+    quantile = neuronprobe.analyze(str(MODELS / "quantile.py"), backend="static").findings[0]
+    assert (quantile.rule, quantile.verdict) == ("composite-part", "compile_error")
+    assert "aten::sort" in quantile.message

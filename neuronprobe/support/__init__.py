@@ -25,6 +25,8 @@ from typing import Any
 from neuronprobe.errors import InputError
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
+# Least to most severe; the same order as the report's VERDICTS.
+_SEVERITY: tuple[str, ...] = ("lowered", "decomposed", "cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
 DEFAULT_TARGET = "trn1"
 
 
@@ -186,10 +188,29 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
             "lowered", "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}"
         )
     if call.has_composite_implicit:
+        failing = [(part, classify(part, target, table)) for part in call.parts or ()]
+        failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
+        if failing:
+            part, worst = max(failing, key=lambda pc: _SEVERITY.index(pc[1].verdict))
+            return Classification(
+                worst.verdict,
+                "composite-part",
+                f"decomposes into {part.op}, which does not lower: {worst.reason}",
+                worst.fix,
+                worst.ncc_code,
+            )
+        if call.parts is None:
+            return Classification(
+                "decomposed",
+                "composite-implicit",
+                f"{call.op} is CompositeImplicitAutograd: it decomposes into other aten ops before lowering "
+                "(its parts could not be replayed to check them)",
+            )
         return Classification(
             "decomposed",
             "composite-implicit",
-            f"{call.op} is CompositeImplicitAutograd: it decomposes into other aten ops before lowering",
+            f"{call.op} is CompositeImplicitAutograd: it decomposes into "
+            f"{', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
         )
     if call.has_composite_explicit:
         return Classification(
