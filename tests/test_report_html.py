@@ -147,7 +147,8 @@ def test_graph_breaks_recompiles_and_buckets(rich_html: str) -> None:
     assert "torch.export failed first: torch.export failed: data-dependent branch" in text
     assert "200 calls with 37 distinct input signatures" in text
     assert "static 37 59 min one graph per distinct shape" in text
-    assert "sequence length changes the input shape (dim 1 of input_ids) 36" in text
+    assert "sequence length changes the input shape (dim 1 of input_ids) shape 36 not checked" in text
+    assert "no: buckets fix it" in text
     assert "Proposed edges (k = 4): 96, 192, 320, 512" in text
     assert "powers of two 128, 256, 512 3 31.0% 52.0% 0" in text
     assert "context_encoding_buckets=[96, 192, 320, 512]" in text
