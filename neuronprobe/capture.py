@@ -270,14 +270,9 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
     for node in graph.nodes:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
-        target = node.target
-        schema = target._schema
-        namespace, _, name = schema.name.partition("::")
-        overload = schema.overload_name or "default"
-        inputs: list[TensorMeta] = []
-        constants: dict[str, Any] = {}
+        call = _bare_call(node.target, len(calls))
         input_symbols: set[str] = set()
-        for i, arg in enumerate(schema.arguments):
+        for i, arg in enumerate(node.target._schema.arguments):
             if i < len(node.args):
                 value = _arg_value(node.args[i])
             elif arg.name in node.kwargs:
@@ -287,40 +282,20 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
             metas = _tensor_metas(value)
             input_symbols |= _unbacked_symbols(value)
             if metas:
-                inputs.extend(metas)
+                call.inputs.extend(metas)
             elif _is_constant(value):
-                constants[arg.name] = value
+                call.constants[arg.name] = value
         val = node.meta.get("val")
-        file, line, code = user_frame_from_stack(node.meta.get("stack_trace"))
-        module, mtype = _module_of(node, strip_module_prefix)
-        qual = schema.name if overload == "default" else f"{schema.name}.{overload}"
-        implicit = _has_kernel(qual, "CompositeImplicitAutograd")
-        if implicit and qual not in parts_by_op:
-            parts_by_op[qual] = composite_parts(node)
-        calls.append(
-            OpCall(
-                index=len(calls),
-                namespace=namespace,
-                name=name,
-                overload=overload,
-                inputs=inputs,
-                outputs=_tensor_metas(val),
-                constants=constants,
-                tags=sorted(str(t).replace("Tag.", "") for t in getattr(target, "tags", ())),
-                module=module,
-                module_type=mtype,
-                file=file,
-                line=line,
-                source_line=code,
-                # Only the op that creates a data-dependent size is its source;
-                # ops downstream merely carry it.
-                data_dependent_output=bool(_unbacked_symbols(val) - input_symbols),
-                has_composite_implicit=implicit,
-                has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
-                or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
-                parts=parts_by_op.get(qual) if implicit else None,
-            )
-        )
+        call.outputs = _tensor_metas(val)
+        # Only the op that creates a data-dependent size is its source; ops downstream merely carry it.
+        call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
+        call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
+        call.module, call.module_type = _module_of(node, strip_module_prefix)
+        if call.has_composite_implicit:
+            if call.op not in parts_by_op:
+                parts_by_op[call.op] = composite_parts(node)
+            call.parts = parts_by_op[call.op]
+        calls.append(call)
     return calls
 
 
@@ -363,28 +338,29 @@ def composite_parts(node: Any) -> list[OpCall] | None:
     except Exception:
         return None
     parts: list[OpCall] = []
-    keys: set[str] = set()
+    keys: set[Any] = set()
     for func in seen:
-        if not isinstance(func, torch._ops.OpOverload):
-            continue
-        ns, _, name = func._schema.name.partition("::")
-        overload = func._schema.overload_name or "default"
-        qual = func._schema.name if overload == "default" else f"{func._schema.name}.{overload}"
-        if qual in keys:
-            continue
-        keys.add(qual)
-        parts.append(
-            OpCall(
-                index=len(parts),
-                namespace=ns,
-                name=name,
-                overload=overload,
-                tags=sorted(str(t).replace("Tag.", "") for t in getattr(func, "tags", ())),
-                has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
-                or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
-            )
-        )
+        if isinstance(func, torch._ops.OpOverload) and func not in keys:
+            keys.add(func)
+            parts.append(_bare_call(func, len(parts)))
     return parts
+
+
+def _bare_call(func: Any, index: int) -> OpCall:
+    """An OpCall for an OpOverload: its name, overload, tags and which composite kernels it has."""
+    namespace, _, name = func._schema.name.partition("::")
+    overload = func._schema.overload_name or "default"
+    qual = func._schema.name if overload == "default" else f"{func._schema.name}.{overload}"
+    return OpCall(
+        index=index,
+        namespace=namespace,
+        name=name,
+        overload=overload,
+        tags=sorted(str(t).replace("Tag.", "") for t in getattr(func, "tags", ())),
+        has_composite_implicit=_has_kernel(qual, "CompositeImplicitAutograd"),
+        has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
+        or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
+    )
 
 
 def _has_kernel(qualname: str, key: str) -> bool:
