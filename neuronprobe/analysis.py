@@ -515,11 +515,8 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
 def _apply_traffic(
     report: Report, loaded: LoadedModel, traffic: TrafficOptions, resolved: ResolvedBackend, options: AnalyzeOptions
 ) -> None:
-    try:
-        from neuronprobe.recompiles import analyze_traffic
-    except ImportError:
-        report.not_analysed.append(Limitation("recompiles", "this neuronprobe has no recompile analysis"))
-        return
+    from neuronprobe.recompiles import analyze_traffic
+
     # The live backend (a Neuron host) counts real compiles when it has count_compiles().
     result = analyze_traffic(loaded, traffic, live=resolved.live, timeout=options.timeout)
     report.recompiles = result.recompiles

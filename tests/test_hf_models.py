@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-import neuronprobe
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.errors import InputError
 

@@ -61,15 +61,7 @@ def resolve_backend(name: str, require: str | None = None) -> ResolvedBackend:
     if name not in BACKEND_CHOICES:
         raise InputError(f"--backend {name!r}: use one of {', '.join(BACKEND_CHOICES)}")
     if require not in (None, "neuron", "static"):
-        raise InputError(f"--require-backend {require!r}: use neuron")
-    try:
-        from neuronprobe.backends import neuron as neuron_backend
-    except ImportError:
-        neuron_backend = None  # type: ignore[assignment]
-    if neuron_backend is not None and hasattr(neuron_backend, "resolve"):
-        return neuron_backend.resolve(name, require)
-    if require == "neuron" or name == "neuron":
-        from neuronprobe.errors import BackendUnavailable
+        raise InputError(f"--require-backend {require!r}: use neuron (or static, which is always there)")
+    from neuronprobe.backends import neuron
 
-        raise BackendUnavailable("the neuron backend is required but this neuronprobe has no live Neuron backend")
-    return ResolvedBackend(info=static_info())
+    return neuron.resolve(name, require)

@@ -29,12 +29,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import io
-import logging
 import os
 import re
 import sys
-import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
