@@ -237,6 +237,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
                 source_line=failure.source_line,
             )
         ]
+    custom = bool(failure.op) and not failure.op.startswith("aten::")
     return [
         Finding(
             op=failure.op or "<unsupported op>",
@@ -245,8 +246,13 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
             line=failure.line,
             module=None,
             message=f"capture failed on an op without a tracing (fake) kernel: {failure.message}",
-            fix="replace the op with aten ops that have a Neuron lowering, or run it outside the traced forward",
-            rule="unsupported-op",
+            fix=(
+                "register a fake kernel (@op.register_fake) so the op can be traced, and a Neuron lowering "
+                "(an NKI kernel) so it runs on the device; or express it with aten ops"
+                if custom
+                else "replace the op with aten ops that have a Neuron lowering, or run it outside the traced forward"
+            ),
+            rule="custom-op" if custom else "unsupported-op",
             source_line=failure.source_line,
         )
     ]

@@ -407,6 +407,9 @@ def _classify_failure(exc: BaseException) -> CaptureFailure:
     if isinstance(exc, GuardOnDataDependentSymNode) or "data-dependent" in full.lower() or "data dependent" in full.lower():
         return CaptureFailure("control_flow", text, name, file, line, code)
     op_match = re.search(r"aten\.(\w+)(?:\.(\w+))?", full)
+    custom = re.search(r"no (?:fake|abstract|meta) impl\w* registered for \S*?(\w+::\w+)", full)
+    if custom:
+        return CaptureFailure("unsupported_op", text, name, file, line, code, custom.group(1))
     if name == "UnsupportedOperatorException" or "sparse" in full.lower():
         op = f"aten::{op_match.group(1)}" if op_match else None
         return CaptureFailure("unsupported_op", text, name, file, line, code, op)

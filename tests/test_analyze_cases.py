@@ -172,3 +172,31 @@ def test_composite_ops_name_the_parts_they_decompose_into():
     quantile = neuronprobe.analyze(str(MODELS / "quantile.py"), backend="static").findings[0]
     assert (quantile.rule, quantile.verdict) == ("composite-part", "compile_error")
     assert "aten::sort" in quantile.message
+
+
+def test_custom_op_without_a_fake_kernel_is_found_at_its_line(tmp_path):
+    model = tmp_path / "nofake.py"
+    model.write_text(
+        "import torch\n"
+        "@torch.library.custom_op('npt_nofake::twice', mutates_args=())\n"
+        "def twice(x: torch.Tensor) -> torch.Tensor:\n    return x * 2\n"
+        "class M(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return twice(x) + 1\n"
+        "def get_model():\n    return M()\n"
+        "def get_example_inputs():\n    return (torch.randn(4),)\n"
+    )
+    report = neuronprobe.analyze(str(model), backend="static")
+    assert [(f.op, f.verdict, f.rule, f.line) for f in report.findings] == [
+        ("npt_nofake::twice", "cpu_fallback", "custom-op", 7)
+    ]
+    assert "register_fake" in report.findings[0].fix
+    assert any(limit.what == "torch.export capture" for limit in report.not_analysed)
+
+
+def test_a_capture_that_records_nothing_is_never_called_green():
+    from neuronprobe.report.model import CaptureInfo, Report
+
+    report = Report(model="m", target="trn1", capture=CaptureInfo(method="export+dynamo", export_error="X: y", nodes=0))
+    assert report.verdict == "not_analysed"
+    assert Report(model="m", target="trn1", capture=CaptureInfo(method="export", nodes=3)).verdict == "runs"

@@ -12,6 +12,7 @@ BANNER = {
     "runs": ("green", "runs on Neuron as it is"),
     "runs_with_fallbacks": ("yellow", "runs, with CPU fallbacks"),
     "will_not_compile": ("red", "will not compile on Neuron as it is"),
+    "not_analysed": ("red", "could not be analysed: capture recorded no ops"),
 }
 VERDICT_STYLE = {
     "lowered": "green",
@@ -72,7 +73,7 @@ def render_summary(report: Report) -> Any:
             if f.source_line:
                 parts.append(Text(f"      {f.source_line}", style="cyan"))
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
-    else:
+    elif report.verdict == "runs":
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
     if report.recompiles is not None:
         try:

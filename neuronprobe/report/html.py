@@ -153,6 +153,12 @@ def banner(report: Report) -> Banner:
             f"{s.device_graphs} device graph(s) and copies {format_bytes(s.fallback_bytes_per_call)} "
             "between host and device per call.",
         )
+    if verdict == "not_analysed":
+        return Banner(
+            "bad",
+            f"Could not be analysed for {target}",
+            "Capture failed before any op was recorded; see what could not be analysed below.",
+        )
     return Banner(
         "ok",
         f"Runs on {target} as it is",

@@ -363,12 +363,15 @@ class Report:
     # -- verdict helpers ---------------------------------------------------
     @property
     def verdict(self) -> str:
-        """One word for the banner: ``runs``, ``runs_with_fallbacks`` or ``will_not_compile``."""
+        """One word for the banner: ``runs``, ``runs_with_fallbacks``, ``will_not_compile``,
+        or ``not_analysed`` when capture failed and found no ops at all (never a green verdict)."""
         verdicts = {f.verdict for f in self.findings}
         if verdicts & {"compile_error", "dynamic_shape", "control_flow"}:
             return "will_not_compile"
         if "cpu_fallback" in verdicts:
             return "runs_with_fallbacks"
+        if self.capture.nodes == 0 and self.capture.export_error:
+            return "not_analysed"
         return "runs"
 
     def findings_with(self, verdicts: set[str] | frozenset[str]) -> list[Finding]:
