@@ -248,6 +248,17 @@ def _is_constant(value: Any) -> bool:
     return value is None or isinstance(value, (bool, int, float, str))
 
 
+_DYNAMO_SELF = re.compile(r"^L\['self'\]\.?|^L__self___?")
+_DYNAMO_INDEX = re.compile(r"\[(\d+)\]|\['([^'\]]+)'\]")
+
+
+def module_path(path: str) -> str:
+    """Dynamo spells module paths ``L['self'].layers[0]``; export spells them ``layers.0``: use export's."""
+    path = _DYNAMO_SELF.sub("", path)
+    path = _DYNAMO_INDEX.sub(lambda m: "." + (m.group(1) or m.group(2)), path)
+    return path.lstrip(".")
+
+
 def _module_of(node: Any, strip_prefix: str) -> tuple[str | None, str | None]:
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
@@ -255,7 +266,7 @@ def _module_of(node: Any, strip_prefix: str) -> tuple[str | None, str | None]:
     path, mtype = list(stack.values())[-1]
     if isinstance(mtype, type):
         mtype = f"{mtype.__module__}.{mtype.__qualname__}"
-    path = str(path)
+    path = module_path(str(path))
     if strip_prefix and path.startswith(strip_prefix):
         path = path[len(strip_prefix) :]
     return path or None, str(mtype) if mtype else None
