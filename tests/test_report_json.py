@@ -63,3 +63,9 @@ def test_json_carries_no_environment_secrets(report, monkeypatch):
     again = neuronprobe.analyze(str(MODELS / "mlp.py"), backend="static")
     assert "SENTINEL-7d1f" not in again.to_json()
     assert json.loads(again.to_json())["metadata"]["host"]
+
+
+def test_repr_is_one_line_for_the_repl(report):
+    text = repr(report)
+    assert "\n" not in text and len(text) < 200
+    assert text.startswith("<neuronprobe Report 'tiny_gpt' on trn1: will_not_compile, 4 finding(s)")

@@ -374,6 +374,15 @@ class Report:
             return "not_analysed"
         return "runs"
 
+    def __repr__(self) -> str:
+        """A one-line summary for the REPL: the whole tree is in ``to_json()`` and the notebook view."""
+        s = self.summary
+        return (
+            f"<neuronprobe Report {self.model!r} on {self.target}: {self.verdict}, "
+            f"{len(self.findings)} finding(s), support {s.support_percentage:.1f}% of {s.ops_total} op calls, "
+            f"backend {self.backend.name}>"
+        )
+
     def findings_with(self, verdicts: set[str] | frozenset[str]) -> list[Finding]:
         return [f for f in self.findings if f.verdict in verdicts]
 
