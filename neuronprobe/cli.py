@@ -29,6 +29,24 @@ app = typer.Typer(
 
 T = TypeVar("T")
 
+
+def _show_version(value: bool) -> None:
+    if value:
+        from neuronprobe import __version__
+
+        typer.echo(f"neuronprobe {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2,
+    why your traffic recompiles, and which buckets minimise padding."""
+
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
 
 
