@@ -368,7 +368,7 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
         findings_total=len(findings),
         device_graphs=device_graphs,
         fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == "cpu_fallback"),
-        graph_breaks=sum(b.count for b in _graph_breaks(graph.graph_breaks)),
+        graph_breaks=len(graph.graph_breaks),  # every recorded break, repeats included
     )
 
 

@@ -18,7 +18,7 @@ import json
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, Union
+from typing import Any, Union
 
 from neuronprobe.errors import ReportFormatError
 
@@ -439,7 +439,6 @@ class Report:
         return buckets_df(self)
 
 
-T = TypeVar("T")
 
 
 def build_typed(tp: Any, value: Any, where: str) -> Any:
