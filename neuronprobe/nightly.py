@@ -118,6 +118,8 @@ def load_config(path: str | Path) -> NightlyConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: TOML nested too deep to be a config") from None
     return parse_config(data, path)
 
 
