@@ -380,10 +380,24 @@ def nightly(
     Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing.
     """
     with _errors(debug):
-        from neuronprobe.nightly import INDEX_FILE, check_date, load_config, run_nightly, today_utc
+        from neuronprobe.files import check_outputs
+        from neuronprobe.nightly import (
+            INDEX_FILE,
+            check_date,
+            check_required_backend,
+            input_files,
+            isolated_analyze,
+            load_config,
+            output_files,
+            run_nightly,
+            today_utc,
+        )
 
         night = check_date(date) if date else today_utc()
         settings = load_config(config)
+        # Every option before the first model: the backend, the outputs against the inputs.
+        check_required_backend(settings, require_backend)
+        check_outputs([("the nightly output", output_dir / f) for f in output_files(settings, night)], input_files(settings))
         err = _err_console()
         result = run_nightly(
             settings,
@@ -391,6 +405,7 @@ def nightly(
             night,
             require_backend=require_backend,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            analyze=isolated_analyze(settings),
             progress=lambda line: err.print(line, markup=False),
         )
         # Each file is complete or absent (write_atomic); the index goes last, so a run

@@ -70,12 +70,13 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def check_override(current: Any, key: str, value: Any, model: str) -> Any:
+def check_override(current: Any, key: str, value: Any, model: str, raw: str | None = None) -> Any:
     """``value`` checked against the type of the field's ``current`` value and its range; what to set.
 
-    Raises an InputError naming the field: ``--set n_layer=abc: hf:gpt2's n_layer takes a whole number``.
+    Raises an InputError naming the field: ``--set n_layer=abc: hf:gpt2's n_layer takes a whole number``
+    (``raw`` is the value as the user wrote it).
     """
-    shown = value if not isinstance(value, str) else repr(value)
+    shown = raw if raw is not None else repr(value)
     prefix = f"--set {key}={shown}: {model}'s {key}"
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(f"{prefix} must be a finite number")

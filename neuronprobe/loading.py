@@ -228,7 +228,7 @@ def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
         key, value = parse_override(text)
         if not hasattr(config, key):
             raise InputError(f"--set {key}: hf:{model_type}'s config has no field {key!r}")
-        value = check_override(getattr(config, key), key, value, f"hf:{model_type}")
+        value = check_override(getattr(config, key), key, value, f"hf:{model_type}", text.partition("=")[2].strip())
         try:
             setattr(config, key, value)
         except Exception as exc:  # the config's own validation (strict dataclasses): still the user's value

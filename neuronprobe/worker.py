@@ -236,10 +236,12 @@ def run_in_worker(
     raise WorkerFailure(_failure_message(result, label, file, limits, memory))
 
 
-def limits_from_options(timeout: float, max_memory: str | int | None, prefix: str = "--") -> WorkerLimits:
+def limits_from_options(
+    timeout: float, max_memory: str | int | None, names: tuple[str, str] = ("--timeout", "--max-memory")
+) -> WorkerLimits:
     """The worker's limits from the command's options, validated (exit 2 before any work)."""
-    seconds = check_timeout(timeout, f"{prefix}timeout")
-    memory = parse_memory(max_memory, f"{prefix}max-memory") if max_memory is not None else None
+    seconds = check_timeout(timeout, names[0])
+    memory = parse_memory(max_memory, names[1]) if max_memory is not None else None
     return WorkerLimits(timeout_s=seconds, max_memory_bytes=memory)
 
 
