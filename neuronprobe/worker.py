@@ -119,7 +119,16 @@ def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dic
     try:
         report = call()
     except NeuronprobeError as exc:
-        return {"error": {"type": type(exc).__name__, "message": str(exc), "exit_code": exc.exit_code}}
+        import traceback
+
+        return {
+            "error": {
+                "type": type(exc).__name__,
+                "message": str(exc),
+                "exit_code": exc.exit_code,
+                "traceback": traceback.format_exc(),
+            }
+        }
     return {"report": report.to_json(indent=None)}
 
 
@@ -140,6 +149,8 @@ def _error_class(name: str) -> type[NeuronprobeError]:
 def _reraise(error: dict[str, Any]) -> NeuronprobeError:
     exc = _error_class(str(error["type"]))(str(error["message"]))
     exc.exit_code = int(error["exit_code"])
+    if error.get("traceback") and hasattr(exc, "add_note"):  # shown with --debug
+        exc.add_note(f"in the analysis worker:\n{str(error['traceback']).rstrip()}")
     return exc
 
 
@@ -230,10 +241,15 @@ def run_in_worker(
         if "error" in value:
             raise _reraise(value["error"])
         return Report.from_json(value["report"])
+    failure: Exception = WorkerFailure(_failure_message(result, label, file, limits, memory))
     if result.status == STATUS_ERROR and result.error_type not in ("SystemExit", "KeyboardInterrupt", "MemoryError"):
         if line_in_traceback(result.traceback, file) is None and _is_internal(result.traceback):
-            raise WorkerInternalError(result.error)
-    raise WorkerFailure(_failure_message(result, label, file, limits, memory))
+            failure = WorkerInternalError(result.error)
+    # --debug shows the parent's traceback; the worker's own (or its stacks at the kill) go with it as a note.
+    detail = result.traceback or result.stacks
+    if detail and hasattr(failure, "add_note"):
+        failure.add_note(f"in the analysis worker:\n{detail.rstrip()}")
+    raise failure
 
 
 def limits_from_options(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from helpers import MODELS
 from neuronprobe.cli import app
 from neuronprobe.console_io import EXIT_STDOUT_CLOSED

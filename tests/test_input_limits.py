@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-import torch.export  # noqa: F401  the forked workers inherit torch already imported
 from typer.testing import CliRunner
 
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from helpers import TESTS, marker_line
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError

@@ -13,13 +13,13 @@ import threading
 from pathlib import Path
 
 import pytest
-import torch.export  # noqa: F401  the forked workers inherit torch already imported: each test starts in < 1 s
 from typer.testing import CliRunner
 
 import neuronprobe
 from neuronprobe.cli import app
 from neuronprobe.errors import ModelLoadError
 from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from helpers import MODELS, TESTS, marker_line
 
 runner = CliRunner()
@@ -175,4 +175,13 @@ def test_nightly_rejects_a_bogus_required_backend_before_the_first_model(tmp_pat
     result = runner.invoke(app, ["nightly", str(config), "-o", str(tmp_path / "r"), "--require-backend", "bogus"])
     line = _one_line_error(result)
     assert "--require-backend 'bogus'" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_nightly_checks_the_worker_limits_in_the_config_before_the_first_model(tmp_path):
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'max_memory = "1K"\n[[models]]\nmodel = "{HOSTILE / "loop_forever.py"}"\n')
+    result = runner.invoke(app, ["nightly", str(config), "-o", str(tmp_path / "r")])
+    line = _one_line_error(result)
+    assert line == f"error: {config}: `max_memory` 1K: the worker needs at least 256MiB to load torch"
     assert not (tmp_path / "r").exists()
