@@ -154,6 +154,12 @@ def _reraise(error: dict[str, Any]) -> NeuronprobeError:
     return exc
 
 
+def _internal_error(name: str, message: str) -> WorkerInternalError:
+    """A WorkerInternalError that prints as the original (``RecursionError: ...``), as it would in-process."""
+    cls = type(name if name.isidentifier() else "WorkerInternalError", (WorkerInternalError,), {})
+    return cls(message)
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -244,7 +250,7 @@ def run_in_worker(
     failure: Exception = WorkerFailure(_failure_message(result, label, file, limits, memory))
     if result.status == STATUS_ERROR and result.error_type not in ("SystemExit", "KeyboardInterrupt", "MemoryError"):
         if line_in_traceback(result.traceback, file) is None and _is_internal(result.traceback):
-            failure = WorkerInternalError(result.error)
+            failure = _internal_error(result.error_type, result.error.partition(": ")[2])
     # --debug shows the parent's traceback; the worker's own (or its stacks at the kill) go with it as a note.
     detail = result.traceback or result.stacks
     if detail and hasattr(failure, "add_note"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import threading
 from pathlib import Path
 
@@ -24,6 +25,16 @@ from helpers import MODELS, TESTS, marker_line
 
 runner = CliRunner()
 HOSTILE = TESTS / "hostile"
+
+
+@pytest.fixture(autouse=True)
+def own_temp_folder(tmp_path, monkeypatch):
+    """The worker's temporary folder goes here, so that a leftover is seen (and not another job's)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield
+    assert list(folder.iterdir()) == []  # removed on every way the worker ended
 
 
 def _analyze(tmp_path: Path, model: Path, *extra: str):
@@ -185,3 +196,12 @@ def test_nightly_checks_the_worker_limits_in_the_config_before_the_first_model(t
     line = _one_line_error(result)
     assert line == f"error: {config}: `max_memory` 1K: the worker needs at least 256MiB to load torch"
     assert not (tmp_path / "r").exists()
+
+
+def test_a_bug_in_neuronprobe_inside_the_worker_is_still_an_internal_error():
+    from neuronprobe.limits import check_shape
+    from neuronprobe.worker import WorkerInternalError, run_in_worker
+
+    with pytest.raises(WorkerInternalError) as info:
+        run_in_worker(lambda: check_shape(None, "here", "input"), label="m.py")  # type: ignore[arg-type]
+    assert (type(info.value).__name__, str(info.value)) == ("TypeError", "'NoneType' object is not iterable")
