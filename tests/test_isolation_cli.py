@@ -205,3 +205,22 @@ def test_a_bug_in_neuronprobe_inside_the_worker_is_still_an_internal_error():
     with pytest.raises(WorkerInternalError) as info:
         run_in_worker(lambda: check_shape(None, "here", "input"), label="m.py")  # type: ignore[arg-type]
     assert (type(info.value).__name__, str(info.value)) == ("TypeError", "'NoneType' object is not iterable")
+
+
+def _start_own_session(progress) -> None:
+    """A step that starts a process in a session of its own (as the live backend's steps do) and hangs."""
+    import subprocess
+    import time
+
+    progress(subprocess.Popen(["sleep", "300"], start_new_session=True).pid)
+    time.sleep(300)
+
+
+def test_a_kill_reaches_processes_the_worker_started_in_their_own_group(tmp_path):
+    from neuronprobe.backends.isolation import run_isolated
+
+    result = run_isolated(_start_own_session, (), limit_s=1.5, workdir=tmp_path, name="nested", chdir=False)
+    assert result.status == "timeout"
+    stat = Path(f"/proc/{result.progress[0]}/stat")
+    # Gone, or a zombie waiting for an init that does not reap: either way no longer running.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"

@@ -157,9 +157,21 @@ def _child(
 
 
 def _kill_group(process: Any) -> None:
+    """Kill the step's process group and every process it started in groups of their own.
+
+    A nested step (the live backend inside the analysis worker) starts its own
+    session; its compilers would outlive a kill of the worker's group alone.
+    """
     pid = process.pid
     if pid is None:
         return
+    own = os.getpgrp()
+    for member, pgrp in sorted(_tree(pid).items()):
+        if pgrp not in (pid, own):
+            try:
+                os.killpg(pgrp, signal.SIGKILL)
+            except OSError:
+                pass
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
@@ -171,13 +183,13 @@ def _kill_group(process: Any) -> None:
     process.join(REAP_SECONDS)
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """Resident memory of every process in group ``pgid`` (the step and whatever it started), from /proc."""
-    total = 0
+def _proc_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, pgrp, rss pages) for every process we can read, from /proc."""
+    table: dict[int, tuple[int, int, int]] = {}
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0
+        return table
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -188,9 +200,32 @@ def group_rss_bytes(pgid: int) -> int:
             continue
         # Fields after the command name (which may hold spaces and parentheses): 3 state, 4 ppid, 5 pgrp, ... 24 rss.
         rest = stat.rsplit(b")", 1)[-1].split()
-        if len(rest) > 21 and int(rest[2]) == pgid:
-            total += int(rest[21]) * _PAGE_BYTES
-    return total
+        if len(rest) > 21:
+            table[int(entry)] = (int(rest[1]), int(rest[2]), int(rest[21]))
+    return table
+
+
+def _tree(root: int, table: dict[int, tuple[int, int, int]] | None = None) -> dict[int, int]:
+    """pid -> pgrp of the step's processes: its process group, and its descendants in any group."""
+    table = _proc_table() if table is None else table
+    members = {pid for pid, (_, pgrp, _) in table.items() if pgrp == root}
+    members.add(root)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(members)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in members:
+                members.add(child)
+                todo.append(child)
+    return {pid: table[pid][1] for pid in members if pid in table}
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of the step ``pgid`` and every process it started (its group and descendants)."""
+    table = _proc_table()
+    return sum(table[pid][2] for pid in _tree(pgid, table)) * _PAGE_BYTES
 
 
 def _dump_stacks(pid: int, path: Path | None) -> str:
