@@ -46,6 +46,7 @@ from neuronprobe.report.model import (
     SupportTableInfo,
 )
 from neuronprobe.support import DEFAULT_TARGET, Classification, check_target, classify, load_table
+from neuronprobe.usercode import user_exit_guard
 
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
 # work before running them on the host (or before reading a data-dependent size).
@@ -113,14 +114,27 @@ def analyze(
     resolved = _resolve(options)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
-    return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+    with user_exit_guard(loaded.name, _source_file(model)):
+        return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
 
 
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
-    loaded = load_model(spec, options.overrides)
-    return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+    is_file = not spec.startswith("hf:") and Path(spec).is_file()
+    with user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+        loaded = load_model(spec, options.overrides)
+        return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+
+
+def _source_file(model: Any) -> str | None:
+    """The file that defines a module's class, to name the line of a sys.exit() in it."""
+    import inspect
+
+    try:
+        return inspect.getsourcefile(type(model))
+    except (TypeError, OSError):
+        return None
 
 
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
@@ -144,6 +158,11 @@ def _analyze_loaded(
         raise ModelLoadError(
             f"{where}: the model's forward raised {type(err.original).__name__}: {err.original}"
         ) from err.original
+    if graph.output_tensors == 0:
+        raise ModelLoadError(
+            f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), "
+            "there is nothing to compile otherwise"
+        )
     classified = [ClassifiedCall(c, classify(c, options.target, table)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
 
@@ -179,6 +198,20 @@ def _analyze_loaded(
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     return report
+
+
+def _forward_where(loaded: LoadedModel) -> str:
+    """``model.py:12`` for the forward's definition in a model file, else the model's source."""
+    import inspect
+
+    try:
+        file = inspect.getsourcefile(type(loaded.module).forward)
+        _, line = inspect.getsourcelines(type(loaded.module).forward)
+    except (TypeError, OSError):
+        return loaded.source
+    if loaded.path is not None and file and os.path.realpath(file) == os.path.realpath(loaded.path):
+        return f"{loaded.path}:{line}"
+    return loaded.source
 
 
 def _findings(classified: list[ClassifiedCall]) -> list[Finding]:

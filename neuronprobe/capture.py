@@ -140,6 +140,7 @@ class OpGraph:
     graph_breaks: list[BreakRecord] = field(default_factory=list)
     dynamo_graphs: int = 0
     notes: list[str] = field(default_factory=list)
+    output_tensors: int | None = None  # tensors the forward returns; None when unknown
 
 
 # --- frames -----------------------------------------------------------------------
@@ -434,7 +435,24 @@ def capture_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     with quiet_torch():
         ep = torch.export.export(module, args, kwargs, strict=False)
     calls = calls_from_graph(ep.graph, strip_module_prefix)
-    return OpGraph(calls=calls, method="export", seconds=time.perf_counter() - start)
+    graph = OpGraph(calls=calls, method="export", seconds=time.perf_counter() - start)
+    graph.output_tensors = _exported_output_tensors(ep)
+    return graph
+
+
+def _exported_output_tensors(ep: Any) -> int:
+    """How many tensors the exported forward returns (None, a string or a number is no tensor)."""
+    import torch
+
+    outputs = [n for n in ep.graph.nodes if n.op == "output"]
+    leaves = torch.utils._pytree.tree_leaves(outputs[0].args) if outputs else []
+    return sum(isinstance(getattr(v, "meta", {}).get("val"), torch.Tensor) for v in leaves)
+
+
+def _count_tensors(value: Any) -> int:
+    import torch
+
+    return sum(isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves(value))
 
 
 # --- dynamo path --------------------------------------------------------------------------
@@ -486,10 +504,11 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     torch._logging.set_logs(graph_breaks=True)
     logger.addHandler(handler)
     notes: list[str] = []
+    output_tensors: int | None = None
     try:
         with quiet_torch(), torch.no_grad():
             compiled = torch.compile(module, backend=backend, fullgraph=False, dynamic=False)
-            compiled(*args, **kwargs)
+            output_tensors = _count_tensors(compiled(*args, **kwargs))
     except Exception as exc:
         notes.append(f"dynamo capture stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
     finally:
@@ -516,6 +535,7 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
         graph_breaks=breaks,
         dynamo_graphs=len(graphs),
         notes=notes,
+        output_tensors=output_tensors,
     )
 
 

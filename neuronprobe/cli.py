@@ -52,13 +52,13 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks 
 def _err_console() -> Any:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # user text is data: no :x: emoji
 
 
 def _out_console() -> Any:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=True)
+    return Console(highlight=False, soft_wrap=True, emoji=False)
 
 
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
@@ -81,6 +81,10 @@ def _errors(debug: bool) -> Iterator[None]:
         raise _fail(str(exc), exc.exit_code) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", 130) from None
+    except RecursionError:  # malformed input nested too deep for a parser we do not wrap
+        if debug:
+            raise
+        raise _fail("the input is nested too deep to read") from None
     except Exception as exc:  # an internal error: say so, keep the traceback behind --debug
         if debug:
             raise
@@ -166,8 +170,13 @@ def analyze(
         typer.Option("--fail-on-recompiles", help="Exit 1 when the static policy needs more than N graphs."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", help="Whole-run timeout for the live Neuron backend, seconds.")
+        float,
+        typer.Option("--timeout", help="Wall-clock limit of the whole analysis (the model code runs in a worker that is killed after it), seconds."),
     ] = 1800.0,
+    max_memory: Annotated[
+        Optional[str],
+        typer.Option("--max-memory", help="Resident-memory limit of the analysis worker, e.g. 8G or 50% (default: 75% of the machine)."),
+    ] = None,
     op_timeout: Annotated[
         float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")
     ] = 600.0,
@@ -204,7 +213,14 @@ def analyze(
             raise _fail(f"--fail-on-recompiles {fail_on_recompiles}: use a number of graphs >= 0")
         if fail_on_recompiles is not None and not traffic.given and model.startswith("hf:"):
             raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
-        report = analyze_spec(model, options, traffic)
+        from neuronprobe.files import check_outputs
+        from neuronprobe.worker import analyze_in_worker, limits_from_options
+
+        inputs = [model, shapes, lengths]
+        if json_path is not None:  # the default names need the report's model name: checked again below
+            check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
+        limits = limits_from_options(timeout, max_memory)
+        report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if fail_on_recompiles is not None and report.recompiles is None:
             # A gate that cannot be evaluated must not pass silently.
             raise _fail(
@@ -214,18 +230,20 @@ def analyze(
         from neuronprobe.report.console import render_summary
 
         console = _out_console()
-        console.print(render_summary(report))
         stem = report.model.replace("/", "_").replace(":", "_")
-        json_out = json_path or output_dir / f"{stem}.json"
+        outputs = _analyze_outputs(json_path, output_dir, stem, html)
+        check_outputs(outputs, inputs)
+        console.print(render_summary(report))
+        json_out = outputs[0][1]
         _write(json_out, report.to_json())
         written = [str(json_out)]
         if html:
             from neuronprobe.report.html import render_html
 
-            html_out = json_out.with_suffix(".html") if json_path else output_dir / f"{stem}.html"
+            html_out = outputs[1][1]
             _write(html_out, render_html(report))
             written.append(str(html_out))
-        console.print(f"reports: {', '.join(written)}")
+        console.print(f"reports: {', '.join(written)}", markup=False)
 
         gates = _split_csv(fail_on)
         hit = [f for f in report.findings if f.verdict in gates]
@@ -242,6 +260,15 @@ def analyze(
                 code = EXIT_GATE_FAILED
         if code:
             raise typer.Exit(code)
+
+
+def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
+    """(option, path) of each file analyze writes: the JSON, then the HTML."""
+    json_out = json_path or output_dir / f"{stem}.json"
+    out = [("--json" if json_path else "the JSON report", json_out)]
+    if html:
+        out.append(("the HTML report", json_out.with_suffix(".html") if json_path else output_dir / f"{stem}.html"))
+    return out
 
 
 def _verdict_names() -> set[str]:
@@ -266,10 +293,13 @@ def report(
         from neuronprobe.report.html import render_html
         from neuronprobe.report.model import load_report
 
-        loaded = load_report(str(run))
+        from neuronprobe.files import check_outputs
+
         out = output if output is not None else run.with_suffix(".html")
         if out.resolve() == run.resolve():
             raise _fail(f"--output {out} would overwrite the report JSON; choose another file")
+        check_outputs([("--output", out)], [run])
+        loaded = load_report(str(run))
         _write(out, render_html(loaded))
         _out_console().print(f"report: {out}", markup=False)
 
@@ -302,8 +332,13 @@ def diff(
 
         from neuronprobe.report.diff import diff_reports, run_label
         from neuronprobe.report.diff_console import render_diff
+        from neuronprobe.files import check_outputs
         from neuronprobe.report.model import load_report
 
+        check_outputs(
+            [(flag, path) for flag, path in (("--json", json_path), ("--html", html_path)) if path is not None],
+            [base, new],
+        )
         base_report = load_report(str(base))
         new_report = load_report(str(new))
         result = diff_reports(
@@ -345,10 +380,24 @@ def nightly(
     Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing.
     """
     with _errors(debug):
-        from neuronprobe.nightly import INDEX_FILE, check_date, load_config, run_nightly, today_utc
+        from neuronprobe.files import check_outputs
+        from neuronprobe.nightly import (
+            INDEX_FILE,
+            check_date,
+            check_required_backend,
+            input_files,
+            isolated_analyze,
+            load_config,
+            output_files,
+            run_nightly,
+            today_utc,
+        )
 
         night = check_date(date) if date else today_utc()
         settings = load_config(config)
+        # Every option before the first model: the backend, the outputs against the inputs.
+        check_required_backend(settings, require_backend)
+        check_outputs([("the nightly output", output_dir / f) for f in output_files(settings, night)], input_files(settings))
         err = _err_console()
         result = run_nightly(
             settings,
@@ -356,6 +405,7 @@ def nightly(
             night,
             require_backend=require_backend,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            analyze=isolated_analyze(settings),
             progress=lambda line: err.print(line, markup=False),
         )
         # Each file is complete or absent (write_atomic); the index goes last, so a run
@@ -465,6 +515,10 @@ def buckets(
             raise _fail(f"--config {config!r}: use {', '.join(CONFIG_NAMES)}, all or none")
         if step_times is not None and cost != "tokens":
             raise _fail("give either --cost or --step-times, not both")
+        from neuronprobe.files import check_outputs
+
+        if json_path is not None:
+            check_outputs([("--json", json_path)], [lengths, step_times])
         data = read_lengths(lengths, column=column, field=field_)
         cost_model: Any = cost if step_times is None else fit_step_times(*read_step_times(step_times))
         proposal = propose_buckets(
@@ -556,7 +610,13 @@ def _doctor_table(detection: Any, chosen: Any) -> Any:
 
 
 def main() -> None:
-    app()
+    from neuronprobe.console_io import final_exit_code, guard_streams
+
+    guard_streams()  # a closed or broken stdout ends quietly with its own exit code
+    try:
+        app()
+    except SystemExit as exc:
+        raise SystemExit(final_exit_code(exc.code)) from None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,22 +1,98 @@
 """Atomic file writes: a report is complete on disk or absent, never half-written.
 
+And outputs never destroy inputs: before a command writes anything,
+:func:`check_outputs` refuses (exit 2) an output that is one of the command's
+input files (``analyze m.py --json m.py``), two outputs of one command that are
+the same file (``--json x.html`` next to the HTML report ``x.html``), and a target
+that exists but is not a regular file (a device, a folder, a socket: a rename
+over ``/dev/full`` would replace the device node). :func:`write_atomic` checks
+the target again just before its rename, and removes its temporary file on
+every way out.
+
 Used by the CLI edge only; the library returns strings and objects.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
+
+from neuronprobe.errors import InputError
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISFIFO(mode):
+        return "a pipe"
+    return "not a regular file"
+
+
+def not_regular(path: str | os.PathLike[str]) -> str | None:
+    """What the existing ``path`` is when it is not a regular file (a symbolic link is judged by its target)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        try:  # a dangling or looping link: the rename would replace the link itself
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return None
+        return None if stat.S_ISLNK(mode) else _kind(mode)
+    return None if stat.S_ISREG(mode) else _kind(mode)
+
+
+def _identity(path: Path) -> tuple[str, object]:
+    """A key that is equal for two spellings of one file: (device, inode) when it exists, else the real path."""
+    try:
+        st = os.stat(path)
+        return ("inode", (st.st_dev, st.st_ino))
+    except OSError:
+        return ("path", os.path.realpath(path))
+
+
+def check_outputs(
+    outputs: Iterable[tuple[str, str | os.PathLike[str]]], inputs: Iterable[str | os.PathLike[str] | None] = ()
+) -> None:
+    """Refuse, before any work, outputs that would destroy an input, each other, or a non-regular file.
+
+    ``outputs`` are (what, path) pairs (``("--json", "x.json")``) so the sentence can name the option.
+    """
+    seen: dict[tuple[str, object], str] = {}
+    input_ids = {_identity(Path(p)): str(p) for p in inputs if p is not None}
+    for what, raw in outputs:
+        path = Path(raw)
+        key = _identity(path)
+        if key in input_ids:
+            raise InputError(f"{what} {path} is an input of this command ({input_ids[key]}); write the output elsewhere")
+        if key in seen:
+            raise InputError(f"{what} {path} is also the {seen[key]} output; give each output its own file")
+        kind = not_regular(path)
+        if kind is not None:
+            raise InputError(f"{what} {path} exists and is {kind}; give a file path")
+        seen[key] = what
 
 
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
-    """Write to a temporary file in the target folder, fsync, then rename over ``path``."""
+    """Write to a temporary file in the target folder, fsync, then rename over ``path``.
+
+    Never renames over something that is not a regular file (raises IsADirectoryError
+    or OSError instead), and removes the temporary file whatever happens.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
             fh.write(data)
             fh.flush()
@@ -25,11 +101,18 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
+        kind = not_regular(target)
+        if kind is not None:
+            raise OSError(f"{target} is {kind}, not overwritten")
         os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
     return target
+
+
+__all__ = ["check_outputs", "not_regular", "write_atomic"]

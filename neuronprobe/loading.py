@@ -222,11 +222,18 @@ def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
         config = AutoConfig.for_model(model_type)
     except ValueError as exc:
         raise InputError(f"hf:{model_type}: unknown transformers model_type ({str(exc).splitlines()[0]})") from exc
+    from neuronprobe.limits import check_override
+
     for text in overrides:
         key, value = parse_override(text)
         if not hasattr(config, key):
             raise InputError(f"--set {key}: hf:{model_type}'s config has no field {key!r}")
-        setattr(config, key, value)
+        value = check_override(getattr(config, key), key, value, f"hf:{model_type}", text.partition("=")[2].strip())
+        try:
+            setattr(config, key, value)
+        except Exception as exc:  # the config's own validation (strict dataclasses): still the user's value
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"--set {key}: hf:{model_type}'s config rejects this value ({first})") from None
     return config
 
 

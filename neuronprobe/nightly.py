@@ -42,6 +42,7 @@ from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.support import DEFAULT_TARGET, TARGETS
+from neuronprobe.worker import WorkerInternalError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -90,9 +91,10 @@ class NightlyConfig:
     target: str = DEFAULT_TARGET
     backend: str = "auto"
     require_backend: str | None = None  # "neuron": exit 2 unless the real Neuron stack is there
-    timeout: float = 1800.0
+    timeout: float = 1800.0  # per model: the wall-clock limit of its worker (and of the live backend)
     op_timeout: float = 600.0
     history: int = DEFAULT_HISTORY_NIGHTS
+    max_memory: str | None = None  # per model: resident-memory bound of its worker, e.g. "8G" or "50%"
     path: str = ""  # the config file, for messages
 
     def target_of(self, model: ModelConfig) -> str:
@@ -118,6 +120,8 @@ def load_config(path: str | Path) -> NightlyConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: TOML nested too deep to be a config") from None
     return parse_config(data, path)
 
 
@@ -143,7 +147,32 @@ def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
     for name, value in (("timeout", config.timeout), ("op_timeout", config.op_timeout), ("history", config.history)):
         if value <= 0:
             raise ConfigError(f"{path}: `{name}` must be positive, got {value}")
+    if config.max_memory is not None:
+        worker_limits(config)
     return config
+
+
+def worker_limits(config: NightlyConfig) -> Any:
+    """Each model's worker limits from the config (a ConfigError names a bad `max_memory`)."""
+    from neuronprobe.worker import limits_from_options
+
+    try:
+        return limits_from_options(config.timeout, config.max_memory, names=("`timeout`", "`max_memory`"))
+    except NeuronprobeError as exc:
+        raise ConfigError(f"{config.path}: {exc}") from None
+
+
+def check_required_backend(config: NightlyConfig, require_backend: str | None) -> None:
+    """Before the first model: a --require-backend that is no backend, or one that is not here, stops the night (exit 2)."""
+    required = require_backend or config.require_backend
+    if required is None:
+        return
+    if required not in REQUIRABLE_BACKENDS:
+        raise ConfigError(f"--require-backend {required!r}: use one of {', '.join(REQUIRABLE_BACKENDS)}")
+    from neuronprobe.backends import resolve_backend
+
+    for backend in sorted({config.backend_of(m) for m in config.models}):
+        resolve_backend(backend, required)  # BackendUnavailable: one line, exit 2
 
 
 def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
@@ -279,6 +308,7 @@ def run_nightly(
     and the others still run; a missing required backend stops the night at once.
     """
     check_date(date)
+    check_required_backend(config, require_backend)
     reports_dir = Path(reports_dir)
     analyze = analyze or analyze_model
     required = require_backend or config.require_backend
@@ -297,6 +327,9 @@ def run_nightly(
             raise
         except NeuronprobeError as exc:
             outcome.error = str(exc)
+            continue
+        except WorkerInternalError as exc:  # a neuronprobe bug on this model: the others still run
+            outcome.error = f"internal error: {exc}"
             continue
         baseline = find_baseline(reports_dir, model.name, report, date, warnings)
         if baseline is not None:
@@ -347,6 +380,38 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         max_compiles=model.max_compiles,
     )
     return analyze_spec(model.model, options, traffic)
+
+
+def isolated_analyze(config: NightlyConfig) -> AnalyzeFn:
+    """analyze_model with each model in its own killable worker (what `neuronprobe nightly` runs).
+
+    A model that exits, hangs, dies or runs out of memory becomes that model's
+    failure (a WorkerFailure sentence); the other models and the index are unaffected.
+    """
+    from neuronprobe.worker import analyze_in_worker
+
+    limits = worker_limits(config)
+
+    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
+        return analyze_in_worker(
+            model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits
+        )
+
+    return run
+
+
+def input_files(config: NightlyConfig) -> list[str]:
+    """Every file the night reads: the config, model files, traffic files (outputs must not be one)."""
+    files = [config.path]
+    for m in config.models:
+        files += [p for p in (None if m.model.startswith("hf:") else m.model, m.shapes, m.lengths) if p]
+    return files
+
+
+def output_files(config: NightlyConfig, date: str) -> list[str]:
+    """Every file the night may write, relative to the reports folder."""
+    out = [f"{date}/{m.name}.{ext}" for m in config.models for ext in ("json", "html")]
+    return out + [f"{date}/{SUMMARY_FILE}", INDEX_FILE]
 
 
 def _render_report_html(report: Report) -> str:

@@ -109,9 +109,9 @@ def test_unusable_input_exits_2_with_one_sentence_and_no_traceback(tmp_path):
     good = _lengths(tmp_path, [5, 6], "good.txt")
     cases = [
         (["buckets", str(empty)], "no lengths found"),
-        (["buckets", str(zero)], "length 0 is not positive"),
-        (["buckets", str(words)], "'five' is not an integer length"),
-        (["buckets", str(nan)], "nan is not a length"),
+        (["buckets", str(zero)], "a length that is not positive"),
+        (["buckets", str(words)], "line 2: not an integer length"),
+        (["buckets", str(nan)], "not a length (NaN or infinite)"),
         (["buckets", str(csv), "--column", "len"], "has no column 'len'"),
         (["buckets", str(tmp_path / "missing.txt")], "no such file"),
         (["buckets", str(good), "--fit", "nearest"], "--fit 'nearest'"),

@@ -28,9 +28,9 @@ def test_a_clean_file_and_a_messy_file_read_the_same(tmp_path):
     clean = _write(tmp_path, "clean.txt", "12\n40\n\n7 \n")
     messy = _write(tmp_path, "messy.txt", "# header comment\n12\n40\n\n7 \n")
     assert read_lengths(clean).lengths.tolist() == read_lengths(messy).lengths.tolist() == [12, 40, 7]
-    with pytest.raises(InputError, match="line 2: '40 41' is not an integer length"):
+    with pytest.raises(InputError, match="line 2: not an integer length$"):
         read_lengths(_write(tmp_path, "two.txt", "12\n40 41\n"))
-    with pytest.raises(InputError, match="line 2: 99999999999999999999 is too large"):
+    with pytest.raises(InputError, match="line 2: too large"):
         read_lengths(_write(tmp_path, "huge.txt", "12\n99999999999999999999\n"))
 
 
@@ -79,21 +79,21 @@ def test_parquet_column(tmp_path):
     [
         ("empty.txt", "", {}, "no lengths found"),
         ("only_comments.txt", "# nothing\n\n", {}, "no lengths found"),
-        ("words.txt", "12\nabc\n", {}, "words.txt line 2: 'abc' is not an integer length"),
-        ("frac.txt", "12\n3.5\n", {}, "line 2: 3.5 is not an integer length"),
-        ("zero.txt", "12\n0\n", {}, "line 2: length 0 is not positive"),
-        ("neg.txt", "-4\n", {}, "line 1: length -4 is not positive"),
-        ("nan.txt", "12\nnan\n", {}, "line 2: nan is not a length"),
+        ("words.txt", "12\nabc\n", {}, "words.txt line 2: not an integer length"),
+        ("frac.txt", "12\n3.5\n", {}, "line 2: not an integer length (a fraction)"),
+        ("zero.txt", "12\n0\n", {}, "line 2: a length that is not positive"),
+        ("neg.txt", "-4\n", {}, "line 1: a length that is not positive"),
+        ("nan.txt", "12\nnan\n", {}, "line 2: not a length (NaN or infinite)"),
         ("t.csv", "a,b\n1,2\n", {"column": "c"}, "has no column 'c'; it has 'a', 'b'"),
         ("t2.csv", "a,b\n1,2\n", {}, "has 2 columns; choose the lengths with --column"),
-        ("t3.csv", "len\n5\nNaN\n", {}, "line 3: nan is not a length"),
-        ("t4.csv", "len\n5\nfive\n", {}, "line 3: 'five' in column 'len' is not an integer length"),
+        ("t3.csv", "len\n5\nNaN\n", {}, "line 3: not a length (NaN or infinite)"),
+        ("t4.csv", "len\n5\nfive\n", {}, "line 3: column 'len' is not an integer length"),
         ("t5.csv", "len,x\n5,1\n,2\n", {"column": "len"}, "line 3: column 'len' is empty"),
         ("t6.csv", "", {"column": "len"}, "no lengths found"),
         ("t.jsonl", '{"a": 1}\n', {"field": "b"}, "line 1: no field 'b'"),
         ("t2.jsonl", '{"a": 1}\n', {}, "choose the length with --field"),
-        ("t3.jsonl", '{"a": 1}\n{"a": "x"}\n', {"field": "a"}, "line 2: 'x' is not an integer length"),
-        ("t4.jsonl", '{"a": 1}\n{"a": 0}\n', {"field": "a"}, "line 2: length 0 is not positive"),
+        ("t3.jsonl", '{"a": 1}\n{"a": "x"}\n', {"field": "a"}, "line 2: not an integer length"),
+        ("t4.jsonl", '{"a": 1}\n{"a": 0}\n', {"field": "a"}, "line 2: a length that is not positive"),
         ("t5.jsonl", '{"a": 1}\nnot json\n', {"field": "a"}, "line 2: not valid JSON"),
     ],
 )

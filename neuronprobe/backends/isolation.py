@@ -13,12 +13,19 @@ child that
   current directory) with extra environment variables (the temporary compile cache);
 * sends back one JSON-able result (plus optional progress messages) over a pipe.
 
+The analysis worker (:mod:`neuronprobe.worker`) runs user code the same way, with
+two more guards: a bound on the resident memory of the whole process group
+(polled from ``/proc``, see ``max_rss_bytes``), and a dump of every thread's stack
+(``faulthandler`` on ``SIGUSR1``) just before a step is killed, so that a timeout or
+a memory kill can name the line that was running.
+
 Forking (rather than starting a fresh interpreter) hands the child the model
 exactly as the user built it, including modules defined in a notebook.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
 import signal
@@ -42,6 +49,16 @@ STATUS_OK = "ok"
 STATUS_ERROR = "error"
 STATUS_TIMEOUT = "timeout"
 STATUS_DIED = "died"
+STATUS_MEMORY = "memory"  # the process group's resident memory passed max_rss_bytes
+
+# How often the resident memory of the step's process group is measured when it is bounded,
+# and every how many polls the whole process table is scanned for processes it started.
+MEMORY_POLL_SECONDS = 0.1
+MEMORY_RESCAN_POLLS = 10
+# After asking the child for its stacks (SIGUSR1), how long to wait for the dump before killing.
+STACK_DUMP_WAIT_SECONDS = 1.0
+STACK_SIGNAL = signal.SIGUSR1
+_PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 @dataclass
@@ -57,6 +74,8 @@ class StepResult:
     seconds: float = 0.0
     progress: list[Any] = field(default_factory=list)
     exit_code: int | None = None
+    stacks: str = ""  # faulthandler's dump of every thread, taken just before a timeout or memory kill
+    peak_rss_bytes: int = 0  # the largest resident size of the process group seen (when memory is bounded)
 
     @property
     def ok(self) -> bool:
@@ -76,35 +95,55 @@ def _single_threaded_torch() -> None:
         torch.set_num_threads(1)
 
 
+# The child's stack-dump file: kept open (faulthandler writes to its descriptor) for the child's life.
+_stack_file: Any = None
+
+
 def _child(
-    conn: Any, fn: Callable[..., Any], args: tuple[Any, ...], log_path: str, workdir: str, env: dict[str, str]
+    conn: Any,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    log_path: str | None,
+    workdir: str | None,
+    env: dict[str, str],
+    stack_path: str | None = None,
 ) -> None:
-    """Runs in the forked child: new session, redirected output, the step, one reply."""
+    """Runs in the forked child: new session, redirected output, the step, one reply.
+
+    ``log_path`` None keeps the inherited stdout/stderr; ``workdir`` None keeps the
+    working folder; ``stack_path`` set arms a faulthandler dump on SIGUSR1.
+    """
+    global _stack_file
     try:
         os.setsid()
     except OSError:
         pass
     try:
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if stack_path is not None:
+            _stack_file = open(stack_path, "w", encoding="utf-8")
+            faulthandler.register(STACK_SIGNAL, file=_stack_file, all_threads=True, chain=False)
         sys.stdout.flush()
         sys.stderr.flush()
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.close(fd)
-        # sys.stdout/err may not be fds 1/2 (pytest's capture, a notebook's streams): point them at the log too.
-        sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-        sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        if log_path is not None:
+            fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+            # sys.stdout/err may not be fds 1/2 (pytest's capture, a notebook's streams): point them at the log too.
+            sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+            sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
         os.environ.update(env)
         _single_threaded_torch()
-        os.makedirs(workdir, exist_ok=True)
-        os.chdir(workdir)
+        if workdir is not None:
+            os.makedirs(workdir, exist_ok=True)
+            os.chdir(workdir)
 
         def progress(message: Any) -> None:
             conn.send(("progress", message))
 
         value = fn(*args, progress)
         reply: tuple[str, Any] = ("ok", value)
-    except BaseException as exc:  # the step's own failure is data for the parent
+    except BaseException as exc:  # the step's own failure (SystemExit and KeyboardInterrupt too) is data
         reply = ("error", (type(exc).__name__, str(exc), traceback.format_exc()))
     finally:
         try:
@@ -120,9 +159,21 @@ def _child(
 
 
 def _kill_group(process: Any) -> None:
+    """Kill the step's process group and every process it started in groups of their own.
+
+    A nested step (the live backend inside the analysis worker) starts its own
+    session; its compilers would outlive a kill of the worker's group alone.
+    """
     pid = process.pid
     if pid is None:
         return
+    own = os.getpgrp()
+    for member, pgrp in sorted(_tree(pid).items()):
+        if pgrp not in (pid, own):
+            try:
+                os.killpg(pgrp, signal.SIGKILL)
+            except OSError:
+                pass
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError, OSError):
@@ -132,6 +183,106 @@ def _kill_group(process: Any) -> None:
     except Exception:
         pass
     process.join(REAP_SECONDS)
+
+
+def _proc_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (ppid, pgrp, rss pages) for every process we can read, from /proc."""
+    table: dict[int, tuple[int, int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:  # gone since the listing, or not ours to read
+            continue
+        # Fields after the command name (which may hold spaces and parentheses): 3 state, 4 ppid, 5 pgrp, ... 24 rss.
+        rest = stat.rsplit(b")", 1)[-1].split()
+        if len(rest) > 21:
+            table[int(entry)] = (int(rest[1]), int(rest[2]), int(rest[21]))
+    return table
+
+
+def _tree(root: int, table: dict[int, tuple[int, int, int]] | None = None) -> dict[int, int]:
+    """pid -> pgrp of the step's processes: its process group, and its descendants in any group."""
+    table = _proc_table() if table is None else table
+    members = {pid for pid, (_, pgrp, _) in table.items() if pgrp == root}
+    members.add(root)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    todo = list(members)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in members:
+                members.add(child)
+                todo.append(child)
+    return {pid: table[pid][1] for pid in members if pid in table}
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident memory of the step ``pgid`` and every process it started (its group and descendants)."""
+    table = _proc_table()
+    return sum(table[pid][2] for pid in _tree(pgid, table)) * _PAGE_BYTES
+
+
+def _rss_pages(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            rest = fh.read().rsplit(b")", 1)[-1].split()
+    except OSError:
+        return 0
+    return int(rest[21]) if len(rest) > 21 else 0
+
+
+class _MemoryWatch:
+    """The step's resident memory, cheaply: its known processes every poll, a full /proc scan every second.
+
+    A full scan reads every process's stat file (about 45 us each), too much to
+    repeat every 0.1 s on a busy CI host; a process started between two scans is
+    counted from the next one.
+    """
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.members: list[int] = [root]
+        self.polls = 0
+
+    def rss_bytes(self) -> int:
+        if self.polls % MEMORY_RESCAN_POLLS == 0:
+            table = _proc_table()
+            self.members = list(_tree(self.root, table))
+            total = sum(table[pid][2] for pid in self.members)
+        else:
+            total = sum(_rss_pages(pid) for pid in self.members)
+        self.polls += 1
+        return total * _PAGE_BYTES
+
+
+def _dump_stacks(pid: int, path: Path | None) -> str:
+    """Ask the child for every thread's stack (faulthandler on SIGUSR1) and read the dump."""
+    if path is None:
+        return ""
+    try:
+        os.kill(pid, STACK_SIGNAL)
+    except OSError:
+        return ""
+    deadline = time.monotonic() + STACK_DUMP_WAIT_SECONDS
+    text = ""
+    while time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if text.count("File ") and text.endswith("\n"):
+            time.sleep(POLL_SECONDS)  # let the other threads' stacks land too
+            return path.read_text(encoding="utf-8", errors="replace")
+    return text
 
 
 def _read_log(path: Path) -> str:
@@ -150,23 +301,44 @@ def run_isolated(
     workdir: Path,
     name: str,
     env: dict[str, str] | None = None,
+    capture_output: bool = True,
+    chdir: bool = True,
+    max_rss_bytes: int | None = None,
+    dump_stacks: bool = False,
+    daemon: bool = True,
 ) -> StepResult:
     """Run ``fn(*args, progress)`` in a forked child; kill it (and its compilers) after ``limit_s`` seconds.
 
     ``progress(message)`` sends an intermediate message; the last ones are kept
     when the step times out. The step's return value must be picklable.
+
+    ``capture_output`` False leaves the child's stdout/stderr where the parent's
+    are; ``chdir`` False keeps the caller's working folder (a model file may read
+    files relative to it); ``max_rss_bytes`` kills the group once its resident
+    memory passes the bound (status ``memory``); ``dump_stacks`` records every
+    thread's stack just before a timeout or memory kill (``StepResult.stacks``);
+    ``daemon`` False lets the step start processes of its own (a DataLoader's workers).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
+    stack_path = workdir / f"{name}.stacks" if dump_stacks else None
     if not fork_available():  # pragma: no cover - Neuron hosts are Linux
         return StepResult(STATUS_ERROR, error="this platform cannot fork a worker process", error_type="OSError")
     ctx = multiprocessing.get_context("fork")
     parent_conn, child_conn = ctx.Pipe(duplex=False)
     process = ctx.Process(
         target=_child,
-        args=(child_conn, fn, args, str(log_path), str(workdir / name), dict(env or {})),
+        args=(
+            child_conn,
+            fn,
+            args,
+            str(log_path) if capture_output else None,
+            str(workdir / name) if chdir else None,
+            dict(env or {}),
+            str(stack_path) if stack_path is not None else None,
+        ),
         name=f"neuronprobe-{name}",
-        daemon=True,
+        daemon=daemon,
     )
     start = time.monotonic()
     process.start()
@@ -174,14 +346,24 @@ def run_isolated(
     deadline = start + max(limit_s, 0.0)
     progress: list[Any] = []
     reply: tuple[str, Any] | None = None
-    timed_out = False
+    timed_out = over_memory = False
+    stacks = ""
+    peak = 0
+    watch: _MemoryWatch | None = None
+    wait = MEMORY_POLL_SECONDS if max_rss_bytes is not None else POLL_SECONDS * 20
     try:
         while reply is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
-            if not parent_conn.poll(min(POLL_SECONDS * 20, remaining)):
+            if max_rss_bytes is not None and process.pid is not None:
+                watch = watch or _MemoryWatch(process.pid)
+                peak = max(peak, watch.rss_bytes())
+                if peak > max_rss_bytes:
+                    over_memory = True
+                    break
+            if not parent_conn.poll(min(wait, remaining)):
                 continue
             try:
                 kind, payload = parent_conn.recv()
@@ -191,6 +373,8 @@ def run_isolated(
                 progress.append(payload)
             else:
                 reply = (kind, payload)
+        if (timed_out or over_memory) and process.pid is not None:
+            stacks = _dump_stacks(process.pid, stack_path)
     finally:
         # Done, timed out or dead: the group goes, so that no compiler the step
         # started outlives it. The child is not reaped yet, so its pid (the
@@ -198,18 +382,25 @@ def run_isolated(
         _kill_group(process)
         parent_conn.close()
     seconds = time.monotonic() - start
-    log = _read_log(log_path)
+    log = _read_log(log_path) if capture_output else ""
     if timed_out:
-        return StepResult(STATUS_TIMEOUT, log=log, seconds=seconds, progress=progress)
+        return StepResult(STATUS_TIMEOUT, log=log, seconds=seconds, progress=progress, stacks=stacks, peak_rss_bytes=peak)
+    if over_memory:
+        return StepResult(
+            STATUS_MEMORY,
+            error=f"the worker's resident memory passed {max_rss_bytes} bytes",
+            log=log, seconds=seconds, progress=progress, stacks=stacks, peak_rss_bytes=peak,
+        )
     if reply is None:
         code = process.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return StepResult(
-            STATUS_DIED, error=f"the worker died ({how})", log=log, seconds=seconds, progress=progress, exit_code=code
+            STATUS_DIED, error=f"the worker died ({how})", log=log, seconds=seconds, progress=progress, exit_code=code,
+            peak_rss_bytes=peak,
         )
     kind, payload = reply
     if kind == "ok":
-        return StepResult(STATUS_OK, value=payload, log=log, seconds=seconds, progress=progress)
+        return StepResult(STATUS_OK, value=payload, log=log, seconds=seconds, progress=progress, peak_rss_bytes=peak)
     error_type, message, tb = payload
     return StepResult(
         STATUS_ERROR,
@@ -219,7 +410,8 @@ def run_isolated(
         log=log,
         seconds=seconds,
         progress=progress,
+        peak_rss_bytes=peak,
     )
 
 
-__all__ = ["StepResult", "run_isolated", "fork_available"]
+__all__ = ["StepResult", "run_isolated", "fork_available", "group_rss_bytes"]

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuronprobe.errors import InputError
+from neuronprobe.limits import check_batch_sizes, check_lengths
 from neuronprobe.recompiles.predict import DEFAULT_COMPILE_SECONDS, POLICIES, Prediction, predict
 from neuronprobe.recompiles.traffic import (
     Const,
@@ -72,6 +73,7 @@ def check_options(options: Any, loaded: Any) -> None:
     for b in options.batch_sizes or ():
         if isinstance(b, bool) or not isinstance(b, int) or b < 1:
             raise InputError(f"--batch-sizes: {b!r} is not a batch size; use positive whole numbers, e.g. 1,4,8")
+    check_batch_sizes(options.batch_sizes)
     if options.batch_sizes and len(set(options.batch_sizes)) != len(options.batch_sizes):
         raise InputError(f"--batch-sizes {','.join(map(str, options.batch_sizes))}: a batch size is repeated")
     if options.max_compiles < 0:
@@ -100,6 +102,7 @@ def load_traffic(loaded: Any, options: Any) -> Traffic:
         from neuronprobe.shape_buckets import read_lengths
 
         data = read_lengths(options.lengths, column=options.column, field=options.field)
+        check_lengths(data.lengths, options.lengths, loaded.module, loaded.source)
         batch_sizes = list(options.batch_sizes or DEFAULT_BATCH_SIZES)
         source = data.source + (f" column {data.column}" if data.column else "")
         if options.batch_sizes:

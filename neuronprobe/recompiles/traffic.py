@@ -28,6 +28,7 @@ from typing import Any, Union
 import numpy as np
 
 from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.limits import check_shape
 
 # A sample_inputs() that never ends is read up to this many calls (and said so).
 MAX_SAMPLE_CALLS = 1_000_000
@@ -172,9 +173,10 @@ def renumber_first_seen(ids: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray
 
 def _shape(value: Any, where: str, what: str) -> Shape:
     if not isinstance(value, list) or any(isinstance(d, bool) or not isinstance(d, int) for d in value):
-        raise InputError(f"{where}: {what} is {json.dumps(value)}; a shape is a list of whole numbers, e.g. [1, 384]")
+        raise InputError(f"{where}: {what} is not a shape; a shape is a list of whole numbers, e.g. [1, 384]")
     if any(d < 0 for d in value):
-        raise InputError(f"{where}: {what} has a negative size {json.dumps(value)}")
+        raise InputError(f"{where}: {what} has a negative size")
+    check_shape(tuple(value), where, what)
     return tuple(value)
 
 
@@ -184,6 +186,8 @@ def parse_shapes_line(line: str, where: str) -> Signature:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deep") from None
     if isinstance(obj, dict):
         if not obj:
             raise InputError(f"{where}: an empty object; give each input's shape, e.g. {{\"input_ids\": [1, 384]}}")

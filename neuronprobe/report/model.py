@@ -410,7 +410,12 @@ class Report:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ReportFormatError(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from exc
-        return cls.from_dict(data)
+        except RecursionError:
+            raise ReportFormatError("JSON nested too deep to be a report") from None
+        try:
+            return cls.from_dict(data)
+        except RecursionError:
+            raise ReportFormatError("JSON nested too deep to be a report") from None
 
     # -- notebooks -------------------------------------------------------------
     def _repr_html_(self) -> str:

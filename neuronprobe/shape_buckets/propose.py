@@ -35,6 +35,9 @@ from neuronprobe.shape_buckets.reading import LengthData, validate_lengths
 HISTOGRAM_MAX_DISTINCT = 2000
 HISTOGRAM_BINS = 1000
 DEFAULT_MAX_BUCKETS = 8
+# The most buckets a proposal solves for: 256 solve in about 2.5 s for 200,000 requests with
+# 2,000 distinct lengths (benchmarks/README: one core); no Neuron deployment compiles more graphs.
+MAX_BUCKETS = 256
 
 
 def propose_buckets(
@@ -197,6 +200,11 @@ def _check_options(
 ) -> None:
     if isinstance(max_buckets, bool) or int(max_buckets) != max_buckets or max_buckets < 1:
         raise InputError(f"--max-buckets {max_buckets}: use a whole number >= 1")
+    if max_buckets > MAX_BUCKETS:
+        raise InputError(
+            f"--max-buckets {max_buckets}: at most {MAX_BUCKETS} (each bucket is a compiled graph; "
+            "the exact solver takes about 10 ms per bucket on 2,000 distinct lengths)"
+        )
     if fit not in FITS:
         raise InputError(f"--fit {fit!r}: use inclusive or strict")
     if multiple_of is not None and (int(multiple_of) != multiple_of or multiple_of < 1):

@@ -71,26 +71,26 @@ def validate_lengths(values: Any, where: str = "lengths", line_offset: int = 0) 
                 try:
                     float(item)
                 except (TypeError, ValueError):
-                    raise InputError(f"{_at(where, i, line_offset)}: {item!r} is not an integer length") from None
+                    raise InputError(f"{_at(where, i, line_offset)}: not an integer length") from None
             raise InputError(f"{where}: the lengths are not numbers") from None
         bad = ~np.isfinite(arr)
         if bad.any():
             i = int(np.argmax(bad))
-            raise InputError(f"{_at(where, i, line_offset)}: {arr[i]} is not a length (NaN or infinite)")
+            raise InputError(f"{_at(where, i, line_offset)}: not a length (NaN or infinite)")
         frac = arr != np.floor(arr)
         if frac.any():
             i = int(np.argmax(frac))
-            raise InputError(f"{_at(where, i, line_offset)}: {arr[i]:g} is not an integer length")
+            raise InputError(f"{_at(where, i, line_offset)}: not an integer length (a fraction)")
         if arr.size and np.abs(arr).max() >= MAX_LENGTH:
             i = int(np.argmax(np.abs(arr)))
-            raise InputError(f"{_at(where, i, line_offset)}: {arr[i]:g} is too large to be a sequence length")
+            raise InputError(f"{_at(where, i, line_offset)}: too large to be a sequence length")
         arr = arr.astype(np.int64)
     if arr.size == 0:
         raise InputError(f"{where}: no lengths found")
     nonpos = arr <= 0
     if nonpos.any():
         i = int(np.argmax(nonpos))
-        raise InputError(f"{_at(where, i, line_offset)}: length {int(arr[i])} is not positive")
+        raise InputError(f"{_at(where, i, line_offset)}: a length that is not positive")
     return arr
 
 
@@ -171,16 +171,16 @@ def _read_plain(p: Path, text: str) -> LengthData:
             try:
                 number = float(line)
             except ValueError:
-                raise InputError(f"{p} line {lineno}: {line!r} is not an integer length") from None
+                raise InputError(f"{p} line {lineno}: not an integer length") from None
             if not math.isfinite(number):
-                raise InputError(f"{p} line {lineno}: {line} is not a length (NaN or infinite)") from None
+                raise InputError(f"{p} line {lineno}: not a length (NaN or infinite)") from None
             if number != int(number):
-                raise InputError(f"{p} line {lineno}: {line} is not an integer length") from None
+                raise InputError(f"{p} line {lineno}: not an integer length (a fraction)") from None
             values.append(int(number))
         if values[-1] <= 0:
-            raise InputError(f"{p} line {lineno}: length {values[-1]} is not positive")
+            raise InputError(f"{p} line {lineno}: a length that is not positive")
         if values[-1] >= MAX_LENGTH:
-            raise InputError(f"{p} line {lineno}: {values[-1]} is too large to be a sequence length")
+            raise InputError(f"{p} line {lineno}: too large to be a sequence length")
     if not values:
         raise InputError(f"{p}: no lengths found (the file is empty or only comments)")
     return LengthData(np.asarray(values, dtype=np.int64), source=str(p))
@@ -243,7 +243,7 @@ def _read_delimited(p: Path, sep: str, column: str | None) -> LengthData:
     bad = numbers.isna() & ~raw.str.lower().isin({"nan", "inf", "-inf", "infinity"})
     if bad.any():
         i = int(np.argmax(bad.to_numpy()))
-        raise InputError(f"{p} line {i + 2}: {raw.iloc[i]!r} in column {chosen!r} is not an integer length")
+        raise InputError(f"{p} line {i + 2}: column {chosen!r} is not an integer length")
     lengths = validate_lengths(numbers.to_numpy(dtype=np.float64), str(p), line_offset=2)
     time_col = _time_column(columns, chosen)
     stamps = _timestamps(frame[time_col]) if time_col else None
@@ -263,6 +263,8 @@ def _read_jsonl(p: Path, text: str, field: str | None) -> LengthData:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise InputError(f"{p} line {lineno}: JSON nested too deep") from None
         if isinstance(obj, dict):
             if field is None:
                 raise InputError(f"{p} line {lineno}: a JSON object; choose the length with --field ({', '.join(map(repr, obj))})")
@@ -278,7 +280,7 @@ def _read_jsonl(p: Path, text: str, field: str | None) -> LengthData:
         else:
             value = obj
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise InputError(f"{p} line {lineno}: {value!r} is not an integer length")
+            raise InputError(f"{p} line {lineno}: not an integer length")
         values.append(value)
         lines.append(lineno)
     if not values:

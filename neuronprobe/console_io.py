@@ -1,0 +1,127 @@
+"""The command's standard streams: a closed or broken stdout ends quietly, with its own exit code.
+
+``neuronprobe analyze m.py | head -3`` closes the pipe after three lines. Python
+then raises BrokenPipeError at the next print, and click turned that into exit 1,
+the code of a failed gate. Here stdout is wrapped once at start-up: the first
+failed write points file descriptor 1 at ``/dev/null`` (so nothing else fails),
+the command carries on (its reports are still written and its gates evaluated),
+and the run ends with :data:`EXIT_STDOUT_CLOSED` instead of 0 or 1.
+
+A stdout closed before the start (``neuronprobe ... >&-``) is the same case:
+descriptor 1 is occupied by ``/dev/null`` first, so that no report file or pipe
+can be opened as descriptor 1 and receive console text.
+
+SIGTERM (a CI runner cancelling the job) becomes ``SystemExit(143)``: the worker's
+process group is killed and temporary files are removed on the way out.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import sys
+from typing import Any, TextIO
+
+# 128 + SIGPIPE: what a shell reports for a process ended by a broken pipe.
+EXIT_STDOUT_CLOSED = 141
+# 128 + SIGTERM.
+EXIT_TERMINATED = 143
+# Exit codes that a lost stdout replaces: the user could not see the result they describe.
+_REPLACED = (0, 1)
+
+_state = {"lost": False}
+
+
+def stdout_lost() -> bool:
+    return _state["lost"]
+
+
+def _silence_fd(fd: int) -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    if devnull != fd:
+        os.dup2(devnull, fd)
+        os.close(devnull)
+
+
+def _is_broken(exc: BaseException) -> bool:
+    return isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno in (errno.EPIPE, errno.EBADF))
+
+
+class GuardedStdout:
+    """sys.stdout that, on the first broken-pipe write, goes quiet instead of raising."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def _lost(self) -> None:
+        _state["lost"] = True
+        try:
+            _silence_fd(self._stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def write(self, text: str) -> int:
+        if _state["lost"]:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and not _is_broken(exc):
+                raise
+            self._lost()
+            return len(text)
+
+    def flush(self) -> None:
+        if _state["lost"]:
+            return
+        try:
+            self._stream.flush()
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, OSError) and not _is_broken(exc):
+                raise
+            self._lost()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(EXIT_TERMINATED)
+
+
+def guard_streams() -> None:
+    """Occupy closed descriptors 1 and 2 with /dev/null, wrap stdout, turn SIGTERM into SystemExit."""
+    for fd in (1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            _silence_fd(fd)
+            if fd == 1:
+                _state["lost"] = True
+    if sys.stdout is None or _state["lost"]:
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+    if sys.stderr is None:
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+    if not isinstance(sys.stdout, GuardedStdout):
+        sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: leave the default
+        pass
+
+
+def final_exit_code(code: Any) -> Any:
+    """The command's exit code, with a lost stdout replacing 0 and 1 (never report a gate on a broken pipe)."""
+    if code is None:
+        code = 0
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+    if _state["lost"] and code in _REPLACED:
+        return EXIT_STDOUT_CLOSED
+    return code
+
+
+__all__ = ["EXIT_STDOUT_CLOSED", "EXIT_TERMINATED", "GuardedStdout", "final_exit_code", "guard_streams", "stdout_lost"]

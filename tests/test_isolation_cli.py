@@ -1,0 +1,226 @@
+"""User code cannot take neuronprobe down: analyze and nightly run it in a killable worker.
+
+Each hostile model file in tests/hostile/ marks the line that misbehaves with
+``# RAISES``; the one line neuronprobe prints must name it, exit 2, leave no
+traceback, write no report and leave the inputs byte-identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import neuronprobe
+from neuronprobe.cli import app
+from neuronprobe.errors import ModelLoadError
+from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
+from helpers import MODELS, TESTS, marker_line
+
+runner = CliRunner()
+HOSTILE = TESTS / "hostile"
+
+
+@pytest.fixture(autouse=True)
+def own_temp_folder(tmp_path, monkeypatch):
+    """The worker's temporary folder goes here, so that a leftover is seen (and not another job's)."""
+    folder = tmp_path / "tmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield
+    assert list(folder.iterdir()) == []  # removed on every way the worker ended
+
+
+def _analyze(tmp_path: Path, model: Path, *extra: str):
+    before = model.read_bytes()
+    out = tmp_path / "reports"
+    result = runner.invoke(app, ["analyze", str(model), "-o", str(out), *extra])
+    assert model.read_bytes() == before
+    return result, out
+
+
+def _one_line_error(result, code: int = 2) -> str:
+    assert result.exit_code == code, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_forward_that_loops_forever_is_stopped_at_the_timeout(tmp_path):
+    model = HOSTILE / "loop_forever.py"
+    result, out = _analyze(tmp_path, model, "--timeout", "5")
+    line = _one_line_error(result)
+    assert f"{model}:{marker_line(model)}: the analysis did not finish within --timeout 5 s" in line
+    assert not out.exists()
+
+
+def test_a_forward_that_allocates_without_bound_is_stopped_at_max_memory(tmp_path):
+    model = HOSTILE / "memory_hog.py"
+    # The forked worker starts with this process's pages; give it 400 MiB on top of them.
+    limit = _rss_bytes() + 400 * 2**20
+    result, out = _analyze(tmp_path, model, "--max-memory", str(limit), "--timeout", "120")
+    line = _one_line_error(result)
+    assert f"{model}:{marker_line(model)}: the analysis used more than --max-memory" in line
+    assert not out.exists()
+
+
+def test_sys_exit_0_in_forward_is_an_error_not_a_silent_success(tmp_path):
+    model = HOSTILE / "exit_in_forward.py"
+    result, out = _analyze(tmp_path, model, "--fail-on-recompiles", "1")
+    line = _one_line_error(result)
+    assert line == (
+        f"error: {model}:{marker_line(model)}: the model code called sys.exit(0); a model file must return, not exit"
+    )
+    assert not out.exists()
+
+
+def test_a_thread_that_never_ends_does_not_keep_the_command_alive(tmp_path):
+    threads = set(threading.enumerate())
+    result, out = _analyze(tmp_path, HOSTILE / "endless_thread.py", "--timeout", "120")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "endless_thread.json").read_text())["model"] == "endless_thread"
+    assert set(threading.enumerate()) == threads  # the thread lived and died in the worker
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("os_exit_at_import.py", "the model code ended the analysis with exit code 3"),
+        ("killed_by_signal.py", "the analysis was killed by SIGKILL"),
+    ],
+)
+def test_a_worker_that_dies_without_a_reply_is_one_line_naming_the_file(tmp_path, name, expected):
+    model = HOSTILE / name
+    result, out = _analyze(tmp_path, model)
+    line = _one_line_error(result)
+    assert line.startswith(f"error: {model}: {expected}")
+    assert not out.exists()
+
+
+def test_a_keyboard_interrupt_raised_by_the_model_is_its_failure_not_the_users(tmp_path):
+    model = HOSTILE / "interrupt_in_forward.py"
+    result, _ = _analyze(tmp_path, model)
+    line = _one_line_error(result)  # 2, not 130
+    assert line == f"error: {model}:{marker_line(model)}: the model code raised KeyboardInterrupt"
+
+
+def test_the_python_api_stays_in_process_and_turns_sys_exit_into_an_error():
+    model = HOSTILE / "exit_in_forward.py"
+    with pytest.raises(ModelLoadError, match=rf"exit_in_forward.py:{marker_line(model)}: the model code called sys.exit\(0\)"):
+        neuronprobe.analyze(str(model))
+
+
+def test_the_report_comes_back_from_the_worker_as_the_in_process_report(tmp_path):
+    model = MODELS / "nonzero.py"
+    result, out = _analyze(tmp_path, model, "--no-html")
+    assert result.exit_code == 0, result.output
+    sent = json.loads((out / "nonzero.json").read_text())
+    local = json.loads(neuronprobe.analyze(str(model)).to_json())
+    for volatile in ("metadata", "capture"):
+        sent.pop(volatile), local.pop(volatile)
+    assert sent == local
+
+
+NIGHTLY = """\
+timeout = 60
+
+[[models]]
+name = "good"
+model = "{good}"
+
+[[models]]
+name = "exits"
+model = "{exits}"
+
+[[models]]
+name = "dies"
+model = "{dies}"
+
+[[models]]
+name = "bad-set"
+model = "hf:gpt2"
+set = ["n_layer=abc"]
+"""
+
+
+def test_a_nightly_with_three_hostile_models_still_writes_the_good_report_and_the_index(tmp_path):
+    config = tmp_path / "nightly.toml"
+    config.write_text(
+        NIGHTLY.format(
+            good=MODELS / "mlp.py", exits=HOSTILE / "exit_in_forward.py", dies=HOSTILE / "os_exit_at_import.py"
+        )
+    )
+    reports = tmp_path / "reports"
+    result = runner.invoke(app, ["nightly", str(config), "-o", str(reports), "--date", "2025-06-01"])
+    assert result.exit_code == 2, result.output  # the worst of the models: one could not be analysed
+    assert "Traceback" not in result.output
+    night = reports / "2025-06-01"
+    assert json.loads((night / "good.json").read_text())["model"] == "mlp"
+    assert (night / "good.html").exists() and (reports / INDEX_FILE).exists()
+    summary = {m["name"]: m for m in json.loads((night / SUMMARY_FILE).read_text())["models"]}
+    assert summary["good"]["status"] != "failed"
+    assert "sys.exit(0)" in summary["exits"]["error"]
+    assert "exit code 3" in summary["dies"]["error"]
+    assert "--set n_layer=abc: hf:gpt2's n_layer takes a whole number" in summary["bad-set"]["error"]
+    for name in ("exits", "dies", "bad-set"):
+        assert summary[name]["status"] == "failed" and "\n" not in summary[name]["error"]
+        assert not (night / f"{name}.json").exists()
+
+
+def test_nightly_rejects_a_bogus_required_backend_before_the_first_model(tmp_path):
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'[[models]]\nmodel = "{HOSTILE / "loop_forever.py"}"\n')
+    result = runner.invoke(app, ["nightly", str(config), "-o", str(tmp_path / "r"), "--require-backend", "bogus"])
+    line = _one_line_error(result)
+    assert "--require-backend 'bogus'" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_nightly_checks_the_worker_limits_in_the_config_before_the_first_model(tmp_path):
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'max_memory = "1K"\n[[models]]\nmodel = "{HOSTILE / "loop_forever.py"}"\n')
+    result = runner.invoke(app, ["nightly", str(config), "-o", str(tmp_path / "r")])
+    line = _one_line_error(result)
+    assert line == f"error: {config}: `max_memory` 1K: the worker needs at least 256MiB to load torch"
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_bug_in_neuronprobe_inside_the_worker_is_still_an_internal_error():
+    from neuronprobe.limits import check_shape
+    from neuronprobe.worker import WorkerInternalError, run_in_worker
+
+    with pytest.raises(WorkerInternalError) as info:
+        run_in_worker(lambda: check_shape(None, "here", "input"), label="m.py")  # type: ignore[arg-type]
+    assert (type(info.value).__name__, str(info.value)) == ("TypeError", "'NoneType' object is not iterable")
+
+
+def _start_own_session(progress) -> None:
+    """A step that starts a process in a session of its own (as the live backend's steps do) and hangs."""
+    import subprocess
+    import time
+
+    progress(subprocess.Popen(["sleep", "300"], start_new_session=True).pid)
+    time.sleep(300)
+
+
+def test_a_kill_reaches_processes_the_worker_started_in_their_own_group(tmp_path):
+    from neuronprobe.backends.isolation import run_isolated
+
+    result = run_isolated(_start_own_session, (), limit_s=1.5, workdir=tmp_path, name="nested", chdir=False)
+    assert result.status == "timeout"
+    stat = Path(f"/proc/{result.progress[0]}/stat")
+    # Gone, or a zombie waiting for an init that does not reap: either way no longer running.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
