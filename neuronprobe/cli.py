@@ -226,6 +226,9 @@ def analyze(
 
         console = _out_console()
         console.print(render_summary(report))
+        if report.audit is not None:
+            counts = ", ".join(f"{n} {sev}(s)" for sev, n in report.audit.counts().items())
+            console.print(f"audit of {audit_path}: {counts} (details in the HTML report; `neuronprobe audit` lists them)", markup=False)
         stem = report.model.replace("/", "_").replace(":", "_")
         json_out = json_path or output_dir / f"{stem}.json"
         _write(json_out, report.to_json())

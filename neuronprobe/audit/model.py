@@ -54,3 +54,7 @@ class AuditSection:
     def counts(self) -> dict[str, int]:
         """Findings per severity, worst first, zeros included."""
         return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
+
+    def worst_first(self) -> list[AuditFinding]:
+        """Errors first, then warnings, then info; by file and line within each."""
+        return sorted(self.findings, key=lambda f: (SEVERITY_RANK[f.severity], f.file, f.line, f.column))
