@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 Hit = tuple[str, int, int]  # rule id, 1-based line, 1-based column
 
@@ -55,8 +55,14 @@ SKIP_CALLS = frozenset({"pytest.skip", "unittest.SkipTest", "unittest.case.SkipT
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"})
 # A variable holds a probe's answer only when assigned a boolean expression (not the device it chose).
 BOOLEAN_EXPRESSIONS = (ast.Call, ast.BoolOp, ast.UnaryOp, ast.Compare)
-# Words that say a file may hold a CUDA assumption; a file without any is not parsed (speed).
-PREFILTER = re.compile(rb"cuda|nccl|triton|flash_attn|apex|xformers|cublas|cudnn|compile|CUDA", re.I)
+# A file holds none of the CUDA assumptions unless it contains one of these words, so a file
+# without any is not parsed at all (most of a large package). Every rule needs one of them:
+# "cuda" in any case (torch.cuda, CUDA_HOME, ProfilerActivity.CUDA, "cuda:0"), nccl, cuBLAS/cuDNN,
+# an inductor-only compile setting, or an import of a CUDA-only kernel library.
+PREFILTER = re.compile(
+    rb"(?i:cuda|nccl|cublas|cudnn)|reduce-overhead|max-autotune|inductor|cudagraphs|triton"
+    rb"|(?:import|from)\s+(?:flash_attn\w*|xformers|apex)\b"
+)
 
 
 def _bind_import(names: dict[str, str], node: ast.Import | ast.ImportFrom) -> None:
@@ -105,6 +111,27 @@ class _Scanner(ast.NodeVisitor):
         self.in_condition = 0
         self.guarded = 0  # inside try/except ImportError or an availability check
         self.probe_vars: set[str] = set()
+
+    # -- dispatch (ast.NodeVisitor's, with the method lookup cached per node class) ----------
+    _methods: dict[type, Callable[[_Scanner, ast.AST], None]] = {}
+
+    def visit(self, node: ast.AST) -> None:
+        cls = type(node)
+        method = self._methods.get(cls)
+        if method is None:
+            method = getattr(type(self), "visit_" + cls.__name__, None) or _Scanner.generic_visit
+            self._methods[cls] = method
+        method(self, node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self.visit(item)
+            elif isinstance(value, ast.AST):
+                self.visit(value)
 
     # -- names ------------------------------------------------------------------
     def qual(self, node: ast.AST) -> str | None:
