@@ -337,13 +337,16 @@ def audit(
 
 
 def _audit_with_progress(paths: list[Path], stack: str, jobs: Optional[int], include_vendored: bool, baseline: Optional[Path]) -> Any:
-    """Run the audit with a progress bar on stderr (rich hides it when stderr is not a terminal)."""
+    """Run the audit with a progress bar on stderr when stderr is a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from neuronprobe.audit.engine import audit_paths
 
+    err = _err_console()
+    if not err.is_terminal:  # a CI log: no bar, and no stray blank line where it would have been
+        return audit_paths(paths, stack, jobs=jobs, include_vendored=include_vendored, baseline=baseline)
     with Progress(
-        TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=_err_console(), transient=True
+        TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True
     ) as bar:
         task = bar.add_task("audit", total=None)
 
