@@ -87,7 +87,6 @@ def to_sarif(section: AuditSection, tool_version: str) -> dict[str, Any]:
                     "driver": {
                         "name": "neuronprobe",
                         "version": tool_version,
-                        "informationUri": "https://pypi.org/project/neuronprobe/",
                         "rules": [_rule_json(r, section.stack) for r in rules.values()],
                     }
                 },
