@@ -30,7 +30,7 @@ class SourceFile:
     """One file to audit: where it is, how the report names it, and which scanner reads it."""
 
     path: str  # absolute
-    display: str  # relative to its root (forward slashes); the root's own name when the root is a file
+    display: str  # relative to its root folder (forward slashes); a file given as the root keeps the path as given
     kind: str
 
 
@@ -47,7 +47,7 @@ def discover(root: Path, include_vendored: bool = False) -> list[SourceFile]:
     """The scannable files under ``root`` (a folder or one file), sorted by path."""
     if root.is_file():
         kind = classify(root.name) or ("python" if root.suffix == ".py" else None)
-        return [SourceFile(str(root), root.name, kind)] if kind else []
+        return [SourceFile(str(root), root.as_posix(), kind)] if kind else []
     found: list[SourceFile] = []
     specs: list[tuple[str, pathspec.PathSpec]] = []  # (folder relative to root, its .gitignore)
     root_str = str(root)
