@@ -21,7 +21,7 @@ KIND_PYPROJECT = "pyproject"
 KIND_CI = "ci"
 
 CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#]*\+cu\d{2,3}\b")
-CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*[-_.]|cudnn", re.I)
+CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*(?:[-_.]|$)|cudnn", re.I)
 CUDA_ONLY_WHEEL = re.compile(
     r"""^\s*(?:name\s*=\s*)?["']?(nvidia-[a-z0-9-]+-cu\d+|triton|cupy-cuda\w*|flash[-_]attn)\b""", re.I
 )
