@@ -13,6 +13,7 @@ torch.cuda.is_available()``) counts as the probe where it is tested.
 from __future__ import annotations
 
 import ast
+import bisect
 import gc
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -101,8 +102,23 @@ def _is_cuda_device(node: ast.AST | None) -> bool:
     return s is not None and bool(CUDA_DEVICE.match(s.lower()))
 
 
+def trigger_lines(source: bytes) -> list[int]:
+    """1-based numbers of the lines holding a PREFILTER word, ascending."""
+    lines: list[int] = []
+    line, pos = 1, 0
+    for m in PREFILTER.finditer(source):
+        line += source.count(b"\n", pos, m.start())
+        pos = m.start()
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    return lines
+
+
 class _Scanner(ast.NodeVisitor):
-    def __init__(self) -> None:
+    def __init__(self, triggers: list[int] | None = None) -> None:
+        # With the trigger lines known, a function or class whose lines hold none of them
+        # (decorators included) cannot produce a finding and is not walked: most of a large file.
+        self.triggers = triggers
         # Filled in source order as imports and assignments are visited (one pass over the tree:
         # a name is resolved from the imports above it, as Python itself would at run time).
         self.aliases: dict[str, str] = {}
@@ -449,11 +465,25 @@ class _Scanner(ast.NodeVisitor):
                 self.hit("hardcoded-cuda-device", default)
                 self.consumed.add(id(default))
 
+    def _quiet(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+        """No trigger word from the first decorator to the last line: nothing to find inside."""
+        if self.triggers is None:
+            return False
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        i = bisect.bisect_left(self.triggers, start)
+        return i == len(self.triggers) or self.triggers[i] > (node.end_lineno or node.lineno)
+
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if self._quiet(node):
+            return
         self._check_defaults(node)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if not self._quiet(node):
+            self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._record_probe_variable([node.target], node.value)
@@ -473,7 +503,8 @@ class _Scanner(ast.NodeVisitor):
 
 def scan_python(source: str | bytes, filename: str = "<file>") -> list[Hit]:
     """Hits in one Python source, sorted by position. Raises SyntaxError (with a line) if it does not parse."""
-    if isinstance(source, bytes) and not PREFILTER.search(source):
+    triggers = trigger_lines(source) if isinstance(source, bytes) else None
+    if triggers == []:
         return []
     # Parsing allocates a node per token and the cyclic GC would keep re-scanning them; a tree
     # has no cycles to collect, so the collector is paused for the parse and the walk (~25% faster).
@@ -481,7 +512,7 @@ def scan_python(source: str | bytes, filename: str = "<file>") -> list[Hit]:
     gc.disable()
     try:
         tree = ast.parse(source, filename=filename)
-        scanner = _Scanner()
+        scanner = _Scanner(triggers)
         scanner.visit(tree)
     finally:
         if was_enabled:
