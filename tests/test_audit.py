@@ -289,3 +289,16 @@ def test_analyze_audit_of_a_missing_path_exits_2_before_tracing(tmp_path: Path) 
     result = runner.invoke(app, ["analyze", str(MODELS / "mlp.py"), "--audit", str(tmp_path / "nope"), "-o", str(tmp_path)])
     assert result.exit_code == 2 and "--audit" in result.output and "no such file or folder" in result.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_several_roots_name_each_file_by_its_root(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "m.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    single = tmp_path / "single.py"
+    single.write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    section = audit_paths([tmp_path / "a", tmp_path / "b", single], jobs=1)
+    assert [f.file for f in section.findings] == sorted(
+        [f"{(tmp_path / 'a').as_posix()}/m.py", f"{(tmp_path / 'b').as_posix()}/m.py", single.as_posix()]
+    )
+    assert section.files_scanned == 3
