@@ -180,6 +180,10 @@ def analyze(
     op_timeout: Annotated[
         float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")
     ] = 600.0,
+    audit_path: Annotated[
+        Optional[Path],
+        typer.Option("--audit", help="Also audit this repository for CUDA assumptions; adds an audit section to the report."),
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -213,6 +217,8 @@ def analyze(
             raise _fail(f"--fail-on-recompiles {fail_on_recompiles}: use a number of graphs >= 0")
         if fail_on_recompiles is not None and not traffic.given and model.startswith("hf:"):
             raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
+        if audit_path is not None and not audit_path.exists():
+            raise _fail(f"--audit {audit_path}: no such file or folder")
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
@@ -221,6 +227,11 @@ def analyze(
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
         limits = limits_from_options(timeout, max_memory)
         report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
+        if audit_path is not None:
+            from neuronprobe.audit.engine import audit_paths
+            from neuronprobe.audit.rules import stack_for
+
+            report.audit = audit_paths([audit_path], stack_for(target, None))
         if fail_on_recompiles is not None and report.recompiles is None:
             # A gate that cannot be evaluated must not pass silently.
             raise _fail(
@@ -234,6 +245,9 @@ def analyze(
         outputs = _analyze_outputs(json_path, output_dir, stem, html)
         check_outputs(outputs, inputs)
         console.print(render_summary(report))
+        if report.audit is not None:
+            counts = ", ".join(f"{n} {sev}(s)" for sev, n in report.audit.counts().items())
+            console.print(f"audit of {audit_path}: {counts} (details in the HTML report; `neuronprobe audit` lists them)", markup=False)
         json_out = outputs[0][1]
         _write(json_out, report.to_json())
         written = [str(json_out)]
@@ -275,6 +289,98 @@ def _verdict_names() -> set[str]:
     from neuronprobe.report.model import VERDICTS
 
     return set(VERDICTS)
+
+
+# --- audit (issue 14) ---------------------------------------------------------------
+
+
+@app.command()
+def audit(
+    paths: Annotated[
+        Optional[list[Path]], typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")
+    ] = None,
+    rules: Annotated[bool, typer.Option("--rules", help="List the rules with their fixes and sources, and exit.")] = False,
+    stack: Annotated[
+        Optional[str],
+        typer.Option("--stack", help="Fixes for xla (torch-neuronx on trn1/inf2) or native (TorchNeuron on trn2/trn3); default from --target."),
+    ] = None,
+    target: Annotated[str, typer.Option(help="Neuron target: trn1, inf2 (stack xla), trn2 or trn3 (stack native).")] = "trn1",
+    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the findings as JSON here (also a --baseline).")] = None,
+    sarif_path: Annotated[Optional[Path], typer.Option("--sarif", help="Write SARIF 2.1.0 here, for GitHub code scanning.")] = None,
+    fail_on: Annotated[
+        Optional[str],
+        typer.Option("--fail-on", help="Exit 1 on a new finding at this severity or worse (error, warning, info), or of these rule ids."),
+    ] = None,
+    baseline: Annotated[
+        Optional[Path], typer.Option("--baseline", help="A previous `audit --json`: only findings it lacks are new and gate.")
+    ] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes (default: one per core).")] = None,
+    include_vendored: Annotated[
+        bool, typer.Option("--include-vendored", help="Also audit vendored folders (vendor/, third_party/, ...).")
+    ] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Find the CUDA assumptions in a repository and its CI that fail, or fail silently, on Trainium/Inferentia2."""
+    with _errors(debug):
+        from neuronprobe.audit.console import render_audit, render_rules
+        from neuronprobe.audit.engine import audit_paths, check_fail_on, gate
+        from neuronprobe.audit.rules import STACKS, TARGET_STACK, stack_for
+
+        if stack is not None and stack not in STACKS:
+            raise _fail(f"--stack {stack!r}: use {' or '.join(STACKS)}")
+        if stack is None and target not in TARGET_STACK:
+            raise _fail(f"--target {target!r}: use {', '.join(TARGET_STACK)}")
+        chosen = stack_for(target, stack)
+        console = _out_console()
+        if rules:
+            for part in render_rules(stack):
+                console.print(part)
+            return
+        if not paths:
+            raise _fail("give at least one PATH to audit (or --rules to list the rules)")
+        gates = _split_csv(fail_on)
+        check_fail_on(gates)
+        if jobs is not None and jobs < 1:
+            raise _fail(f"--jobs {jobs}: use 1 or more")
+        section = _audit_with_progress(paths, chosen, jobs, include_vendored, baseline)
+        for part in render_audit(section):
+            console.print(part)
+        if json_path is not None:
+            import dataclasses
+            import json
+
+            _write(json_path, json.dumps(dataclasses.asdict(section), indent=2) + "\n")
+            console.print(f"json: {json_path}", markup=False)
+        if sarif_path is not None:
+            from neuronprobe import __version__
+            from neuronprobe.audit.sarif import sarif_json
+
+            _write(sarif_path, sarif_json(section, __version__))
+            console.print(f"sarif: {sarif_path}", markup=False)
+        hit = gate(section, gates)
+        if hit:
+            _err_console().print(f"gate failed: {len(hit)} new finding(s) at --fail-on {','.join(gates)}", markup=False)
+            raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _audit_with_progress(paths: list[Path], stack: str, jobs: Optional[int], include_vendored: bool, baseline: Optional[Path]) -> Any:
+    """Run the audit with a progress bar on stderr when stderr is a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from neuronprobe.audit.engine import audit_paths
+
+    err = _err_console()
+    if not err.is_terminal:  # a CI log: no bar, and no stray blank line where it would have been
+        return audit_paths(paths, stack, jobs=jobs, include_vendored=include_vendored, baseline=baseline)
+    with Progress(
+        TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True
+    ) as bar:
+        task = bar.add_task("audit", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        return audit_paths(paths, stack, jobs=jobs, include_vendored=include_vendored, baseline=baseline, progress=progress)
 
 
 # --- report (issue 5) --------------------------------------------------------------

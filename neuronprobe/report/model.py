@@ -20,6 +20,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import ReportFormatError
 
 SCHEMA_VERSION = 1
@@ -359,6 +360,8 @@ class Report:
     prediction_diff: PredictionDiff | None = None
     baseline_diff: RunDiff | None = None
     schema_version: int = SCHEMA_VERSION
+    # `analyze --audit PATH`: the CUDA-assumption audit of the model's repository (issue 14)
+    audit: AuditSection | None = None
 
     # -- verdict helpers ---------------------------------------------------
     @property

@@ -1,0 +1,101 @@
+"""SARIF 2.1.0 output, for GitHub code scanning (findings inline on pull requests).
+
+One run, the whole rule catalogue in ``tool.driver.rules``, one result per
+finding with a ``%SRCROOT%``-relative location, a stable partial fingerprint
+(rule, file, source line) so code scanning tracks a finding across line
+shifts, and files that could not be audited as tool notifications.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from urllib.parse import quote
+
+from neuronprobe.audit.model import AuditSection
+from neuronprobe.audit.rules import PROVENANCE_URLS, load_rules
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+LEVELS = {"error": "error", "warning": "warning", "info": "note"}
+FINGERPRINT_KEY = "neuronprobe/v1"
+
+
+def _uri(path: str) -> str:
+    return quote(path, safe="/")
+
+
+def _rule_json(rule: Any, stack: str) -> dict[str, Any]:
+    sources = [PROVENANCE_URLS.get(p, p) for p in rule.provenance]
+    markdown = (
+        f"{rule.why}\n\n**Fix (XLA-era torch-neuronx, trn1/inf2):** {rule.fix_xla}\n\n"
+        f"**Fix (TorchNeuron, trn2/trn3):** {rule.fix_native}"
+        + (f"\n\n**Where the Neuron docs are silent:** {rule.docs_silent}" if rule.docs_silent else "")
+        + ("\n\nSources: " + ", ".join(sources) if sources else "")
+    )
+    return {
+        "id": rule.id,
+        "name": "".join(part.capitalize() for part in rule.id.split("-")),
+        "shortDescription": {"text": rule.title},
+        "fullDescription": {"text": rule.why},
+        "help": {"text": f"{rule.why} Fix: {rule.fix(stack)}", "markdown": markdown},
+        "defaultConfiguration": {"level": LEVELS[rule.severity]},
+        "properties": {"tags": ["neuron", "cuda", "portability"], "severity": rule.severity},
+    }
+
+
+def to_sarif(section: AuditSection, tool_version: str) -> dict[str, Any]:
+    """The SARIF log as a JSON-ready dict."""
+    rules = load_rules()
+    index = {rule_id: i for i, rule_id in enumerate(rules)}
+    results = []
+    for f in section.findings:
+        fingerprint = hashlib.sha256(f"{f.rule}\0{f.file}\0{f.snippet}".encode()).hexdigest()
+        result: dict[str, Any] = {
+            "ruleId": f.rule,
+            "ruleIndex": index[f.rule],
+            "level": LEVELS[f.severity],
+            "message": {"text": f"{f.message}. Fix ({section.stack}): {f.fix}"},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(f.file), "uriBaseId": "%SRCROOT%"},
+                        "region": {"startLine": f.line, "startColumn": f.column},
+                    }
+                }
+            ],
+            "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
+        }
+        if section.baseline is not None:
+            result["baselineState"] = "new" if f.new else "unchanged"
+        results.append(result)
+    notifications = []
+    for p in section.problems:
+        note: dict[str, Any] = {"level": "warning", "message": {"text": f"{p.file}: {p.detail}"}}
+        location: dict[str, Any] = {"artifactLocation": {"uri": _uri(p.file), "uriBaseId": "%SRCROOT%"}}
+        if p.line:
+            location["region"] = {"startLine": p.line}
+        note["locations"] = [{"physicalLocation": location}]
+        notifications.append(note)
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": SARIF_VERSION,
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "neuronprobe",
+                        "version": tool_version,
+                        "rules": [_rule_json(r, section.stack) for r in rules.values()],
+                    }
+                },
+                "invocations": [{"executionSuccessful": True, "toolExecutionNotifications": notifications}],
+                "results": results,
+            }
+        ],
+    }
+
+
+def sarif_json(section: AuditSection, tool_version: str) -> str:
+    return json.dumps(to_sarif(section, tool_version), indent=2) + "\n"

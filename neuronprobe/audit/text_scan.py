@@ -1,0 +1,195 @@
+"""The text scanners: Dockerfiles, requirement and constraint files, lockfiles,
+pyproject.toml and CI workflow YAML, each with its own rules, line by line.
+
+These files are read as text on purpose: the facts are in single lines (a FROM,
+an index URL, a pinned wheel, an env variable), and a YAML or TOML parser would
+lose the line numbers a reviewer needs. Whole-line comments are never flagged.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+from neuronprobe.audit.python_scan import Hit
+
+KIND_PYTHON = "python"
+KIND_DOCKERFILE = "dockerfile"
+KIND_REQUIREMENTS = "requirements"
+KIND_LOCKFILE = "lockfile"
+KIND_PYPROJECT = "pyproject"
+KIND_CI = "ci"
+
+CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#]*\+cu\d{2,3}\b")
+CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*(?:[-_.]|$)|cudnn", re.I)
+CUDA_ONLY_WHEEL = re.compile(
+    r"""^\s*(?:name\s*=\s*)?["']?(nvidia-[a-z0-9-]+-cu\d+|triton|cupy-cuda\w*|flash[-_]attn)\b""", re.I
+)
+BACKEND_NAMED = re.compile(r"cuda|gpu|nvidia|cu\d{2,3}", re.I)
+FROM_LINE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(?P<image>\S+)(?:\s+AS\s+(?P<stage>\S+))?", re.I)
+IMAGE_KEY = re.compile(r"^\s*-?\s*(?:image|container)\s*:\s*['\"]?(?P<image>[^\s'\"#{}]+)", re.I)
+TOML_TABLE = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+CI_FILES = (".gitlab-ci.yml", "azure-pipelines.yml", "buildspec.yml", "buildspec.yaml", ".travis.yml", "bitbucket-pipelines.yml")
+
+
+def classify(relpath: str) -> str | None:
+    """Which scanner reads this file (a path relative to the audited root), or None to skip it."""
+    p = PurePosixPath(relpath)
+    name = p.name
+    lower = name.lower()
+    parents = [part.lower() for part in p.parts[:-1]]
+    if lower.endswith(".py"):
+        return KIND_PYTHON
+    if lower in ("dockerfile", "containerfile") or lower.startswith("dockerfile.") or lower.endswith(".dockerfile"):
+        return KIND_DOCKERFILE
+    if lower in ("uv.lock", "poetry.lock", "pdm.lock", "pipfile.lock"):
+        return KIND_LOCKFILE
+    if lower == "pyproject.toml":
+        return KIND_PYPROJECT
+    if lower.endswith((".txt", ".in")) and (
+        lower.startswith(("requirements", "constraints", "requires")) or "requirements" in parents
+    ):
+        return KIND_REQUIREMENTS
+    if lower.endswith((".yml", ".yaml")):
+        joined = "/".join(parents)
+        if ".github/workflows" in joined or ".circleci" in parents or ".buildkite" in parents or lower in CI_FILES:
+            return KIND_CI
+    return None
+
+
+def _code(line: str) -> str:
+    """The line without a comment: '' for a whole-line comment, and ' #...' cut off."""
+    if line.lstrip().startswith("#"):
+        return ""
+    return re.split(r"\s#", line, maxsplit=1)[0]
+
+
+def _col(line: str, match: re.Match[str]) -> int:
+    return match.start() + 1
+
+
+def _unpinned(image: str) -> bool:
+    if "@sha256:" in image:
+        return False
+    last = image.rsplit("/", 1)[-1]
+    return ":" not in last or last.endswith(":latest")
+
+
+def _dockerfile(lines: list[str]) -> list[Hit]:
+    hits: list[Hit] = []
+    stages: set[str] = set()
+    for i, raw in enumerate(lines, 1):
+        line = _code(raw)
+        m = FROM_LINE.match(line)
+        if m:
+            image = m.group("image")
+            if m.group("stage"):
+                stages.add(m.group("stage").lower())
+            col = m.start("image") + 1
+            if image.lower() != "scratch" and image.lower() not in stages and "$" not in image:
+                if CUDA_IMAGE.search(image):
+                    hits.append(("cuda-base-image", i, col))
+                if _unpinned(image):
+                    hits.append(("unpinned-base-image", i, col))
+        hits.extend(_common(i, line))
+    return hits
+
+
+def _common(i: int, line: str) -> list[Hit]:
+    hits: list[Hit] = []
+    m = CUDA_INDEX.search(line)
+    if m:
+        hits.append(("cuda-wheel-index", i, _col(line, m)))
+    k = line.find("CUBLAS_WORKSPACE_CONFIG")
+    if k >= 0:
+        hits.append(("cuda-determinism", i, k + 1))
+    return hits
+
+
+def _requirements(lines: list[str], backend_named: bool) -> list[Hit]:
+    hits: list[Hit] = []
+    wheel_seen = False
+    for i, raw in enumerate(lines, 1):
+        line = _code(raw)
+        hits.extend(h for h in _common(i, line) if h[0] == "cuda-wheel-index")
+        m = CUDA_ONLY_WHEEL.match(line)
+        if m and not backend_named and not wheel_seen:
+            hits.append(("single-lockfile", i, m.start(1) + 1))
+            wheel_seen = True
+    return hits
+
+
+def _lockfile(lines: list[str], backend_named: bool) -> list[Hit]:
+    """A lockfile is long and generated: each rule once per file, at its first line."""
+    hits: list[Hit] = []
+    seen: set[str] = set()
+    for i, line in enumerate(lines, 1):
+        found: list[Hit] = []
+        m = CUDA_INDEX.search(line)
+        if m:
+            found.append(("cuda-wheel-index", i, _col(line, m)))
+        w = CUDA_ONLY_WHEEL.match(line)
+        if w and not backend_named:
+            found.append(("single-lockfile", i, w.start(1) + 1))
+        for hit in found:
+            if hit[0] not in seen:
+                seen.add(hit[0])
+                hits.append(hit)
+    return hits
+
+
+def _pyproject(lines: list[str]) -> list[Hit]:
+    """Index URLs anywhere; CUDA-only wheels only among the dependencies every install gets."""
+    hits: list[Hit] = []
+    table = ""
+    in_dependencies = False
+    wheel_seen = False
+    for i, raw in enumerate(lines, 1):
+        line = _code(raw)
+        t = TOML_TABLE.match(line)
+        if t and not line.strip().startswith(("[\"", "['")):
+            table = t.group(1).strip().strip('"')
+            in_dependencies = table == "tool.poetry.dependencies"
+            continue
+        if table == "project" and re.match(r"^\s*dependencies\s*=", line):
+            in_dependencies = True
+        elif table == "project" and re.match(r"^\s*\w[\w-]*\s*=", line):
+            in_dependencies = False
+        hits.extend(h for h in _common(i, line) if h[0] == "cuda-wheel-index")
+        if in_dependencies and not wheel_seen:
+            item = re.sub(r"^\s*(?:dependencies\s*=\s*\[)?\s*", "", line)
+            m = CUDA_ONLY_WHEEL.match(item.lstrip("\"'"))
+            if m:
+                hits.append(("single-lockfile", i, line.find(m.group(1)) + 1))
+                wheel_seen = True
+    return hits
+
+
+def _ci(lines: list[str]) -> list[Hit]:
+    hits: list[Hit] = []
+    for i, raw in enumerate(lines, 1):
+        line = _code(raw)
+        m = IMAGE_KEY.match(line)
+        if m and CUDA_IMAGE.search(m.group("image")):
+            hits.append(("cuda-base-image", i, m.start("image") + 1))
+        hits.extend(_common(i, line))
+    return hits
+
+
+def scan_text(kind: str, relpath: str, text: str) -> list[Hit]:
+    """Hits in one non-Python file of the given kind."""
+    lines = text.splitlines()
+    backend_named = bool(BACKEND_NAMED.search(PurePosixPath(relpath).name))
+    if kind == KIND_DOCKERFILE:
+        hits = _dockerfile(lines)
+    elif kind == KIND_REQUIREMENTS:
+        hits = _requirements(lines, backend_named)
+    elif kind == KIND_LOCKFILE:
+        hits = _lockfile(lines, backend_named)
+    elif kind == KIND_PYPROJECT:
+        hits = _pyproject(lines)
+    elif kind == KIND_CI:
+        hits = _ci(lines)
+    else:
+        hits = []
+    return sorted(set(hits), key=lambda h: (h[1], h[2], h[0]))
