@@ -15,7 +15,6 @@ CASES = [
     "sparse.py",
     "data_branch.py",
     "float64.py",
-    "complex_mul.py",
     "fft.py",
     "quantile.py",
 ]
