@@ -379,9 +379,12 @@ def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool 
     class Record(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             seen.append(func)
+            first = isinstance(func, torch._ops.OpOverload) and func not in described
+            if first:  # described before it runs: a value read on meta tensors raises
+                described[func] = describe_call(func, args, kwargs or {}, None, len(described))
             out = func(*args, **(kwargs or {}))
-            if isinstance(func, torch._ops.OpOverload) and func not in described:
-                described[func] = describe_call(func, args, kwargs or {}, out, len(described))
+            if first:
+                described[func].outputs = _tensor_metas(out)
             return out
 
     described: dict[Any, OpCall] = {}

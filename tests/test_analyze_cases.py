@@ -58,11 +58,6 @@ def test_index_put_without_accumulate_is_lowered(tmp_path):
     assert any(r.op == "aten::index_put_" and r.verdict == "lowered" for r in report.ops)
 
 
-def test_complex_carries_its_ncc_code(reports):
-    codes = {f.ncc_code for f in reports["complex_mul.py"].findings}
-    assert "NCC_EVRF004" in codes
-
-
 def test_sparse_fallback_costs_transfers(reports):
     report = reports["sparse.py"]
     # to_sparse moves the dense 8x8 float32 input down (256 B) and its sparse result back.

@@ -234,6 +234,13 @@ def _rule_matches(rule: Rule, call: Any, target: str, sdk: str | None = None) ->
     return matched
 
 
+def _part_rank(part_and_verdict: tuple[Any, Classification]) -> tuple[bool, int]:
+    """Which failing part names a composite's verdict: a part torch-xla runs on the host first
+    (it happens at dispatch, before any compile), then the most severe."""
+    verdict = part_and_verdict[1].verdict
+    return verdict in ("cpu_fallback", "dynamic_shape"), _SEVERITY.index(verdict)
+
+
 def _has_lowering(call: Any, table: SupportTable) -> bool:
     """Whether torch-xla lowers the op itself or through its functional form."""
     if call.key in table.lowered or (call.overload == "default" and call.name in table.lowered):
@@ -298,7 +305,7 @@ def classify(
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or ()]
         failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
         if failing:
-            part, worst = max(failing, key=lambda pc: _SEVERITY.index(pc[1].verdict))
+            part, worst = max(failing, key=_part_rank)
             return Classification(
                 worst.verdict,
                 "composite-part",
@@ -323,7 +330,7 @@ def classify(
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or () if part.key != key]
         failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
         if failing:
-            part, worst = max(failing, key=lambda pc: _SEVERITY.index(pc[1].verdict))
+            part, worst = max(failing, key=_part_rank)
             return Classification(
                 worst.verdict,
                 "composite-part",
