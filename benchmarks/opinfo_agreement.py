@@ -40,22 +40,27 @@ DEFAULT_WORK = HERE.parent / "reports" / "opinfo"
 TABLE_MD = HERE / "opinfo_agreement.md"
 TABLE_JSON = HERE / "opinfo_agreement.json"
 MAX_SAMPLES = 16
-MAX_RESTARTS = 200
+MAX_RESTARTS = 200  # worker restarts after native crashes
 HOST_VERDICTS = ("cpu_fallback", "dynamic_shape")
 
 
 def xla_python() -> str:
-    """The torch-xla 2.9 interpreter: NEURONPROBE_XLA_PYTHON, else the managed xla-cpu environment."""
-    explicit = os.environ.get("NEURONPROBE_XLA_PYTHON")
+    """The torch-xla 2.9 interpreter: NEURONPROBE_XLA_PYTHON, else the one ``neuronprobe setup xla-cpu`` made."""
+    explicit = os.environ.get("NEURONPROBE_XLA_PYTHON", "").strip()
     if explicit:
         return explicit
     try:
-        from neuronprobe.backends.xla_env import default_python  # type: ignore[import-not-found]
-
-        return str(default_python())
+        from neuronprobe.backends.xla_env import find_env  # the xla-cpu backend's own lookup
     except ImportError:
-        pass
-    sys.exit("no torch-xla interpreter: run `neuronprobe setup xla-cpu` or set NEURONPROBE_XLA_PYTHON")
+        cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        managed = Path(cache) / "neuronprobe" / "xla-cpu" / "bin" / "python"
+        if managed.exists():
+            return str(managed)
+        sys.exit("no torch-xla interpreter: run `neuronprobe setup xla-cpu` or set NEURONPROBE_XLA_PYTHON")
+    env = find_env()
+    if not env.usable:
+        sys.exit(f"no usable torch-xla interpreter: {env.summary()} (run `neuronprobe setup xla-cpu`)")
+    return str(env.python)
 
 
 def run_xla_side(work: Path, max_samples: int, ops: str = "") -> Path:
@@ -74,8 +79,10 @@ def run_xla_side(work: Path, max_samples: int, ops: str = "") -> Path:
         if not crashed:
             sys.exit(f"torch-xla worker failed before any sample: {proc.stderr[-2000:]}")
         seen = skip.read_text().split() if skip.exists() else []
-        if crashed in seen or crashed.endswith("|samples"):
-            crashed = crashed.rsplit("|", 1)[0] + "|*"
+        op_dtype = crashed.rsplit("|", 1)[0]
+        # A second crash in the same OpInfo and dtype skips the rest of it: each restart costs seconds.
+        if crashed in seen or crashed.endswith("|samples") or any(k.startswith(op_dtype + "|") for k in seen):
+            crashed = op_dtype + "|*"
         with skip.open("a") as f:
             f.write(crashed + "\n")
     sys.exit(f"torch-xla worker crashed more than {MAX_RESTARTS} times")
@@ -262,7 +269,6 @@ def compare(work: Path) -> dict[str, Any]:
         if key[2] >= 0:
             counts["unmatched_xla_only"] += 1
             per_op[key[0]]["unmatched_xla_only"] += 1
-    counts["xla_crashed"] += sum(1 for k in crashed if not k.endswith("|*"))
     compared = counts["compared"]
     return {
         "counts": dict(counts),

@@ -45,7 +45,15 @@ from neuronprobe.report.model import (
     Summary,
     SupportTableInfo,
 )
-from neuronprobe.support import DEFAULT_TARGET, Classification, check_target, classify, load_table, select_sdk, with_user_rules
+from neuronprobe.support import (
+    DEFAULT_TARGET,
+    Classification,
+    check_target,
+    classify,
+    load_table,
+    select_sdk,
+    with_user_rules,
+)
 
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
 # work before running them on the host (or before reading a data-dependent size).
