@@ -221,6 +221,7 @@ def compare(work: Path) -> dict[str, Any]:
     crashed = set((work / "xla.crashed").read_text().split()) if (work / "xla.crashed").exists() else set()
     counts: Counter[str] = Counter()
     per_op: dict[str, Counter[str]] = defaultdict(Counter)
+    per_dtype: dict[str, Counter[str]] = defaultdict(Counter)  # "op|dtype" -> compared / agree
     disagreements: list[dict[str, Any]] = []
     lowered_fallbacks: list[dict[str, Any]] = []
     for key, srec in sorted(static.items()):
@@ -252,6 +253,7 @@ def compare(work: Path) -> dict[str, Any]:
         xla_host = bool(xrec["fallbacks"])
         counts["compared"] += 1
         per_op[op]["compared"] += 1
+        per_dtype[f"{op}|{dtype}"]["compared"] += 1
         lowered = {_base(k) for k, v, _ in srec["calls"] if v in ("lowered", "decomposed", "compile_error")}
         called_lowered = sorted(f for f in xrec["fallbacks"] if _base(f) in lowered and _base(f) not in {_base(k) for k, _, _ in host_calls})
         if called_lowered:
@@ -259,6 +261,7 @@ def compare(work: Path) -> dict[str, Any]:
         if static_host == xla_host:
             counts["agree"] += 1
             per_op[op]["agree"] += 1
+            per_dtype[f"{op}|{dtype}"]["agree"] += 1
         else:
             disagreements.append({
                 "op": op, "dtype": dtype, "index": index,
@@ -274,6 +277,7 @@ def compare(work: Path) -> dict[str, Any]:
         "counts": dict(counts),
         "agreement_percent": round(100.0 * counts["agree"] / compared, 2) if compared else 0.0,
         "per_op": {op: dict(c) for op, c in sorted(per_op.items())},
+        "per_op_dtype": {k: dict(c) for k, c in sorted(per_dtype.items())},
         "disagreements": disagreements,
         "fallbacks_called_lowered": lowered_fallbacks,
     }
@@ -293,7 +297,8 @@ def write_tables(result: dict[str, Any], seconds: dict[str, float], max_samples:
         "sample's ops on the host (cpu_fallback or dynamic_shape).",
         "",
         f"- **agreement: {result['agreement_percent']}%** ({c.get('agree', 0)} of {c.get('compared', 0)} compared samples)",
-        f"- torch-xla fallback ops the static side called lowered: {len(result['fallbacks_called_lowered'])} samples",
+        f"- samples where an op torch-xla ran on the CPU was put on the device by the static side (lowered, "
+        f"decomposed or compile_error): {len(result['fallbacks_called_lowered'])}",
         f"- not compared: torch-xla raised {c.get('xla_error', 0)}, torch-xla crashed {c.get('xla_crashed', 0)}, "
         f"torch 2.13 raised {c.get('static_error', 0)}, only in torch 2.13's OpInfo {c.get('unmatched_static_only', 0)}, "
         f"only in torch 2.9's {c.get('unmatched_xla_only', 0)}, "
@@ -317,7 +322,7 @@ def write_tables(result: dict[str, Any], seconds: dict[str, float], max_samples:
     for d in result["disagreements"]:
         lines.append(f"| {d['op']} | {d['dtype']} | {d['index']} | {'; '.join(d['static'])} | {', '.join(d['torch_xla'])} |")
     if result["fallbacks_called_lowered"]:
-        lines += ["", "## torch-xla fallbacks the static side called lowered", ""]
+        lines += ["", "## torch-xla CPU fallbacks the static side put on the device", ""]
         lines += [f"- {d['op']} {d['dtype']} #{d['index']}: {', '.join(d['fallbacks'])}" for d in result["fallbacks_called_lowered"]]
     TABLE_MD.write_text("\n".join(lines) + "\n")
 

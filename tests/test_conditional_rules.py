@@ -194,3 +194,20 @@ def test_inventories_and_the_table_agree():
     for rule in table.rules:
         if "pytorch/xla v2.9.0" in rule.provenance:
             assert inv.cited_lines(rule.provenance), rule.id
+
+
+def test_the_inventory_reader_finds_sites_their_function_and_op():
+    inv = _inventory_module()
+    text = (
+        "at::Tensor XLANativeFunctions::widget(const at::Tensor& self,\n"
+        "                                     int64_t k) {\n"
+        "  // call_fallback_fn< in a comment is no site\n"
+        "  if (k != 1) {\n"
+        "    return at::native::call_fallback_fn<\n"
+        "        &xla_fallback, ATEN_OP2(widget, Scalar)>::call(self, k);\n"
+        "  }\n"
+        "}\n"
+    )
+    [site] = inv.fallback_sites("torch_xla/csrc/a.cpp", text)
+    assert (site["line"], site["function"], site["function_line"], site["fallback_op"]) == (5, "widget", 1, "widget.Scalar")
+    assert inv.cited_lines("x a.cpp:4, :9-10 and b.cpp:3") == {"a.cpp": {4, 9, 10}, "b.cpp": {3}}
