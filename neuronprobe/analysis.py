@@ -45,7 +45,15 @@ from neuronprobe.report.model import (
     Summary,
     SupportTableInfo,
 )
-from neuronprobe.support import DEFAULT_TARGET, Classification, check_target, classify, load_table
+from neuronprobe.support import (
+    DEFAULT_TARGET,
+    Classification,
+    check_target,
+    classify,
+    load_table,
+    select_sdk,
+    with_user_rules,
+)
 from neuronprobe.usercode import user_exit_guard
 
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
@@ -60,6 +68,8 @@ class AnalyzeOptions:
     target: str = DEFAULT_TARGET
     backend: str = "auto"
     require_backend: str | None = None
+    sdk: str | None = None  # Neuron SDK release whose rules apply (None: detected, else the newest known)
+    rules: Path | None = None  # a user's rule file, applied before the bundled rules
     overrides: list[str] = field(default_factory=list)
     timeout: float = 1800.0
     op_timeout: float = 600.0
@@ -101,6 +111,7 @@ def analyze(
     require_backend: str | None = None,
     name: str | None = None,
     traffic: TrafficOptions | None = None,
+    sdk: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -108,7 +119,7 @@ def analyze(
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend)
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
     if isinstance(model, (str, os.PathLike)):
         return analyze_spec(str(model), options, traffic or TrafficOptions())
     resolved = _resolve(options)
@@ -139,6 +150,10 @@ def _source_file(model: Any) -> str | None:
 
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     check_target(options.target)
+    if options.sdk is not None:
+        load_table().check_sdk(options.sdk)
+    if options.rules is not None:
+        with_user_rules(load_table(), options.rules)
     return resolve_backend(options.backend, options.require_backend)
 
 
@@ -148,7 +163,7 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
 def _analyze_loaded(
     loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend
 ) -> Report:
-    table = load_table()
+    table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
     try:
         graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
@@ -163,7 +178,8 @@ def _analyze_loaded(
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), "
             "there is nothing to compile otherwise"
         )
-    classified = [ClassifiedCall(c, classify(c, options.target, table)) for c in graph.calls]
+    sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
+    classified = [ClassifiedCall(c, classify(c, options.target, table, sdk)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
 
     findings = _findings(counted)
@@ -187,7 +203,7 @@ def _analyze_loaded(
             nodes=len(graph.calls),
         ),
         support_table=SupportTableInfo(
-            version=table.label(), target=options.target, provenance=list(table.provenance)
+            version=table.label(sdk), target=options.target, provenance=list(table.provenance)
         ),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,

@@ -82,6 +82,7 @@ class OpCall:
     inputs: list[TensorMeta] = field(default_factory=list)
     outputs: list[TensorMeta] = field(default_factory=list)
     constants: dict[str, Any] = field(default_factory=dict)  # non-tensor arguments by schema name
+    arg_tensors: dict[str, list[TensorMeta]] = field(default_factory=dict)  # tensor arguments by schema name
     tags: list[str] = field(default_factory=list)
     module: str | None = None
     module_type: str | None = None
@@ -246,6 +247,9 @@ def _arg_value(arg: Any) -> Any:
 
 
 def _is_constant(value: Any) -> bool:
+    """Plain values a rule can test; lists of them too (``dilation=[2, 2]``, ``output_size``)."""
+    if isinstance(value, (list, tuple)):
+        return all(_is_constant(v) for v in value)
     return value is None or isinstance(value, (bool, int, float, str))
 
 
@@ -295,6 +299,7 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
             input_symbols |= _unbacked_symbols(value)
             if metas:
                 call.inputs.extend(metas)
+                call.arg_tensors[arg.name] = metas
             elif _is_constant(value):
                 call.constants[arg.name] = value
         val = node.meta.get("val")
@@ -303,10 +308,12 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
         call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
         call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
         call.module, call.module_type = _module_of(node, strip_module_prefix)
-        if call.has_composite_implicit:
-            if call.op not in parts_by_op:
-                parts_by_op[call.op] = composite_parts(node)
-            call.parts = parts_by_op[call.op]
+        if call.has_composite_implicit or call.has_composite_explicit:
+            # Parts carry arguments, so the same op with other arguments is replayed again.
+            replay_key = f"{call.op}|{call.constants}|{[str(m) for m in call.inputs]}"
+            if replay_key not in parts_by_op:
+                parts_by_op[replay_key] = composite_parts(node, explicit=not call.has_composite_implicit)
+            call.parts = parts_by_op[replay_key]
         calls.append(call)
     return calls
 
@@ -325,12 +332,45 @@ def _to_meta(value: Any) -> Any:
     return value
 
 
-def composite_parts(node: Any) -> list[OpCall] | None:
-    """Run a CompositeImplicitAutograd op once on meta tensors and record the aten ops it becomes.
+SMALL_REPLAY_NUMEL = 1 << 16  # elements: a retry on real CPU tensors stays cheap
+
+
+def _to_small_cpu(value: Any) -> Any:
+    """A meta tensor as a zero-filled CPU tensor, or ValueError when it is too large to allocate casually."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if value.numel() > SMALL_REPLAY_NUMEL:
+            raise ValueError("too large to replay on CPU")
+        return torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_small_cpu(v) for v in value)
+    return value
+
+
+def composite_parts(node: Any, explicit: bool = False) -> list[OpCall] | None:
+    """Run a composite op once on meta tensors and record the aten ops it becomes.
 
     The decomposition happens in the dispatcher above Python dispatch modes, so
     a recording mode sees exactly the parts a backend would be asked to lower.
     Returns None when the op cannot be replayed (symbolic sizes, odd arguments).
+    """
+    try:
+        args = [_to_meta(_arg_value(a)) for a in node.args]
+        kwargs = {k: _to_meta(_arg_value(v)) for k, v in node.kwargs.items()}
+    except Exception:
+        return None
+    return replay_parts(node.target, args, kwargs, explicit)
+
+
+def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool = False) -> list[OpCall] | None:
+    """The aten ops one composite op calls, recorded while it runs (on meta tensors when it can).
+
+    ``explicit``: call the op's CompositeExplicitAutograd kernel directly. A
+    backend without its own kernel (torch-xla) runs that kernel, so the ops it
+    calls (often the op's out= form, or ``.item()``) are what gets lowered. A
+    replay stopped by a value read on meta tensors keeps what it saw up to the
+    read: the read is the finding.
     """
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -340,22 +380,61 @@ def composite_parts(node: Any) -> list[OpCall] | None:
     class Record(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             seen.append(func)
-            return func(*args, **(kwargs or {}))
+            first = isinstance(func, torch._ops.OpOverload) and func not in described
+            if first:  # described before it runs: a value read on meta tensors raises
+                described[func] = describe_call(func, args, kwargs or {}, None, len(described))
+            out = func(*args, **(kwargs or {}))
+            if first:
+                described[func].outputs = _tensor_metas(out)
+            return out
 
-    try:
-        args = [_to_meta(_arg_value(a)) for a in node.args]
-        kwargs = {k: _to_meta(_arg_value(v)) for k, v in node.kwargs.items()}
-        with quiet_torch(), Record():
-            node.target(*args, **kwargs)
-    except Exception:
-        return None
-    parts: list[OpCall] = []
-    keys: set[Any] = set()
-    for func in seen:
-        if isinstance(func, torch._ops.OpOverload) and func not in keys:
-            keys.add(func)
-            parts.append(_bare_call(func, len(parts)))
-    return parts
+    described: dict[Any, OpCall] = {}
+
+    def run(args: Any, kwargs: dict[str, Any]) -> bool:
+        seen.clear()
+        described.clear()
+        try:
+            with quiet_torch(), Record():
+                if explicit:
+                    target._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, *args, **kwargs)
+                else:
+                    target(*args, **kwargs)
+        except Exception:
+            return bool(seen and seen[-1] is torch.ops.aten._local_scalar_dense.default)
+        return True
+
+    if not run(args, kwargs):
+        # Some kernels mix devices (a CPU scalar with a meta tensor) or have no meta
+        # support: small arguments are replayed once more as zero-filled CPU tensors.
+        try:
+            small_args = [_to_small_cpu(a) for a in args]
+            small_kwargs = {k: _to_small_cpu(v) for k, v in kwargs.items()}
+        except ValueError:
+            return None
+        if not run(small_args, small_kwargs):
+            return None
+    # One part per op, with the arguments of its first call: the rules read them.
+    return [described[func] for func in dict.fromkeys(seen) if func in described]
+
+
+def describe_call(func: Any, args: Any, kwargs: dict[str, Any], out: Any, index: int) -> OpCall:
+    """An OpCall for one dispatched call: tensor arguments and plain values by schema name, outputs."""
+    call = _bare_call(func, index)
+    for i, arg in enumerate(func._schema.arguments):
+        if i < len(args):
+            value = args[i]
+        elif arg.name in kwargs:
+            value = kwargs[arg.name]
+        else:
+            continue
+        metas = _tensor_metas(value)
+        if metas:
+            call.inputs.extend(metas)
+            call.arg_tensors[arg.name] = metas
+        elif _is_constant(value):
+            call.constants[arg.name] = value
+    call.outputs = _tensor_metas(out)
+    return call
 
 
 def _bare_call(func: Any, index: int) -> OpCall:
@@ -370,8 +449,9 @@ def _bare_call(func: Any, index: int) -> OpCall:
         overload=overload,
         tags=sorted(str(t).replace("Tag.", "") for t in getattr(func, "tags", ())),
         has_composite_implicit=_has_kernel(qual, "CompositeImplicitAutograd"),
-        has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd")
-        or _has_kernel(qual, "CompositeExplicitAutogradNonFunctional"),
+        # Not CompositeExplicitAutogradNonFunctional: the dispatcher never uses those
+        # kernels for XLA (a functional backend), so they are no decomposition there.
+        has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd"),
     )
 
 

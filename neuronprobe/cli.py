@@ -131,6 +131,14 @@ def analyze(
     backend: Annotated[
         str, typer.Option(help="auto (the real SDK when present, else static), static or neuron.")
     ] = "auto",
+    sdk: Annotated[
+        Optional[str],
+        typer.Option("--sdk", help="Neuron SDK release whose rules apply, e.g. 2.31.0 (default: the newest known)."),
+    ] = None,
+    rules: Annotated[
+        Optional[Path],
+        typer.Option("--rules", help="A JSON rule file of your own, applied before the bundled rules."),
+    ] = None,
     require_backend: Annotated[
         Optional[str],
         typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
@@ -197,6 +205,8 @@ def analyze(
             target=target,
             backend=backend,
             require_backend=require_backend,
+            sdk=sdk,
+            rules=rules,
             overrides=list(set_ or []),
             timeout=timeout,
             op_timeout=op_timeout,

@@ -15,7 +15,6 @@ CASES = [
     "sparse.py",
     "data_branch.py",
     "float64.py",
-    "complex_mul.py",
     "fft.py",
     "quantile.py",
 ]
@@ -57,11 +56,6 @@ def test_index_put_without_accumulate_is_lowered(tmp_path):
     report = neuronprobe.analyze(str(model), backend="static")
     assert report.findings == []
     assert any(r.op == "aten::index_put_" and r.verdict == "lowered" for r in report.ops)
-
-
-def test_complex_carries_its_ncc_code(reports):
-    codes = {f.ncc_code for f in reports["complex_mul.py"].findings}
-    assert "NCC_EVRF004" in codes
 
 
 def test_sparse_fallback_costs_transfers(reports):

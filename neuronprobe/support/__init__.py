@@ -8,7 +8,12 @@ The table is data (``data/``), with provenance:
   from the dispatcher's ``XLA`` registrations).
 * ``neuron_rules.json``: what the Neuron compiler adds on top, per target:
   dtypes it rejects, ops it cannot compile, data-dependent shapes, with the
-  NCC_* code where the error catalogue has one, and a one-line fix.
+  NCC_* code where the error catalogue has one, and a one-line fix; and the
+  ops torch-xla lowers only for some arguments. A rule says *when* it applies
+  (``when``: conditions on dtypes, arguments and shapes, see
+  :mod:`neuronprobe.support.conditions`) and in which Neuron SDK releases
+  (``sdk_from``, ``sdk_fixed``). The file is validated on load
+  (:mod:`neuronprobe.support.rulefile`): a bad rule is an error naming it.
 
 :func:`classify` applies them in a fixed order, so every verdict names the
 rule that produced it.
@@ -23,11 +28,17 @@ from importlib import resources
 from typing import Any
 
 from neuronprobe.errors import InputError
+from neuronprobe.support.conditions import Condition, holds
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
 # Least to most severe; the same order as the report's VERDICTS.
 _SEVERITY: tuple[str, ...] = ("lowered", "decomposed", "cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
 DEFAULT_TARGET = "trn1"
+# Rule ids :func:`classify` gives without a rule of the data file (inventories may name them).
+BUILTIN_RULES: tuple[str, ...] = (
+    "custom-op", "bookkeeping", "device-artifact", "xla-lowering", "xla-lowering-functional", "xla-lowering-view",
+    "composite-part", "composite-implicit", "composite-explicit", "no-lowering",
+)
 
 
 @dataclass(frozen=True)
@@ -37,17 +48,39 @@ class Rule:
     message: str
     fix: str
     ops: frozenset[str] = frozenset()
+    not_ops: frozenset[str] = frozenset()  # ops the rule never applies to (the exceptions of a dtype rule)
     tags: frozenset[str] = frozenset()
     dtypes: frozenset[str] = frozenset()
     input_dtypes: frozenset[str] = frozenset()
     layouts: frozenset[str] = frozenset()
     targets: frozenset[str] = frozenset(TARGETS)
     ncc_code: str | None = None
-    when: dict[str, Any] | None = None
+    when: tuple[Condition, ...] = ()
     fixes: dict[str, str] = field(default_factory=dict)
+    sdk_from: str | None = None  # first Neuron SDK release the rule applies to (None: all known)
+    sdk_fixed: str | None = None  # first release that no longer has the problem (None: not fixed)
+    provenance: str = ""
 
     def fix_for(self, key: str) -> str:
         return self.fixes.get(key) or self.fixes.get(key.split(".")[0]) or self.fix
+
+    def applies_to_sdk(self, sdk: str) -> bool:
+        """Whether the rule holds in Neuron SDK release ``sdk`` (from <= sdk < fixed)."""
+        v = release_key(sdk)
+        return (self.sdk_from is None or release_key(self.sdk_from) <= v) and (
+            self.sdk_fixed is None or v < release_key(self.sdk_fixed)
+        )
+
+    def reason(self) -> str:
+        """The message, with the condition that made the rule fire."""
+        if not self.when:
+            return self.message
+        return f"{self.message} (here: {'; '.join(c.describe() for c in self.when)})"
+
+
+def release_key(version: str) -> tuple[int, ...]:
+    """``"2.32.0"`` -> ``(2, 32, 0)``, for ordering SDK releases."""
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
 @dataclass(frozen=True)
@@ -60,9 +93,32 @@ class SupportTable:
     bookkeeping: frozenset[str]
     device_artifacts: dict[str, str]
     provenance: tuple[str, ...]
+    sdk_releases: dict[str, str] = field(default_factory=dict)  # SDK release -> its neuronx-cc version
 
-    def label(self) -> str:
-        return f"{self.version} (torch-xla {self.torch_xla} lowerings + Neuron rules)"
+    @property
+    def newest_sdk(self) -> str:
+        return max(self.sdk_releases, key=release_key) if self.sdk_releases else ""
+
+    def label(self, sdk: str | None = None) -> str:
+        release = f", Neuron SDK {sdk or self.newest_sdk}" if self.sdk_releases else ""
+        return f"{self.version} (torch-xla {self.torch_xla} lowerings + Neuron rules{release})"
+
+    def check_sdk(self, sdk: str) -> str:
+        """``sdk`` if the table knows the release, else an :class:`InputError` that lists the known ones."""
+        if sdk not in self.sdk_releases:
+            known = ", ".join(sorted(self.sdk_releases, key=release_key))
+            raise InputError(f"--sdk {sdk!r}: unknown Neuron SDK release; the support table knows {known}")
+        return sdk
+
+    def sdk_for_compiler(self, neuronx_cc: str | None) -> str | None:
+        """The SDK release that shipped neuronx-cc ``neuronx_cc`` (matched on major.minor.build), if known."""
+        if not neuronx_cc:
+            return None
+        want = release_key(neuronx_cc)[:3]
+        for release, cc in sorted(self.sdk_releases.items(), key=lambda kv: release_key(kv[0]), reverse=True):
+            if cc and release_key(cc)[:3] == want:
+                return release
+        return None
 
 
 @dataclass(frozen=True)
@@ -80,26 +136,12 @@ def _read(name: str) -> Any:
 
 @lru_cache(maxsize=1)
 def load_table() -> SupportTable:
+    """The bundled table, its rules validated (a bad rule raises :class:`InputError` naming it)."""
+    from neuronprobe.support.rulefile import parse_rules_doc
+
     lowerings = _read("xla_lowerings.json")
     rules_doc = _read("neuron_rules.json")
-    rules = tuple(
-        Rule(
-            id=r["id"],
-            verdict=r["verdict"],
-            message=r["message"],
-            fix=r["fix"],
-            ops=frozenset(r.get("ops", ())),
-            tags=frozenset(r.get("tags", ())),
-            dtypes=frozenset(r.get("dtypes", ())),
-            input_dtypes=frozenset(r.get("input_dtypes", ())),
-            layouts=frozenset(r.get("layouts", ())),
-            targets=frozenset(r.get("targets", TARGETS)),
-            ncc_code=r.get("ncc_code"),
-            when=r.get("when"),
-            fixes=dict(r.get("fixes", {})),
-        )
-        for r in rules_doc["rules"]
-    )
+    rules = parse_rules_doc(rules_doc, "neuron_rules.json")
     return SupportTable(
         version=rules_doc["version"],
         torch_xla=lowerings["torch_xla"],
@@ -109,7 +151,30 @@ def load_table() -> SupportTable:
         bookkeeping=frozenset(rules_doc["bookkeeping_ops"]),
         device_artifacts=dict(rules_doc["device_artifacts"]["ops"]),
         provenance=(lowerings["source"], *rules_doc["provenance"]),
+        sdk_releases=dict(rules_doc["sdk_releases"]),
     )
+
+
+def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
+    """``table`` with the rules of a user's file first (they win); the file is fully checked."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from neuronprobe.support.rulefile import load_rules_file
+
+    extra = load_rules_file(Path(path), table.sdk_releases)
+    return replace(table, rules=(*extra, *table.rules))
+
+
+def select_sdk(table: SupportTable, requested: str | None, detected_neuronx_cc: str | None = None) -> str:
+    """The SDK release whose rules apply: the one a live backend detected, else ``--sdk``, else the newest.
+
+    A detected compiler the table does not know leaves the choice to ``--sdk`` or the default.
+    """
+    detected = table.sdk_for_compiler(detected_neuronx_cc)
+    if detected:
+        return detected
+    return table.check_sdk(requested) if requested else table.newest_sdk
 
 
 def check_target(target: str) -> str:
@@ -126,8 +191,26 @@ def _functional_key(key: str) -> str | None:
     return None
 
 
-def _rule_matches(rule: Rule, call: Any, target: str) -> bool:
+def _view_copy_key(call: Any) -> str:
+    """``view_as_complex`` -> ``view_as_complex_copy``: torch-xla functionalizes a view into its _copy form."""
+    return f"{call.name}_copy" if call.overload == "default" else f"{call.name}_copy.{call.overload}"
+
+
+def _out_functional_key(call: Any) -> str | None:
+    """``where.self_out`` -> ``where.self``, ``complex.out`` -> ``complex``: torch-xla functionalizes out= forms."""
+    if call.overload == "out":
+        return call.name
+    if call.overload.endswith("_out"):
+        return f"{call.name}.{call.overload[: -len('_out')]}"
+    return None
+
+
+def _rule_matches(rule: Rule, call: Any, target: str, sdk: str | None = None) -> bool:
     if target not in rule.targets:
+        return False
+    if sdk and not rule.applies_to_sdk(sdk):
+        return False
+    if call.key in rule.not_ops or call.name in rule.not_ops:
         return False
     matched = False
     if rule.ops:
@@ -146,16 +229,37 @@ def _rule_matches(rule: Rule, call: Any, target: str) -> bool:
         if not call.inputs or call.inputs[0].dtype not in rule.input_dtypes:
             return False
         matched = True
-    if rule.when is not None:
-        value = call.constants.get(rule.when.get("kwarg", ""))
-        if value != rule.when.get("equals"):
-            return False
+    if rule.when and not all(holds(c, call) for c in rule.when):
+        return False
     return matched
 
 
-def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None = None) -> Classification:
-    """The verdict for one captured op call (a :class:`neuronprobe.capture.OpCall`)."""
+def _part_rank(part_and_verdict: tuple[Any, Classification]) -> tuple[bool, int]:
+    """Which failing part names a composite's verdict: a part torch-xla runs on the host first
+    (it happens at dispatch, before any compile), then the most severe."""
+    verdict = part_and_verdict[1].verdict
+    return verdict in ("cpu_fallback", "dynamic_shape"), _SEVERITY.index(verdict)
+
+
+def _has_lowering(call: Any, table: SupportTable) -> bool:
+    """Whether torch-xla lowers the op itself or through its functional form."""
+    if call.key in table.lowered or (call.overload == "default" and call.name in table.lowered):
+        return True
+    if _view_copy_key(call) in table.lowered:
+        return True
+    functional = _functional_key(call.key) or _out_functional_key(call)
+    return bool(functional and (functional in table.lowered or functional.split(".")[0] in table.lowered))
+
+
+def classify(
+    call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None = None, sdk: str | None = None
+) -> Classification:
+    """The verdict for one captured op call (a :class:`neuronprobe.capture.OpCall`).
+
+    ``sdk`` selects the rules of one Neuron SDK release (default: the newest the table knows).
+    """
     table = table or load_table()
+    sdk = sdk or table.newest_sdk
     key = call.key
     if call.namespace != "aten":
         return Classification(
@@ -170,9 +274,16 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
     if call.data_dependent_output and call.name not in ("_local_scalar_dense", "item"):
         rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
         return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
+    reaches_compiler = _has_lowering(call, table) or (
+        (call.has_composite_implicit or call.has_composite_explicit)
+        and all(_has_lowering(p, table) or p.key == key or p.key in table.bookkeeping for p in call.parts or ())
+    )
     for rule in table.rules:
-        if _rule_matches(rule, call, target):
-            return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
+        # torch-xla sends an op it cannot lower to the host before neuronx-cc sees it.
+        if rule.verdict == "compile_error" and not reaches_compiler:
+            continue
+        if _rule_matches(rule, call, target, sdk):
+            return Classification(rule.verdict, rule.id, rule.reason(), rule.fix_for(key), rule.ncc_code)
     if key in table.device_artifacts:
         stands_for = table.device_artifacts[key]
         return Classification(
@@ -182,16 +293,19 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
         )
     if key in table.lowered or (call.overload == "default" and call.name in table.lowered):
         return Classification("lowered", "xla-lowering", f"{call.op} has a torch-xla lowering ({table.torch_xla})")
-    functional = _functional_key(key)
+    view_copy = _view_copy_key(call)
+    if view_copy in table.lowered:
+        return Classification("lowered", "xla-lowering-view", f"{call.op} is a view torch-xla lowers as {view_copy}")
+    functional = _functional_key(key) or _out_functional_key(call)
     if functional and (functional in table.lowered or functional.split(".")[0] in table.lowered):
         return Classification(
             "lowered", "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}"
         )
     if call.has_composite_implicit:
-        failing = [(part, classify(part, target, table)) for part in call.parts or ()]
+        failing = [(part, classify(part, target, table, sdk)) for part in call.parts or ()]
         failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
         if failing:
-            part, worst = max(failing, key=lambda pc: _SEVERITY.index(pc[1].verdict))
+            part, worst = max(failing, key=_part_rank)
             return Classification(
                 worst.verdict,
                 "composite-part",
@@ -213,6 +327,17 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
             f"{', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
         )
     if call.has_composite_explicit:
+        failing = [(part, classify(part, target, table, sdk)) for part in call.parts or () if part.key != key]
+        failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
+        if failing:
+            part, worst = max(failing, key=_part_rank)
+            return Classification(
+                worst.verdict,
+                "composite-part",
+                f"{call.op}'s backend-independent kernel calls {part.op}, which does not lower: {worst.reason}",
+                worst.fix,
+                worst.ncc_code,
+            )
         return Classification(
             "decomposed",
             "composite-explicit",

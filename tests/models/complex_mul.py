@@ -1,11 +1,11 @@
-"""Complex tensors: rejected by the Neuron compiler (NCC_EVRF004)."""
+"""Complex tensors: rejected by the Neuron compiler (NCC_EVRF004) before SDK 2.32, which compiles complex64 for these ops."""
 import torch
 
 
 class Rotate(torch.nn.Module):
     def forward(self, x):
         z = torch.view_as_complex(x)  # EXPECT compile_error aten::view_as_complex
-        return torch.view_as_real(z * 1j)
+        return torch.view_as_real(z * 1j)  # EXPECT compile_error aten::mul.Tensor
 
 
 def get_model():

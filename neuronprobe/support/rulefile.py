@@ -1,0 +1,152 @@
+"""Reading and checking the rule file (``data/neuron_rules.json`` or a user's own).
+
+The rules are data people edit by hand, so every mistake must be caught on load
+with the rule's id in the message, not show up as a rule that silently never
+fires: an unknown key, a verdict outside the closed set, a malformed NCC code,
+an SDK release the file does not list, a condition that cannot be read, and a
+condition naming an argument the rule's ops do not have (checked against
+torch's own op schemas by :func:`check_rule_arguments`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.errors import InputError
+from neuronprobe.support.conditions import OUTPUT_NAME, ConditionError, parse_condition, schema_arguments
+
+RULE_KEYS = frozenset(
+    {"id", "verdict", "message", "fix", "ops", "tags", "dtypes", "input_dtypes", "layouts", "targets", "ncc_code",
+     "when", "fixes", "not_ops", "sdk_from", "sdk_fixed", "provenance", "comment"}
+)
+LIST_KEYS = ("ops", "not_ops", "tags", "dtypes", "input_dtypes", "layouts", "targets")
+RULE_VERDICTS = ("cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
+NCC_CODE = re.compile(r"^NCC_[A-Z]{4}\d{3}$")
+
+
+def _fail(source: str, rule_id: str, why: str) -> InputError:
+    return InputError(f"{source}: rule {rule_id!r}: {why}")
+
+
+def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
+    """One rule object -> :class:`neuronprobe.support.Rule`; :class:`InputError` names the rule."""
+    from neuronprobe.support import TARGETS, Rule, release_key
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
+        raise InputError(f"{source}: every rule needs a string \"id\"; got {str(doc)[:80]}")
+    rid = doc["id"]
+    unknown = sorted(set(doc) - RULE_KEYS)
+    if unknown:
+        raise _fail(source, rid, f"unknown key(s) {', '.join(unknown)}")
+    for key in ("verdict", "message", "fix"):
+        if not isinstance(doc.get(key), str) or not doc[key]:
+            raise _fail(source, rid, f'needs a non-empty string "{key}"')
+    if doc["verdict"] not in RULE_VERDICTS:
+        raise _fail(source, rid, f"verdict {doc['verdict']!r} is not one of {', '.join(RULE_VERDICTS)}")
+    for key in LIST_KEYS:
+        value = doc.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise _fail(source, rid, f'"{key}" must be a list of strings')
+    if not any(doc.get(k) for k in ("ops", "tags", "dtypes", "input_dtypes", "layouts")):
+        raise _fail(source, rid, "matches nothing: give ops, tags, dtypes, input_dtypes or layouts")
+    bad_targets = set(doc.get("targets", [])) - set(TARGETS)
+    if bad_targets:
+        raise _fail(source, rid, f"unknown target(s) {', '.join(sorted(bad_targets))}")
+    code = doc.get("ncc_code")
+    if code is not None and (not isinstance(code, str) or not NCC_CODE.match(code)):
+        raise _fail(source, rid, f"ncc_code {code!r} is not of the form NCC_ABCD123")
+    for key in ("sdk_from", "sdk_fixed"):
+        if key in doc and doc[key] not in releases:
+            raise _fail(source, rid, f"{key} {doc[key]!r} is not a release the file lists ({', '.join(releases)})")
+    if "sdk_from" in doc and "sdk_fixed" in doc and release_key(doc["sdk_fixed"]) <= release_key(doc["sdk_from"]):
+        raise _fail(source, rid, "sdk_fixed must be a later release than sdk_from")
+    when = doc.get("when", [])
+    if not isinstance(when, list):
+        raise _fail(source, rid, '"when" must be a list of conditions')
+    try:
+        conditions = tuple(parse_condition(c) for c in when)
+    except ConditionError as exc:
+        raise _fail(source, rid, str(exc)) from None
+    if (conditions or "sdk_fixed" in doc) and not doc.get("provenance"):
+        raise _fail(source, rid, 'a conditional or release-bound rule needs its "provenance" (file:line at a tag, '
+                    "an error-code page or an issue)")
+    fixes = doc.get("fixes", {})
+    if not isinstance(fixes, dict):
+        raise _fail(source, rid, '"fixes" must be an object of op -> fix')
+    return Rule(
+        id=rid,
+        verdict=doc["verdict"],
+        message=doc["message"],
+        fix=doc["fix"],
+        ops=frozenset(doc.get("ops", ())),
+        not_ops=frozenset(doc.get("not_ops", ())),
+        tags=frozenset(doc.get("tags", ())),
+        dtypes=frozenset(doc.get("dtypes", ())),
+        input_dtypes=frozenset(doc.get("input_dtypes", ())),
+        layouts=frozenset(doc.get("layouts", ())),
+        targets=frozenset(doc.get("targets", TARGETS)),
+        ncc_code=code,
+        when=conditions,
+        fixes=dict(fixes),
+        sdk_from=doc.get("sdk_from"),
+        sdk_fixed=doc.get("sdk_fixed"),
+        provenance=str(doc.get("provenance", "")),
+    )
+
+
+def parse_rules_doc(doc: Any, source: str, known_releases: dict[str, str] | None = None) -> tuple[Any, ...]:
+    """All rules of a rule document, validated; ids must be unique.
+
+    A user's file may leave out ``sdk_releases``: its rules then name the releases the bundled table knows.
+    """
+    if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
+        raise InputError(f'{source}: a rule file is a JSON object with a "rules" list')
+    releases = doc.get("sdk_releases", known_releases or {})
+    if not isinstance(releases, dict):
+        raise InputError(f'{source}: "sdk_releases" must be an object of release -> neuronx-cc version')
+    rules = tuple(parse_rule(r, source, releases) for r in doc["rules"])
+    seen: set[str] = set()
+    for rule in rules:
+        if rule.id in seen:
+            raise _fail(source, rule.id, "the id is used twice")
+        seen.add(rule.id)
+    return rules
+
+
+def check_rule_arguments(rules: tuple[Any, ...], source: str) -> None:
+    """Every argument or tensor a condition names exists in each of the rule's ops (torch's schemas).
+
+    Ops torch does not know (another release's names) are skipped; a rule none
+    of whose ops torch knows cannot be checked and is an error.
+    """
+    for rule in rules:
+        names = set().union(*(c.names() for c in rule.when)) if rule.when else set()
+        names = {(subject, n) for subject, n in names if n != OUTPUT_NAME}
+        if not names:
+            continue
+        schemas = {op: schema_arguments(op) for op in rule.ops}
+        known = {op: s for op, s in schemas.items() if s is not None}
+        if not known:
+            raise _fail(source, rule.id, "its conditions name arguments, but torch knows none of its ops")
+        for op, schema in sorted(known.items()):
+            for subject, name in sorted(names):
+                if name not in schema:
+                    raise _fail(source, rule.id, f"the condition names {name!r}, which aten::{op} does not have")
+                if subject == "tensor" and not schema[name][0]:
+                    raise _fail(source, rule.id, f"the condition reads {name!r} of aten::{op} as a tensor; it is not one")
+
+
+def load_rules_file(path: Path, known_releases: dict[str, str] | None = None) -> tuple[Any, ...]:
+    """A user's rule file (same format as the bundled one), fully checked."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the rule file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    rules = parse_rules_doc(doc, str(path), known_releases)
+    check_rule_arguments(rules, str(path))
+    return rules

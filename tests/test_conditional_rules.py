@@ -1,0 +1,213 @@
+"""Verdicts that depend on dtype, arguments and SDK release (issue 11): rule data, inventories, --sdk."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import neuronprobe
+from helpers import MODELS, ROOT, expectations
+from neuronprobe.capture import OpCall, TensorMeta
+from neuronprobe.errors import InputError
+from neuronprobe.support import BUILTIN_RULES, classify, load_table
+from neuronprobe.support.conditions import ConditionError, holds, parse_condition
+from neuronprobe.support.rulefile import check_rule_arguments, load_rules_file
+
+# (model file, --sdk): one per rule family; complex_mul is the construct SDK 2.32 fixed.
+CASES = [
+    ("int_matmul.py", None),  # dtype-conditional (NCC_EVRF035)
+    ("adaptive_pool_uneven.py", None),  # argument-conditional (torch-xla's divisibility test)
+    ("bool_mask_write.py", None),  # boolean-mask write
+    ("complex_mul.py", "2.31.0"),  # release-bound: complex64 before SDK 2.32
+]
+INVENTORIES = ROOT / "scripts" / "inventories"
+
+
+@pytest.fixture(scope="module")
+def reports():
+    return {
+        (name, sdk): neuronprobe.analyze(str(MODELS / name), backend="static", sdk=sdk) for name, sdk in CASES
+    }
+
+
+@pytest.mark.parametrize("name,sdk", CASES)
+def test_each_marked_line_has_its_conditional_finding(reports, name, sdk):
+    report = reports[(name, sdk)]
+    marks = expectations(MODELS / name)
+    assert marks
+    for line, verdict, op in marks:
+        at_line = [f for f in report.findings if f.line == line and f.file.endswith(name)]
+        assert {(f.verdict, f.op) for f in at_line} >= {(verdict, op)}, [(f.verdict, f.op, f.line) for f in report.findings]
+        assert all(f.fix for f in at_line)
+    # Nothing else is flagged: the even pool, the float ops around the marked ones.
+    assert {f.line for f in report.findings} == {line for line, _, _ in marks}
+
+
+def test_the_condition_is_in_the_reason(reports):
+    finding = reports[("adaptive_pool_uneven.py", None)].findings[0]
+    assert "output_size does not divide the trailing sizes of self" in finding.message
+
+
+def test_a_release_that_fixed_the_construct_stops_flagging_it(reports):
+    before = reports[("complex_mul.py", "2.31.0")]
+    assert {f.ncc_code for f in before.findings} == {"NCC_EVRF004"}
+    assert "Neuron SDK 2.31.0" in before.support_table.version
+    after = neuronprobe.analyze(str(MODELS / "complex_mul.py"), backend="static", sdk="2.32.0")
+    assert after.findings == []
+    assert "Neuron SDK 2.32.0" in after.support_table.version
+    # The default is the newest release the table knows.
+    assert load_table().newest_sdk == "2.32.0"
+
+
+def _call(name: str, overload: str = "default", **kw) -> OpCall:
+    return OpCall(index=0, namespace="aten", name=name, overload=overload, **kw)
+
+
+def test_argument_predicates_and_schema_defaults():
+    dilated = _call("max_pool2d_with_indices", constants={"dilation": [1, 2]})
+    plain = _call("max_pool2d_with_indices", constants={"dilation": [1, 1]})
+    defaulted = _call("max_pool2d_with_indices")  # dilation left out: the schema default 1 applies
+    assert classify(dilated).rule == "max-pool-dilation"
+    assert classify(plain).verdict == classify(defaulted).verdict == "lowered"
+    assert classify(_call("addmm", constants={"beta": 0.5})).rule == "addmm-scaled"
+    assert classify(_call("addmm", constants={"beta": 1.0, "alpha": 1})).verdict == "lowered"
+    reduce_mean = _call("scatter_reduce", "two", constants={"reduce": "mean"})
+    assert classify(reduce_mean).rule == "scatter-reduce-mean-or-exclude-self"
+    int_mm = _call("mm", outputs=[TensorMeta([2, 2], "int64")])
+    assert (classify(int_mm).verdict, classify(int_mm).ncc_code) == ("compile_error", "NCC_EVRF035")
+    assert classify(_call("mm", outputs=[TensorMeta([2, 2], "float32")])).verdict == "lowered"
+
+
+def test_shape_bounds_and_undecided_values():
+    wide = _call("topk", arg_tensors={"self": [TensorMeta([4, 70000], "float32")]})
+    narrow = _call("topk", arg_tensors={"self": [TensorMeta([4, 8], "float32")]})
+    symbolic = _call("topk", arg_tensors={"self": [TensorMeta([4, "s0"], "float32")]})
+    bound = parse_condition({"tensor": "self", "dim": -1, "gt": 65536})
+    assert holds(bound, wide) and not holds(bound, narrow)
+    assert not holds(bound, symbolic), "a symbolic size is undecided: no rule fires on it"
+    below = parse_condition({"tensor": "self", "dim": 0, "lt": 8})
+    assert holds(below, narrow)
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [{"arg": "x"}, {"arg": "x", "eq": 1, "ne": 2}, {"tensor": "self", "dim": "0", "gt": 1}, {"any": []}, {"op": "mm"}],
+)
+def test_malformed_conditions_are_refused(doc):
+    with pytest.raises(ConditionError):
+        parse_condition(doc)
+
+
+def test_bundled_rules_name_only_arguments_their_ops_have():
+    check_rule_arguments(load_table().rules, "neuron_rules.json")
+
+
+def _rule_file(tmp_path, rule: dict) -> os.PathLike:
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"rules": [rule]}))
+    return path
+
+
+BASE = {"id": "my-rule", "verdict": "cpu_fallback", "message": "m", "fix": "f", "ops": ["mm"], "provenance": "p"}
+
+
+@pytest.mark.parametrize(
+    "change,words",
+    [
+        ({"verdict": "slow"}, "verdict 'slow'"),
+        ({"when": [{"arg": "alpha", "eq": 1}]}, "names 'alpha', which aten::mm does not have"),
+        ({"when": [{"arg": "x", "between": [1, 2]}]}, "an arg condition takes exactly one of"),
+        ({"sdk_fixed": "1.0"}, "sdk_fixed '1.0' is not a release"),
+        ({"ncc_code": "EVRF035"}, "NCC_ABCD123"),
+        ({"colour": "red"}, "unknown key(s) colour"),
+    ],
+)
+def test_a_bad_rule_is_named(tmp_path, change, words):
+    with pytest.raises(InputError) as err:
+        load_rules_file(_rule_file(tmp_path, {**BASE, **change}), load_table().sdk_releases)
+    assert "rule 'my-rule'" in str(err.value) and words in str(err.value)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=300)
+
+
+def test_cli_bad_sdk_and_bad_rule_file_exit_2_with_one_line(tmp_path):
+    model = str(MODELS / "int_matmul.py")
+    proc = _cli("analyze", model, "--backend", "static", "--sdk", "9.9", "-o", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "--sdk '9.9': unknown Neuron SDK release" in proc.stderr and "2.31.0, 2.32.0" in proc.stderr
+    bad = _rule_file(tmp_path, {**BASE, "when": [{"arg": "alpha", "eq": 1}]})
+    proc = _cli("analyze", model, "--backend", "static", "--rules", str(bad), "-o", str(tmp_path))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "rule 'my-rule'" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.glob("*.json*")) or all(p.name == "rules.json" for p in tmp_path.glob("*.json"))
+
+
+def test_a_user_rule_file_adds_a_verdict(tmp_path):
+    rule = {**BASE, "id": "no-int-mm", "ops": ["matmul"], "when": [{"tensor": "self", "dtype_in": ["int64"]}]}
+    proc = _cli("analyze", str(MODELS / "int_matmul.py"), "--backend", "static", "--rules",
+                str(_rule_file(tmp_path, rule)), "--json", str(tmp_path / "r.json"), "--no-html")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert {f["rule"] for f in report["findings"]} == {"no-int-mm"}  # before the bundled integer-dot
+    assert {f["verdict"] for f in report["findings"]} == {"cpu_fallback"}
+
+
+def _inventory_module():
+    spec = importlib.util.spec_from_file_location("build_inventories", ROOT / "scripts" / "build_inventories.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_inventories_and_the_table_agree():
+    inv = _inventory_module()
+    table = load_table()
+    notes = json.loads((INVENTORIES / "notes.json").read_text())
+    known = {r.id for r in table.rules} | set(BUILTIN_RULES)
+    xla = json.loads((INVENTORIES / "xla_fallbacks.json").read_text())
+    ncc = json.loads((INVENTORIES / "ncc_error_codes.json").read_text())
+    fields = ("file", "line", "function", "function_line", "fallback_op")
+    sites = inv.cover_sites([{k: s[k] for k in fields} for s in xla["sites"]], table.rules, notes["xla_sites"])
+    codes = inv.cover_codes([{k: c[k] for k in ("code", "page", "message")} for c in ncc["codes"]], table.rules,
+                            notes["ncc_codes"])
+    # The committed inventories are what the current table and notes produce (regenerate them after a change).
+    assert [(s["key"], s["status"], s.get("rules")) for s in sites] == [
+        (s["key"], s["status"], s.get("rules")) for s in xla["sites"]]
+    assert [(c["code"], c["status"], c.get("rules")) for c in codes] == [
+        (c["code"], c["status"], c.get("rules")) for c in ncc["codes"]]
+    for entry in [*sites, *codes]:
+        assert entry["status"] in ("rule", "reason"), f"uncovered without a stated reason: {entry}"
+        assert set(entry.get("rules", ())) <= known
+    assert len(sites) == 57 and sum(s["status"] == "rule" for s in sites) == xla["summary"]["rule"]
+    tied = [c for c in codes if c["kind"] in ("op", "dtype", "attribute")]
+    assert tied and all(c["status"] == "rule" or c["reason"] for c in tied)
+    # Every torch-xla rule cites a line of the source it was read from.
+    for rule in table.rules:
+        if "pytorch/xla v2.9.0" in rule.provenance:
+            assert inv.cited_lines(rule.provenance), rule.id
+
+
+def test_the_inventory_reader_finds_sites_their_function_and_op():
+    inv = _inventory_module()
+    text = (
+        "at::Tensor XLANativeFunctions::widget(const at::Tensor& self,\n"
+        "                                     int64_t k) {\n"
+        "  // call_fallback_fn< in a comment is no site\n"
+        "  if (k != 1) {\n"
+        "    return at::native::call_fallback_fn<\n"
+        "        &xla_fallback, ATEN_OP2(widget, Scalar)>::call(self, k);\n"
+        "  }\n"
+        "}\n"
+    )
+    [site] = inv.fallback_sites("torch_xla/csrc/a.cpp", text)
+    assert (site["line"], site["function"], site["function_line"], site["fallback_op"]) == (5, "widget", 1, "widget.Scalar")
+    assert inv.cited_lines("x a.cpp:4, :9-10 and b.cpp:3") == {"a.cpp": {4, 9, 10}, "b.cpp": {3}}
