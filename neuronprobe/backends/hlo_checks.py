@@ -52,8 +52,9 @@ class HloInstruction:
     source_file: str | None = None
     source_line: int | None = None
 
-    def dtypes(self) -> set[str]:
-        return {m.group("dtype") for m in _TYPE.finditer(self.result_type + " " + " ".join(self.operand_types))}
+    def dtypes(self, nonscalar: bool = False) -> set[str]:
+        text = self.result_type + " " + " ".join(self.operand_types)
+        return {m.group("dtype") for m in _TYPE.finditer(text) if not nonscalar or m.group("dims").strip()}
 
     def operand_dtypes(self) -> set[str]:
         return {m.group("dtype") for m in _TYPE.finditer(" ".join(self.operand_types))}
@@ -132,6 +133,8 @@ class HloRule:
     computations: list[str] = field(default_factory=list)
     known_custom_calls: list[str] = field(default_factory=list)
     dynamic_dims: bool = False
+    nonscalar: bool = False  # any_dtypes: only on tensors of rank >= 1 (torch-xla's f64[] scalar constants are not)
+    op_types: list[str] = field(default_factory=list)  # only instructions lowered from these aten ops (aten__sort)
     targets: list[str] = field(default_factory=list)  # empty: every target
 
 
@@ -169,6 +172,8 @@ def _matches(rule: HloRule, inst: HloInstruction, module: HloModule) -> dict[str
     if rule.opcodes and inst.opcode not in rule.opcodes:
         if not (rule.dynamic_dims and "<=" in inst.result_type):
             return None
+    if rule.op_types and inst.op_type not in rule.op_types:
+        return None
     fields: dict[str, str] = {"shape": inst.result_type, "target": "", "computation": "", "dtype": ""}
     if rule.operand_dtypes:
         hit = sorted(inst.operand_dtypes() & set(rule.operand_dtypes))
@@ -176,7 +181,7 @@ def _matches(rule: HloRule, inst: HloInstruction, module: HloModule) -> dict[str
             return None
         fields["dtype"] = ", ".join(hit)
     if rule.any_dtypes:
-        hit = sorted(inst.dtypes() & set(rule.any_dtypes))
+        hit = sorted(inst.dtypes(nonscalar=rule.nonscalar) & set(rule.any_dtypes))
         if not hit:
             return None
         fields["dtype"] = ", ".join(hit)

@@ -29,9 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.backends import Observation
-from neuronprobe.backends.hlo_checks import check_hlo, load_rules, summarize_hits
+from neuronprobe.backends.hlo_checks import load_rules
+from neuronprobe.backends.xla_findings import (
+    fallback_findings,
+    hlo_findings,
+    host_sync_findings,
+    observed_verdicts,
+    rel_path,
+)
 from neuronprobe.backends.xla_env import XlaEnv
-from neuronprobe.backends.xla_observe import DEBUG_ENV, HOST_SYNC_OP, SAVE_FILE_ENV
+from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedCompiles
 
@@ -41,14 +48,6 @@ REAP_S = 5.0
 MAX_LOG_CHARS = 20_000
 SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the neuronprobe package
 
-FIX_FALLBACK = (
-    "torch-xla has no lowering for this call, so it runs on the host with a device round trip each time: "
-    "replace it with ops that lower (for pooling: an output size that divides the input), or move it out of the model"
-)
-FIX_HOST_SYNC = (
-    "keep the value on the device: use it in tensor arithmetic or torch.where instead of .item(), a Python "
-    "if on a tensor, or printing it"
-)
 
 
 # --- running the worker ------------------------------------------------------------------
@@ -191,97 +190,6 @@ def _tail(path: Path) -> str:
     return text if len(text) <= MAX_LOG_CHARS else "[... log truncated ...]\n" + text[-MAX_LOG_CHARS:]
 
 
-# --- from the worker's data to findings (pure) ------------------------------------------------
-
-
-def _rel(path: str | None) -> str | None:
-    from neuronprobe.capture import relative_path
-
-    return relative_path(path)
-
-
-def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limitation]]:
-    """One cpu_fallback finding per (op, user line); what the counters say beyond the placed calls is named."""
-    findings: list[Finding] = []
-    placed: dict[str, int] = {}
-    for site in value.get("fallbacks", []):
-        op, count = str(site["op"]), int(site.get("count", 1))
-        placed[op] = placed.get(op, 0) + count
-        per_call = int(site.get("bytes", 0)) // max(count, 1)
-        findings.append(
-            Finding(
-                op=op, verdict="cpu_fallback", file=_rel(site.get("file")), line=site.get("line"), module=None,
-                message=f"{op} ran on the CPU under torch-xla 2.9 ({count} call(s) in one run of the program, "
-                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)})",
-                fix=FIX_FALLBACK, rule="observed-fallback", count=count, origin="observed", bytes_per_call=per_call,
-            )
-        )
-    limitations: list[Limitation] = []
-    for op, total in sorted(value.get("fallback_totals", {}).items()):
-        if op == HOST_SYNC_OP:
-            continue
-        missing = int(total) - placed.get(op, 0)
-        if missing > 0:
-            findings.append(
-                Finding(
-                    op=op, verdict="cpu_fallback", file=None, line=None, module=None,
-                    message=f"{op} ran on the CPU under torch-xla 2.9 ({missing} call(s) that no aten call of the "
-                    "program accounts for: placed by op name, not by the call)",
-                    fix=FIX_FALLBACK, rule="observed-fallback", count=missing, origin="observed",
-                )
-            )
-    return findings, limitations
-
-
-def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
-    out = []
-    for site in value.get("host_syncs", []):
-        count = int(site.get("count", 1))
-        out.append(
-            Finding(
-                op=HOST_SYNC_OP, verdict="dynamic_shape", file=_rel(site.get("file")), line=site.get("line"),
-                module=None,
-                message=f"a host read of a tensor value ({HOST_SYNC_OP}, {count} per run): torch-xla runs the "
-                "pending graph here and starts a new one, and a Neuron trace freezes the value",
-                fix=FIX_HOST_SYNC, rule="observed-host-sync", count=count, origin="observed",
-            )
-        )
-    return out
-
-
-def hlo_findings(graphs: list[dict[str, str]], target: str) -> tuple[list[Finding], int]:
-    """compile_error findings from every executed graph's HLO; also the number of graphs checked."""
-    entries: dict[tuple[str, str | None, int | None, str | None], dict[str, Any]] = {}
-    for g in graphs:
-        for e in summarize_hits(check_hlo(g.get("hlo", ""), target)):
-            key = (e["rule"], e["file"], e["line"], e["aten_op"] if e["file"] is None else None)
-            if key in entries:
-                entries[key]["count"] += e["count"]
-            else:
-                entries[key] = e
-    out = []
-    for e in entries.values():
-        out.append(
-            Finding(
-                op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>", verdict="compile_error",
-                file=_rel(e["file"]), line=e["line"], module=None,
-                message=f"{e['message']} (HLO: {e['example']}; {e['count']} instruction(s))",
-                fix=e["fix"], rule=e["rule"], ncc_code=e["ncc_code"], count=1, origin="observed",
-            )
-        )
-    return out, len(graphs)
-
-
-def observed_verdicts(findings: list[Finding]) -> dict[str, str]:
-    from neuronprobe.backends.neuron import worse
-
-    verdicts: dict[str, str] = {}
-    for f in findings:
-        if not f.op.startswith("<"):
-            verdicts[f.op] = worse(verdicts.get(f.op), f.verdict)
-    return verdicts
-
-
 # --- the backend ---------------------------------------------------------------------------
 
 
@@ -352,7 +260,7 @@ class XlaCpuBackend:
                 )
             obs.findings.append(
                 Finding(
-                    op="<forward on the XLA device>", verdict="compile_error", file=_rel(step.file), line=step.line,
+                    op="<forward on the XLA device>", verdict="compile_error", file=rel_path(step.file), line=step.line,
                     module=None,
                     message=f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
                     fix="every tensor the model creates must be on the input's device (pass device=x.device), and "
@@ -373,13 +281,17 @@ class XlaCpuBackend:
         obs.findings = fallbacks + host_sync_findings(value) + hlo
         obs.limitations.extend(limits)
         obs.op_verdicts = observed_verdicts(obs.findings)
+        # Ops that ran without a fallback inside them lowered; the one that triggered a fallback did not.
+        triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
         for op in value.get("ops_seen", []):
-            obs.op_verdicts.setdefault(op, "lowered")
+            if op not in triggered:
+                obs.op_verdicts.setdefault(op, "lowered")
         compiles = value.get("compiles", {})
         obs.extra = {
             "graphs": graphs,
             "compiles": compiles,
             "host_syncs": sum(int(s.get("count", 1)) for s in value.get("host_syncs", [])),
+            "lines_seen": value.get("lines_seen", []),
             "hlo_rules": load_rules().version,
         }
         self._steps["observe"] = (
@@ -387,6 +299,12 @@ class XlaCpuBackend:
             f"{len(fallbacks)} fallback site(s)"
         )
         return obs
+
+    def refine_diff(self, report: Any, observation: Observation, calls: list[Any]) -> None:
+        """Line-matched disagreements: torch-xla names decomposed ops, the capture names the user's."""
+        from neuronprobe.backends.xla_diff import refine_diff
+
+        refine_diff(report, observation, calls)
 
     def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
         """Real torch-xla compiles for a stream of inputs (UncachedCompile), one call per input."""
@@ -436,7 +354,7 @@ def _real(value: Any) -> Any:
 
 def _where(step: StepOutcome, loaded: Any) -> str:
     if step.file:
-        return f"{_rel(step.file)}:{step.line}: "
+        return f"{rel_path(step.file)}:{step.line}: "
     source = getattr(loaded, "source", "")
     return f"{source}: " if source else ""
 
@@ -447,4 +365,4 @@ def _step_text(step: StepOutcome) -> str:
     return f"{step.status}: {step.error[:300]}"
 
 
-__all__ = ["XlaCpuBackend", "run_worker", "fallback_findings", "hlo_findings", "host_sync_findings", "BACKEND_NAME"]
+__all__ = ["XlaCpuBackend", "run_worker", "BACKEND_NAME"]

@@ -99,7 +99,7 @@ def _recorder_class() -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
-    set_prefix = getattr(torch_xla._XLAC, "_set_xla_custom_op_name_prefix", None)
+    set_prefix = getattr(getattr(torch_xla, "_XLAC", None), "_set_xla_custom_op_name_prefix", None)
 
     class Recorder(TorchDispatchMode):
         """Sees each aten call: fallbacks and host reads per user line; tags outputs with that line."""
@@ -110,6 +110,7 @@ def _recorder_class() -> Any:
             self.sites: dict[tuple[str, str | None, int | None], dict[str, Any]] = {}
             self.calls = 0
             self.ops: set[str] = set()
+            self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
@@ -121,6 +122,8 @@ def _recorder_class() -> Any:
             file = line = None
             if after != before or self.tag:
                 file, line = user_frame(sys._getframe(1))
+                if file is not None and line is not None:
+                    self.lines.add((file, line))
             if after != before:
                 moved = _nbytes((args, kwargs, out))
                 for name, value in after.items():
@@ -129,7 +132,7 @@ def _recorder_class() -> Any:
                         continue
                     key = (name, file, line)
                     site = self.sites.setdefault(
-                        key, {"op": name, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": str(func)}
+                        key, {"op": name, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": op_name(func)}
                     )
                     site["count"] += delta
                     site["bytes"] += moved
@@ -177,6 +180,21 @@ def reset_saved_graphs(path: str | None) -> None:
             pass
 
 
+def sync(wait: bool = True) -> None:
+    """``torch_xla.sync`` (2.9; ``xm.mark_step`` before), waiting for the device where it can."""
+    import torch_xla
+
+    if hasattr(torch_xla, "sync"):
+        try:
+            torch_xla.sync(wait=wait)
+        except TypeError:  # an older signature without wait
+            torch_xla.sync()
+        return
+    import torch_xla.core.xla_model as xm
+
+    xm.mark_step()
+
+
 def compile_counters(met: Any) -> dict[str, int]:
     compile_time = met.metric_data("CompileTime")
     return {
@@ -195,41 +213,44 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
     (UncachedCompile, CachedCompile, CompileTime) and ``graphs`` (the HLO of each
     executed graph, when ``XLA_SAVE_TENSORS_FILE`` is set).
     """
-    import torch_xla
     import torch_xla.debug.metrics as met
 
     save_file = save_file if save_file is not None else os.environ.get(SAVE_FILE_ENV)
-    torch_xla.sync()
+    sync()
     reset_saved_graphs(save_file)
     met.clear_all()
     recorder = _recorder_class()(tag_sources)
     with recorder:
         out = program()
-    torch_xla.sync(wait=True)
+    sync()
     totals = _fallback_counts(met)
     sites = list(recorder.sites.values())
     return {
         "fallbacks": [s for s in sites if s["op"] != HOST_SYNC_OP],
         "host_syncs": [s for s in sites if s["op"] == HOST_SYNC_OP],
         "fallback_totals": totals,
+        "counter_source": "torch-xla executed_fallback_ops()"
+        if hasattr(met, "executed_fallback_ops")
+        else "torch-xla aten:: counters",
         "compiles": compile_counters(met),
         "graphs": read_saved_graphs(save_file),
         "op_calls": recorder.calls,
         "ops_seen": sorted(recorder.ops),
+        "lines_seen": sorted([f, n] for f, n in recorder.lines),
         "output_bytes": _nbytes(out),
     }
 
 
 def count_compiles(run_call: Callable[[Any], Any], calls: list[Any], progress: Callable[[dict], None]) -> dict[str, Any]:
     """Run one call per input and count torch-xla's compiles (no dispatch mode: the graphs are the user's own)."""
-    import torch_xla
     import torch_xla.debug.metrics as met
 
-    torch_xla.sync()
+    sync()
     met.clear_all()
     for i, inputs in enumerate(calls):
-        run_call(inputs)
-        torch_xla.sync(wait=True)
+        out = run_call(inputs)  # kept alive over the sync: a dead output's graph never runs
+        sync()
+        del out
         progress({"calls": i + 1, "compiles": int(met.counter_value("UncachedCompile") or 0)})
     return {"calls": len(calls), **compile_counters(met), "host_syncs": int(met.counter_value(HOST_SYNC_OP) or 0)}
 
