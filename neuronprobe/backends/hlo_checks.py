@@ -69,9 +69,14 @@ class HloInstruction:
         m = _TAG.search(self.op_name)
         if m:
             return m.group("file"), int(m.group("line"))
-        if self.source_file and not is_library_path(self.source_file):
+        if self.source_file and not _installed(self.source_file) and not is_library_path(self.source_file):
             return self.source_file, self.source_line
         return None, None
+
+
+def _installed(path: str) -> bool:
+    """A file of an installed package (the worker's torch is not this process's torch)."""
+    return "site-packages" in path or "dist-packages" in path
 
 
 @dataclass

@@ -295,8 +295,8 @@ class XlaCpuBackend:
             "hlo_rules": load_rules().version,
         }
         self._steps["observe"] = (
-            f"ok {step.seconds:.1f}s: {graphs} graph(s) executed, {compiles.get('uncached', 0)} compile(s), "
-            f"{len(fallbacks)} fallback site(s)"
+            f"ok {step.seconds:.1f}s: {graphs} graph(s) checked, {compiles.get('uncached', 0)} compiled on the way "
+            f"(cut by fallbacks or host reads), {len(fallbacks)} fallback site(s)"
         )
         return obs
 

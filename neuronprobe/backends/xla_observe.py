@@ -26,6 +26,7 @@ hit), including the graphs cut short by a fallback or a host read.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -36,36 +37,60 @@ HOST_SYNC_OP = "aten::_local_scalar_dense"
 # Environment for the interpreter that runs torch-xla, set before torch_xla is imported.
 DEBUG_ENV = {"XLA_HLO_DEBUG": "1", "XLA_IR_DEBUG": "1", "XLA_SAVE_TENSORS_FMT": "hlo"}
 SAVE_FILE_ENV = "XLA_SAVE_TENSORS_FILE"
-_LIBRARY_PARTS = (
-    os.sep + "torch" + os.sep,
-    os.sep + "torch_xla" + os.sep,
-    os.sep + "torch_neuronx" + os.sep,
-    os.sep + "neuronprobe" + os.sep,
-    os.sep + "contextlib.py",
-    os.sep + "transformers" + os.sep + "utils" + os.sep,
-    os.sep + "transformers" + os.sep + "modeling_utils.py",
-    os.sep + "transformers" + os.sep + "integrations" + os.sep,
-    os.sep + "transformers" + os.sep + "masking_utils.py",
-    os.sep + "transformers" + os.sep + "pytorch_utils.py",
-    os.sep + "transformers" + os.sep + "activations.py",
-    os.sep + "transformers" + os.sep + "modeling_layers.py",
+# torch's, torch-xla's and neuronprobe's own frames are never the place; transformers' shared
+# helpers are only when nothing else is (a host read inside masking_utils is still worth a line).
+_CORE_PACKAGES = ("torch", "torch_xla", "torch_neuronx")
+_NEURONPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HELPER_PARTS = tuple(
+    os.sep + "transformers" + os.sep + part
+    for part in (
+        "utils" + os.sep, "integrations" + os.sep, "generation" + os.sep, "modeling_utils.py", "masking_utils.py",
+        "pytorch_utils.py", "activations.py", "modeling_layers.py", "modeling_rope_utils.py",
+        "modeling_attn_mask_utils.py", "cache_utils.py", "modeling_flash_attention_utils.py",
+    )
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _core_dirs() -> tuple[str, ...]:
+    """The installed torch / torch-xla / SDK folders (located, not imported) and neuronprobe's own."""
+    import importlib.util
+
+    dirs = [_NEURONPROBE_DIR]
+    for name in _CORE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
+    return tuple(d + os.sep for d in dirs)
+
+
+def _is_core(path: str) -> bool:
+    if path.startswith("<") or path.endswith(os.sep + "contextlib.py"):
+        return True
+    return os.path.abspath(path).startswith(_core_dirs())
 
 
 def is_library_path(path: str) -> bool:
     """torch's, torch-xla's, the SDK's and neuronprobe's own files (and transformers' helpers)."""
-    return path.startswith("<") or any(part in path for part in _LIBRARY_PARTS)
+    return _is_core(path) or any(part in path for part in _HELPER_PARTS)
 
 
 def user_frame(start: Any = None) -> tuple[str | None, int | None]:
-    """The innermost frame outside library code, from ``start`` (default: the caller) outwards."""
+    """The innermost frame outside library code, from ``start`` (default: the caller) outwards;
+    failing that, the innermost one outside torch and neuronprobe (a transformers helper)."""
     frame = start if start is not None else sys._getframe(1)
+    helper: tuple[str | None, int | None] = (None, None)
     while frame is not None:
         name = frame.f_code.co_filename
         if not is_library_path(name):
             return name, frame.f_lineno
+        if helper[0] is None and not _is_core(name):
+            helper = (name, frame.f_lineno)
         frame = frame.f_back
-    return None, None
+    return helper
 
 
 def op_name(func: Any) -> str:
@@ -204,7 +229,16 @@ def compile_counters(met: Any) -> dict[str, int]:
     }
 
 
-def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None) -> dict[str, Any]:
+def _xla_leaves(value: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.device.type == "xla"]
+
+
+def observe(
+    program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None, execute: bool = True
+) -> dict[str, Any]:
     """Run ``program`` once on the XLA device and report what torch-xla did with it.
 
     Returns ``fallbacks`` (one entry per op and user line: count, bytes moved),
@@ -212,7 +246,14 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
     up to), ``host_syncs`` (the ``_local_scalar_dense`` entries), ``compiles``
     (UncachedCompile, CachedCompile, CompileTime) and ``graphs`` (the HLO of each
     executed graph, when ``XLA_SAVE_TENSORS_FILE`` is set).
+
+    ``execute=False`` leaves the last graph (the one the outputs still depend on)
+    uncompiled and reads its HLO instead: on the host CPU, compiling it with XLA's
+    CPU compiler is most of the run's time and says nothing about neuronx-cc.
+    Graphs cut earlier (by a fallback or a host read) were compiled and run, as
+    they must be for the program to go on.
     """
+    import torch_xla
     import torch_xla.debug.metrics as met
 
     save_file = save_file if save_file is not None else os.environ.get(SAVE_FILE_ENV)
@@ -222,7 +263,13 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
     recorder = _recorder_class()(tag_sources)
     with recorder:
         out = program()
-    sync()
+    pending: list[dict[str, Any]] = []
+    if execute:
+        sync()
+    else:
+        leaves = _xla_leaves(out)
+        if leaves:
+            pending.append({"hlo": torch_xla._XLAC._get_xla_tensors_hlo(leaves), "hash": "", "pending": True})
     totals = _fallback_counts(met)
     sites = list(recorder.sites.values())
     return {
@@ -233,7 +280,7 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
         if hasattr(met, "executed_fallback_ops")
         else "torch-xla aten:: counters",
         "compiles": compile_counters(met),
-        "graphs": read_saved_graphs(save_file),
+        "graphs": read_saved_graphs(save_file) + pending,
         "op_calls": recorder.calls,
         "ops_seen": sorted(recorder.ops),
         "lines_seen": sorted([f, n] for f, n in recorder.lines),

@@ -165,7 +165,7 @@ def main(argv: list[str]) -> int:
     steps = list(request.get("steps", ["observe"]))
     if "observe" in steps:
         factory = PROGRAMS[program_name]
-        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device)))
+        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device), execute=False))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
