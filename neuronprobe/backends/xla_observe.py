@@ -32,8 +32,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-TAG_PREFIX = "np@"  # op_name prefix that carries the user's file:line into the HLO metadata
+TAG_PREFIX = "np@"  # op_name prefix "np@FILE:LINE@aten::op@": the user's line and the dispatched op, in the HLO
 HOST_SYNC_OP = "aten::_local_scalar_dense"
+MAX_LINES_PER_OP = 20  # enough to know whether an op was called from one line only
 # Environment for the interpreter that runs torch-xla, set before torch_xla is imported.
 DEBUG_ENV = {"XLA_HLO_DEBUG": "1", "XLA_IR_DEBUG": "1", "XLA_SAVE_TENSORS_FMT": "hlo"}
 SAVE_FILE_ENV = "XLA_SAVE_TENSORS_FILE"
@@ -136,6 +137,7 @@ def _recorder_class() -> Any:
             self.calls = 0
             self.ops: set[str] = set()
             self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
+            self.op_lines: dict[str, set[tuple[str, int]]] = {}  # dispatched op -> the user lines that called it
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
@@ -149,6 +151,9 @@ def _recorder_class() -> Any:
                 file, line = user_frame(sys._getframe(1))
                 if file is not None and line is not None:
                     self.lines.add((file, line))
+                    places = self.op_lines.setdefault(op_name(func), set())
+                    if len(places) < MAX_LINES_PER_OP:
+                        places.add((file, line))
             if after != before:
                 moved = _nbytes((args, kwargs, out))
                 for name, value in after.items():
@@ -162,7 +167,7 @@ def _recorder_class() -> Any:
                     site["count"] += delta
                     site["bytes"] += moved
             if self.tag and file is not None:
-                tag = f"{TAG_PREFIX}{file}:{line}@"
+                tag = f"{TAG_PREFIX}{file}:{line}@{op_name(func)}@"
                 for t in tree_leaves(out):
                     if isinstance(t, torch.Tensor) and t.device.type == "xla":
                         try:
@@ -284,6 +289,7 @@ def observe(
         "op_calls": recorder.calls,
         "ops_seen": sorted(recorder.ops),
         "lines_seen": sorted([f, n] for f, n in recorder.lines),
+        "op_lines": {op: sorted([f, n] for f, n in places) for op, places in recorder.op_lines.items()},
         "output_bytes": _nbytes(out),
     }
 
