@@ -199,6 +199,7 @@ class XlaCpuBackend:
 
     env: XlaEnv
     chosen_by_auto: bool = False
+    program: str = "forward"  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
     _steps: dict[str, str] = field(default_factory=dict)
 
     def info(self) -> BackendInfo:
@@ -225,7 +226,9 @@ class XlaCpuBackend:
                 "--backend xla-cpu runs the model in its own torch 2.9 interpreter: give a model file or an hf: spec, "
                 "not a model object"
             )
-        return {"spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": "forward", "steps": steps}
+        return {
+            "spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": self.program, "steps": steps,
+        }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         request = self._request(loaded, ["observe"])
