@@ -274,8 +274,13 @@ class XlaCpuBackend:
             obs.op_verdicts = observed_verdicts(obs.findings)
             return obs
         if step.status != "ok":
+            last = next((ln.strip() for ln in reversed(run.log.splitlines()) if ln.strip()), "")
             obs.limitations.append(
-                Limitation("xla-cpu backend: observe", f"{step.error or step.status}; its ops are only predicted")
+                Limitation(
+                    "xla-cpu backend: observe",
+                    f"{step.error or step.status}; its ops are only predicted"
+                    + (f" (the worker's last output: {last[:200]})" if last else ""),
+                )
             )
             return obs
         value = step.value or {}
