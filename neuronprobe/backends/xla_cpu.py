@@ -36,6 +36,7 @@ from neuronprobe.backends.xla_findings import (
     host_sync_findings,
     observed_verdicts,
     rel_path,
+    run_verdicts,
 )
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
@@ -288,16 +289,7 @@ class XlaCpuBackend:
         hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}))
         obs.findings = fallbacks + host_sync_findings(value) + hlo
         obs.limitations.extend(limits)
-        obs.op_verdicts = observed_verdicts(obs.findings)
-        for op in rejected_ops:
-            obs.op_verdicts.setdefault(op, "compile_error")
-        # Ops that ran without a fallback inside them lowered; the one that triggered a fallback did not.
-        # An op whose (base) name has an observed problem (a fallback it triggered, an HLO rule) did not lower.
-        triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
-        problems = {op.split(".", 1)[0] for op in obs.op_verdicts}
-        for op in value.get("ops_seen", []):
-            if op not in triggered and op.split(".", 1)[0] not in problems:
-                obs.op_verdicts.setdefault(op, "lowered")
+        obs.op_verdicts = run_verdicts(value, obs.findings, rejected_ops)
         compiles = value.get("compiles", {})
         obs.extra = {
             "graphs": graphs,

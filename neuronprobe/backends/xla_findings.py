@@ -146,4 +146,21 @@ def observed_verdicts(findings: list[Finding]) -> dict[str, str]:
     return verdicts
 
 
-__all__ = ["fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]
+def run_verdicts(value: dict[str, Any], findings: list[Finding], rejected_ops: set[str]) -> dict[str, str]:
+    """Observed verdict per dispatched op of one run, for prediction_diff.
+
+    An op with an observed problem (a fallback or host read it triggered, an HLO rule on
+    what it built, under any overload) did not lower; every other op the run dispatched did.
+    """
+    verdicts = observed_verdicts(findings)
+    for op in rejected_ops:
+        verdicts.setdefault(op, "compile_error")
+    triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
+    problems = {op.split(".", 1)[0] for op in verdicts}
+    for op in value.get("ops_seen", []):
+        if op not in triggered and op.split(".", 1)[0] not in problems:
+            verdicts.setdefault(op, "lowered")
+    return verdicts
+
+
+__all__ = ["run_verdicts", "fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]
