@@ -47,7 +47,7 @@ BACKEND_NAME = "xla-cpu"
 POLL_S = 0.05
 REAP_S = 5.0
 MAX_LOG_CHARS = 20_000
-SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the neuronprobe package
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # neuronprobe/, imported by the worker from source
 
 
 
@@ -73,10 +73,24 @@ class WorkerRun:
     seconds: float = 0.0
 
 
+def worker_path(workdir: Path) -> Path:
+    """A folder holding only a link to neuronprobe's package: the worker's PYTHONPATH.
+
+    Not the folder neuronprobe is installed in: that may be this process's
+    site-packages, whose torch would shadow the worker's torch 2.9.
+    """
+    folder = workdir / "pythonpath"
+    folder.mkdir(exist_ok=True)
+    link = folder / "neuronprobe"
+    if not link.exists():
+        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
+    return folder
+
+
 def worker_env(workdir: Path, save_graphs: bool) -> dict[str, str]:
     """The worker's environment: neuronprobe's source on the path, torch-xla on the CPU, HLO debug on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLA_SAVE_TENSORS")}
-    env["PYTHONPATH"] = str(SOURCE_ROOT)
+    env["PYTHONPATH"] = str(worker_path(workdir))
     env["PJRT_DEVICE"] = "CPU"
     env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
     env["HF_HUB_OFFLINE"] = "1"
