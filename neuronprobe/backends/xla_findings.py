@@ -45,11 +45,17 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         op, count = str(site["op"]), int(site.get("count", 1))
         placed[op] = placed.get(op, 0) + count
         per_call = int(site.get("bytes", 0)) // max(count, 1)
+        unplaced = (
+            "; no frame of the model's code called it (an autograd or device thread): placed by op name where the "
+            "capture has the op, else unplaced"
+            if site.get("file") is None
+            else ""
+        )
         findings.append(
             Finding(
                 op=op, verdict="cpu_fallback", file=rel_path(site.get("file")), line=site.get("line"), module=None,
                 message=f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
-                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)})",
+                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)}{unplaced})",
                 fix=FIX_FALLBACK, rule="observed-fallback", count=count, origin="observed", bytes_per_call=per_call,
                 source_line=line_text(site.get("file"), site.get("line")),
             )
