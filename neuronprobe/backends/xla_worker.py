@@ -83,8 +83,7 @@ def load(request: dict[str, Any]) -> Any:
     spec = str(request["spec"])
     if spec.startswith(HF_PREFIX):
         return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu")
-    loaded = load_model_file(Path(spec))
-    return loaded
+    return load_model_file(Path(spec))
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:
@@ -149,13 +148,19 @@ def main(argv: list[str]) -> int:
 
         return {"torch": torch.__version__, "torch-xla": torch_xla.__version__, "python": sys.version.split()[0]}
 
-    ok, stack = run_step(events, "import", versions)
+    ok, _ = run_step(events, "import", versions)
     if not ok:
         return 3
-    ok, loaded = run_step(events, "load", lambda: _describe(load(request)))
+    models: dict[str, Any] = {}
+
+    def load_step() -> dict[str, Any]:
+        models["loaded"] = loaded = load(request)
+        return {"name": loaded.name, "source": loaded.source}
+
+    ok, _ = run_step(events, "load", load_step)
     if not ok:
         return 4
-    loaded = _LOADED["model"]
+    loaded = models["loaded"]
     import torch_xla
 
     from neuronprobe.backends import xla_observe
@@ -165,7 +170,7 @@ def main(argv: list[str]) -> int:
     steps = list(request.get("steps", ["observe"]))
     if "observe" in steps:
         factory = PROGRAMS[program_name]
-        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device), execute=False))
+        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device), execute=False))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
@@ -186,15 +191,6 @@ def main(argv: list[str]) -> int:
 
         run_step(events, "compiles", lambda: xla_observe.count_compiles(run_call, calls, progress))
     return 0
-
-
-_LOADED: dict[str, Any] = {}
-
-
-def _describe(loaded: Any) -> dict[str, Any]:
-    """Keep the model for the next steps; report what was loaded (as data)."""
-    _LOADED["model"] = loaded
-    return {"name": loaded.name, "source": loaded.source}
 
 
 if __name__ == "__main__":
