@@ -16,6 +16,10 @@ way). While it runs, a ``TorchDispatchMode`` sees every aten op call and
 * tags the op's output IR with the user's file:line (``_set_xla_custom_op_name_prefix``),
   so every HLO instruction lowered from it carries the user's line in ``op_name``.
 
+A program the aten-level mode breaks (functionalization rejects a CPU tensor in an
+in-place op on an XLA tensor under it) is observed again with a ``TorchFunctionMode``,
+above the dispatcher: the same records, per torch call instead of per aten op.
+
 ``XLA_HLO_DEBUG=1`` / ``XLA_IR_DEBUG=1`` (set before torch_xla is imported) make torch-xla
 write ``source_file``/``source_line`` metadata on HLO ops, but from the innermost Python
 frame only, which is usually torch's own module code; the op-name tag is what places
