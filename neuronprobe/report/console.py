@@ -66,7 +66,7 @@ def render_summary(report: Report) -> Any:
         parts.append(Text(f"\nfindings: {len(report.findings)} (showing {len(shown)})", style="bold"))
         for f in shown:
             tag = f.verdict + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin == "observed" else "")
-            line = Text.assemble(("  " + tag.ljust(26), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
+            line = Text.assemble(("  " + (tag + " ").ljust(26), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
             if f.count > 1:
                 line.append(f"  x{f.count}")
             parts.append(line)
