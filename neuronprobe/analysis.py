@@ -5,6 +5,7 @@ Pure: it returns a :class:`Report` and never prints, exits or writes files.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -12,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +65,7 @@ class AnalyzeOptions:
     timeout: float = 1800.0
     op_timeout: float = 600.0
     command_line: str = ""
+    train: Any = None  # a training.TrainOptions: analyse the whole training step (--train)
 
 
 @dataclass
@@ -100,14 +103,22 @@ def analyze(
     require_backend: str | None = None,
     name: str | None = None,
     traffic: TrafficOptions | None = None,
+    train: bool = False,
+    optimizer: str = "adamw",
+    optimizer_impl: str = "for-loop",
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
-    file, or an ``hf:<model_type>`` spec.
+    file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
     """
     options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend)
+    if train:
+        from neuronprobe.training import TrainOptions, check_options
+
+        options.train = check_options(TrainOptions(optimizer=optimizer, optimizer_impl=optimizer_impl))
     if isinstance(model, (str, os.PathLike)):
         return analyze_spec(str(model), options, traffic or TrafficOptions())
     resolved = _resolve(options)
@@ -136,8 +147,20 @@ def _analyze_loaded(
 ) -> Report:
     table = load_table()
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
+    training: Any = None  # the training module, imported only for --train
+    if options.train is not None:
+        from neuronprobe import training as training_module
+
+        training = training_module
+        training.check_trainable(loaded.module, loaded.name)
+        loaded = training.with_labels(loaded)
     try:
-        graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
+        if training is not None and loaded.train_step is not None:
+            # train_step() calls the model itself: its forward is recorded with the step, not exported apart.
+            graph = OpGraph(calls=[], method=training.STEP_CAPTURE)
+        else:
+            with training.train_mode(loaded.module) if training else _nothing():
+                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
@@ -146,8 +169,18 @@ def _analyze_loaded(
         ) from err.original
     classified = [ClassifiedCall(c, classify(c, options.target, table)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
+    step = None
+    if training is not None:
+        step = training.capture_training(loaded, options.train, prefix)
+        base = lambda call: classify(call, options.target, table)  # noqa: E731
+        counted.extend(
+            c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls)
+            if c.verdict.rule != "bookkeeping"
+        )
 
     findings = _findings(counted)
+    if training is not None and step is not None:
+        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
@@ -165,7 +198,7 @@ def _analyze_loaded(
             method=graph.method,
             export_error=f"{graph.failure.exception}: {graph.failure.message}" if graph.failure else None,
             seconds=round(graph.seconds, 3),
-            nodes=len(graph.calls),
+            nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
         ),
         support_table=SupportTableInfo(
             version=table.label(), target=options.target, provenance=list(table.provenance)
@@ -178,18 +211,46 @@ def _analyze_loaded(
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
+    from neuronprobe.training import phase_summaries
+
+    report.summary.phases = phase_summaries(report.ops, report.findings)
+    if training is not None and step is not None:
+        _apply_training(report, training, step, options, traffic, device_graph_count(counted))
     return report
+
+
+@contextlib.contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def _apply_training(
+    report: Report, training: Any, step: Any, options: AnalyzeOptions, traffic: TrafficOptions, graphs: int
+) -> None:
+    """The training step's own report parts: TrainInfo, measured-rule provenance, the epoch's batch shapes."""
+    report.train = training.train_info(step, options.train, graphs)
+    report.support_table.provenance.extend(training.provenance())
+    report.not_analysed.extend(Limitation(what="training step", why=n) for n in step.notes)
+    lists = traffic.batch_sizes if not traffic.given else None
+    epoch = training.epoch_batches(options.train, lists)
+    if epoch is None:
+        return
+    section = training.epoch_recompiles(epoch[0], epoch[1], traffic.compile_seconds)
+    if report.recompiles is None:
+        report.recompiles = section
+    else:
+        report.recompiles.causes.extend(section.causes)
 
 
 def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
-    groups: dict[tuple[str, str, str | None, int | None], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[str, str, str | None, int | None, str], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
         if c.verdict.verdict in SUPPORTED_VERDICTS:
             continue
-        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line)].append(c)
+        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line, c.call.phase)].append(c)
     out = []
-    for (verdict, rule, file, line), items in groups.items():
+    for (verdict, rule, file, line, phase), items in groups.items():
         first = items[0]
         others = sorted({i.call.op for i in items} - {first.call.op})
         message = first.verdict.reason + (f" (also on this line: {', '.join(others)})" if others else "")
@@ -208,6 +269,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
                 count=len(items),
                 bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == "cpu_fallback" else 0,
                 shapes=first.call.shapes(),
+                phase=phase,
             )
         )
     return out
@@ -314,11 +376,11 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
 
 
 def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
-    groups: dict[tuple[str, str], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
-        groups[(c.call.op, c.verdict.verdict)].append(c)
+        groups[(c.call.op, c.verdict.verdict, c.call.phase)].append(c)
     rows = []
-    for (op, verdict), items in groups.items():
+    for (op, verdict, phase), items in groups.items():
         shapes: list[str] = []
         for i in items:
             s = i.call.shapes()
@@ -334,6 +396,7 @@ def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
                 dtypes=sorted({t.dtype for i in items for t in [*i.call.inputs, *i.call.outputs]}),
                 example_shapes=shapes,
                 modules=sorted({i.call.module for i in items if i.call.module})[:5],
+                phase=phase,
             )
         )
     rows.sort(key=lambda r: (-VERDICTS.index(r.verdict), -r.count, r.op))

@@ -40,6 +40,9 @@ class LoadedModel:
     sample_inputs: Callable[[], Iterable[Any]] | None = None
     path: Path | None = None
     on_meta: bool = False
+    # --train: the model file's optional train_step(model, optimizer, batch) and get_optimizer(model)
+    train_step: Callable[..., Any] | None = None
+    get_optimizer: Callable[[Any], Any] | None = None
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -148,7 +151,14 @@ def load_model_file(path: Path) -> LoadedModel:
         if callable(getattr(module, "sample_inputs", None))
         else None,
         path=path,
+        train_step=_optional(module, "train_step"),
+        get_optimizer=_optional(module, "get_optimizer"),
     )
+
+
+def _optional(module: Any, name: str) -> Callable[..., Any] | None:
+    value = getattr(module, name, None)
+    return value if callable(value) else None
 
 
 # --- hf: architectures ---------------------------------------------------------------
