@@ -229,6 +229,7 @@ def _apply_training(
 ) -> None:
     """The training step's own report parts: TrainInfo, measured-rule provenance, the epoch's batch shapes."""
     report.train = training.train_info(step, options.train, graphs)
+    report.summary.device_graphs = max(report.summary.device_graphs, report.train.graphs_per_step)
     report.support_table.provenance.extend(training.provenance())
     report.not_analysed.extend(Limitation(what="training step", why=n) for n in step.notes)
     lists = traffic.batch_sizes if not traffic.given else None
