@@ -446,10 +446,15 @@ def check_trainable(module: Any, name: str) -> None:
     """A traced/scripted module or one without trainable parameters cannot be trained (exit 2)."""
     import torch
 
-    if isinstance(module, torch.jit.ScriptModule) or not any(p.requires_grad for p in module.parameters()):
+    if isinstance(module, torch.jit.ScriptModule):
         raise InputError(
-            f"{name}: --train needs a torch.nn.Module with trainable parameters; "
-            f"{type(module).__name__} has none (a traced or eval-only module cannot be trained)"
+            f"{name}: --train needs a torch.nn.Module with parameters to train; this model is a "
+            f"{type(module).__name__} (a traced or scripted module is eval-only): return the nn.Module itself from get_model()"
+        )
+    if not any(p.requires_grad for p in module.parameters()):
+        raise InputError(
+            f"{name}: --train needs a torch.nn.Module with parameters to train; {type(module).__name__} has no parameter "
+            "with requires_grad=True"
         )
 
 
@@ -462,10 +467,12 @@ def _loss_of(output: Any) -> tuple[Any, str]:
     tensors = [(keystr(path) or "output", t) for path, t in leaves if isinstance(t, torch.Tensor)]
     usable = [(n, t) for n, t in tensors if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
     if not usable:
-        names = ", ".join(f"output{n if n != 'output' else ''}" for n, _ in tensors) or "the output (no tensor)"
+        names = ", ".join(
+            f"the model's output{n if n != 'output' else ''} ({_tensor_metas(t)[0]})" for n, t in tensors
+        ) or "the model's output (not a tensor)"
         raise InputError(
-            f"--train: {names} has no gradient path to the parameters (requires_grad=False): "
-            "return a tensor computed from the parameters, or define train_step(model, optimizer, batch)"
+            f"--train: {names} has no gradient path to the parameters (no float output with requires_grad): "
+            "return a float tensor computed from the parameters, or define train_step(model, optimizer, batch)"
         )
     loss = usable[0][1].sum()
     for _, t in usable[1:]:
