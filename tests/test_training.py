@@ -182,3 +182,19 @@ def test_train_step_that_raises_names_its_line(tmp_path):
 
 def test_every_phase_is_known():
     assert PHASES == ("forward", "backward", "optimizer", "loop")
+
+
+def test_nightly_config_trains_a_model_when_asked(tmp_path):
+    from neuronprobe.errors import ConfigError
+    from neuronprobe.nightly import analyze_model, load_config
+
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'[[models]]\nmodel = "{MODELS / "train_item_logging.py"}"\ntrain = true\n')
+    settings = load_config(config)
+    assert settings.models[0].train is True
+    report = analyze_model(settings.models[0], settings, None, "neuronprobe nightly")
+    assert report.train is not None and [f.phase for f in report.findings] == ["loop"]
+
+    config.write_text(f'[[models]]\nmodel = "{MODELS / "mlp.py"}"\ntrain = "yes"\n')
+    with pytest.raises(ConfigError, match="train"):
+        load_config(config)
