@@ -148,16 +148,19 @@ def _analyze_loaded(
     table = load_table()
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
     training: Any = None  # the training module, imported only for --train
+    step = None
     if options.train is not None:
         from neuronprobe import training as training_module
 
         training = training_module
         training.check_trainable(loaded.module, loaded.name)
         loaded = training.with_labels(loaded)
+        if loaded.train_step is not None:
+            # train_step() calls the model itself: run it first to learn what the forward is called with.
+            step = training.capture_training(loaded, options.train, prefix)
     try:
-        if training is not None and loaded.train_step is not None:
-            # train_step() calls the model itself: its forward is recorded with the step, not exported apart.
-            graph = OpGraph(calls=[], method=training.STEP_CAPTURE)
+        if step is not None:
+            graph = training.capture_step_forward(step, loaded, prefix, capture)
         else:
             with training.train_mode(loaded.module) if training else _nothing():
                 graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
@@ -169,9 +172,8 @@ def _analyze_loaded(
         ) from err.original
     classified = [ClassifiedCall(c, classify(c, options.target, table)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
-    step = None
     if training is not None:
-        step = training.capture_training(loaded, options.train, prefix)
+        step = step or training.capture_training(loaded, options.train, prefix)
         base = lambda call: classify(call, options.target, table)  # noqa: E731
         counted.extend(
             c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls)

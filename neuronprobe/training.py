@@ -143,6 +143,7 @@ class TrainCapture:
     train_step: bool
     seconds: float
     notes: list[str] = field(default_factory=list)
+    model_inputs: tuple[Any, Any] | None = None  # (args, kwargs) of the model's first call, tensors as TensorMeta
 
 
 def check_options(options: TrainOptions) -> TrainOptions:
@@ -221,9 +222,9 @@ class _Site:
 class _State:
     """Shared by the two modes and the module hooks while one step runs."""
 
-    def __init__(self, names: dict[int, tuple[str, str]], record_model: bool) -> None:
+    def __init__(self, names: dict[int, tuple[str, str]]) -> None:
         self.names = names  # id(module) -> (path, type)
-        self.record_model = record_model  # record the model's own forward ops too (train_step: no export capture)
+        self.model_inputs: tuple[Any, Any] | None = None  # what train_step first called the model with
         self.modules: list[tuple[str, str]] = []
         self.in_backward = False
         self.backward_done = False
@@ -370,7 +371,7 @@ def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str
         if site.file is None and state.optimizer_site is not None:
             site = state.optimizer_site
     else:
-        if state.modules and not state.record_model:
+        if state.modules:
             return  # the model's own forward: captured by torch.export with its graph and lines
         phase, site = "forward", state.user_site()
     call = _bare_call(func, len(state.calls))
@@ -542,7 +543,13 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
         if strip_module_prefix and path.startswith(strip_module_prefix):
             path = path[len(strip_module_prefix) :]
         names[id(sub)] = (path or None, f"{type(sub).__module__}.{type(sub).__qualname__}")
-    state = _State(names, record_model=getattr(loaded, "train_step", None) is not None)  # type: ignore[arg-type]
+    state = _State(names)  # type: ignore[arg-type]
+
+    def first_call(module: Any, call_args: Any, call_kwargs: Any) -> None:
+        if state.model_inputs is None:
+            state.model_inputs = (_metas_of(call_args), _metas_of(call_kwargs))
+
+    model.register_forward_pre_hook(first_call, with_kwargs=True)
     args = _fake_inputs(loaded.args, fake_mode)
     kwargs = _fake_inputs(loaded.kwargs, fake_mode)
     get_optimizer = getattr(loaded, "get_optimizer", None)
@@ -588,7 +595,42 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
         train_step=train_step is not None,
         seconds=time.perf_counter() - start,
         notes=notes,
+        model_inputs=state.model_inputs,
     )
+
+
+def _metas_of(value: Any) -> Any:
+    """A call's arguments with each tensor replaced by its TensorMeta (the fake tensors die with the step)."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    return tree_map(lambda t: _tensor_metas(t)[0] if isinstance(t, torch.Tensor) else t, value)
+
+
+def capture_step_forward(step: TrainCapture, loaded: Any, strip_module_prefix: str, capture: Callable[..., Any]) -> Any:
+    """Export the model's forward with inputs shaped like those train_step() called it with.
+
+    The inputs are zeros (or empty tensors on the meta device): a forward reads shapes,
+    dtypes and control flow from them, not values. A step that never called the
+    model leaves the forward to the step's own record.
+    """
+    import torch
+    from torch.utils._pytree import tree_map
+
+    from neuronprobe.capture import OpGraph
+
+    if step.model_inputs is None:
+        return OpGraph(calls=[], method=STEP_CAPTURE)
+    device = "meta" if loaded.on_meta else "cpu"
+
+    def real(value: Any) -> Any:
+        if isinstance(value, TensorMeta):
+            return torch.zeros([int(s) for s in value.shape], dtype=getattr(torch, value.dtype), device=device)
+        return value
+
+    args, kwargs = tree_map(real, step.model_inputs, is_leaf=lambda v: isinstance(v, TensorMeta))
+    with train_mode(loaded.module):
+        return capture(loaded.module, tuple(args), dict(kwargs), strip_module_prefix)
 
 
 def _merge_reads(reads: list[HostRead]) -> list[HostRead]:
