@@ -70,6 +70,8 @@ print("syncfree:", [n for n in dir(sf) if not n.startswith("_")])
 step(lambda p: sf.AdamW(p), name="syncfree.AdamW")
 import torch_xla.core.xla_model as xm
 print("add_step_closure:", hasattr(xm, "add_step_closure"))
+from torch.optim.optimizer import _default_to_fused_or_foreach
+print("default (fused, foreach) for XLA params:", _default_to_fused_or_foreach([torch.zeros(3, device=dev)], differentiable=False, use_fused=False))
 # host reads in a loop
 m = model(); opt = torch.optim.AdamW(m.parameters(), foreach=False)
 for kind in ["item", "print", "cpu", "tolist", "branch", "none", "closure"]:
