@@ -522,6 +522,9 @@ def _apply_observation(
     report.not_analysed.extend(observation.limitations)
     report.backend = resolved.live.info()  # now with the steps that ran and analyze's own support %
     report.prediction_diff = prediction_diff(report, observation.op_verdicts)
+    refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
+    if callable(refine):
+        refine(report, observation, calls)
 
 
 def _op_base(op: str) -> str:

@@ -125,7 +125,10 @@ def analyze(
     ] = None,
     target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = "trn1",
     backend: Annotated[
-        str, typer.Option(help="auto (the real SDK when present, else static), static or neuron.")
+        str,
+        typer.Option(
+            help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."
+        ),
     ] = "auto",
     require_backend: Annotated[
         Optional[str],
@@ -544,7 +547,12 @@ def doctor(
             }
             _out_console().print_json(json.dumps(data))
         else:
-            _out_console().print(_doctor_table(detection, chosen))
+            table = _doctor_table(detection, chosen)
+            from neuronprobe.backends.xla_env import find_env
+
+            xla = find_env()
+            table.add_row("xla-cpu environment", xla.summary())
+            _out_console().print(table)
         resolve_backend("auto", require_backend)  # BackendUnavailable -> one line, exit 2
 
 
@@ -575,6 +583,37 @@ def _doctor_table(detection: Any, chosen: Any) -> Any:
     for note in detection.notes:
         table.add_row("note", Text(note))
     return table
+
+
+# --- setup (issue 10) --------------------------------------------------------------
+
+
+@app.command()
+def setup(
+    backend: Annotated[str, typer.Argument(help="The backend to set up: xla-cpu.")],
+    path: Annotated[
+        Optional[Path],
+        typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu)."),
+    ] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Create the environment a backend runs in (xla-cpu: torch 2.9 + torch-xla 2.9 from PyPI); reuses a complete one."""
+    with _errors(debug):
+        if backend != "xla-cpu":
+            raise _fail(f"setup {backend!r}: the only backend with an environment to set up is xla-cpu")
+        from rich.markup import escape
+
+        from neuronprobe.backends.xla_env import default_env_path, setup_env
+
+        target = path or default_env_path()
+        err = _err_console()
+        with err.status(f"setting up the xla-cpu environment at {target}") as status:
+            env = setup_env(target, progress=lambda line: status.update(f"xla-cpu set-up: {escape(line[-150:])}"))
+        out = _out_console()
+        how = "already complete, reused" if env.reused else f"created in {env.setup_seconds:.0f} s"
+        out.print(f"xla-cpu environment {how}: {env.path}", markup=False)
+        out.print(f"python: {env.python}", markup=False)
+        out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items())), markup=False)
 
 
 def main() -> None:

@@ -43,6 +43,7 @@ class LoadedModel:
     # --train: the model file's optional train_step(model, optimizer, batch) and get_optimizer(model)
     train_step: Callable[..., Any] | None = None
     get_optimizer: Callable[[Any], Any] | None = None
+    overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -240,13 +241,19 @@ def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
     return config
 
 
-def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN) -> LoadedModel:
-    """Build ``model_type`` from its default config on the meta device (no weights allocated)."""
+def load_hf(
+    model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta"
+) -> LoadedModel:
+    """Build ``model_type`` from its default config on the meta device (no weights allocated).
+
+    ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker runs it).
+    """
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    overrides = list(overrides)
     config = build_hf_config(model_type, overrides)
     import transformers
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -255,7 +262,7 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
 
     encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     try:
-        with torch.device("meta"):
+        with torch.device(device):
             # The model class a user would deploy: a causal LM, a seq2seq LM, else the base model.
             head = AutoModelForSeq2SeqLM if encoder_decoder else AutoModelForCausalLM
             try:
@@ -271,9 +278,9 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
     decoder_vocab = int(getattr(getattr(config, "decoder", None), "vocab_size", 0) or vocab)
 
     def make_inputs(batch_size: int, seq: int) -> dict[str, Any]:
-        inputs: dict[str, Any] = {main_input: _hf_main_input(inner, config, vocab, batch_size, seq, "meta")}
+        inputs: dict[str, Any] = {main_input: _hf_main_input(inner, config, vocab, batch_size, seq, device)}
         if encoder_decoder:
-            inputs["decoder_input_ids"] = torch.randint(0, decoder_vocab, (batch_size, seq), device="meta")
+            inputs["decoder_input_ids"] = torch.randint(0, decoder_vocab, (batch_size, seq), device=device)
         return inputs
 
     kwargs = make_inputs(HF_DEFAULT_BATCH, seq_len)
@@ -283,5 +290,6 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
         module=module,
         kwargs=kwargs,
         make_inputs=make_inputs,
-        on_meta=True,
+        on_meta=device == "meta",
+        overrides=list(overrides),
     )

@@ -132,3 +132,36 @@ def hide_modules(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
         module.install(set(names))
 
     return hide
+
+
+# --- the xla-cpu backend's environment (issue 10) ------------------------------------------------
+# `make test` creates the real environment once per machine (`make xla-env`). The suite
+# itself is hermetic: `--backend auto` must not pick up the machine's xla-cpu environment
+# in tests that are about something else, so every test sees an empty NEURONPROBE_XLA_ENV
+# and no NEURONPROBE_XLA_PYTHON, except through the `xla_env` fixture below.
+_XLA_PYTHON_ENV = "NEURONPROBE_XLA_PYTHON"
+_XLA_DIR_ENV = "NEURONPROBE_XLA_ENV"
+_REAL_XLA = {k: os.environ.get(k, "") for k in (_XLA_PYTHON_ENV, _XLA_DIR_ENV, "XDG_CACHE_HOME")}
+os.environ[_XLA_DIR_ENV] = str(Path(__file__).resolve().parent / ".no-xla-env")
+os.environ.pop(_XLA_PYTHON_ENV, None)
+
+
+@pytest.fixture(scope="session")
+def xla_python() -> str:
+    """The xla-cpu interpreter `make xla-env` created; FAILS (never skips) with the reason when it is not usable."""
+    from neuronprobe.backends.xla_env import find_env
+
+    real = {k: v for k, v in _REAL_XLA.items() if v}
+    environ = {**{k: v for k, v in os.environ.items() if k not in (_XLA_DIR_ENV, _XLA_PYTHON_ENV)}, **real}
+    env = find_env(environ)
+    if not env.usable:
+        pytest.fail(f"the xla-cpu environment is not usable: {env.problem} (make test creates it with `make xla-env`)")
+    assert env.python is not None
+    return env.python
+
+
+@pytest.fixture
+def xla_env(xla_python: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """This test (and the CLI processes it starts) uses the real xla-cpu environment."""
+    monkeypatch.setenv(_XLA_PYTHON_ENV, xla_python)
+    return xla_python

@@ -26,7 +26,11 @@ DISAGREE = {
 
 
 def _cli(args: list[str], pythonpath: list[Path], **env: str) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith(("NEURONPROBE_", "FAKE_NEURON_"))}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NEURONPROBE_", "FAKE_NEURON_")) or k == "NEURONPROBE_XLA_ENV"  # conftest: no xla-cpu env
+    }
     environment["PYTHONPATH"] = os.pathsep.join(str(p) for p in pythonpath)
     environment["COLUMNS"] = "200"  # rich wraps tables at the terminal width
     environment.update(env)

@@ -3,6 +3,8 @@
 * ``static`` predicts from the bundled support table (any machine).
 * ``neuron`` asks the real Neuron SDK on a Neuron host and reports what it
   observed; predictions are still made, so the two can be compared.
+* ``xla-cpu`` runs the real torch-xla 2.9 lowering on the host CPU, in its own
+  interpreter (``neuronprobe setup xla-cpu``), and reports what it observed.
 
 A live backend implements :class:`LiveBackend`. :func:`resolve_backend` picks
 one for ``--backend auto|static|neuron`` and enforces ``--require-backend``
@@ -17,7 +19,7 @@ from typing import Any, Protocol
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation
 
-BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron")
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron", "xla-cpu")
 
 
 @dataclass
@@ -60,8 +62,17 @@ def resolve_backend(name: str, require: str | None = None) -> ResolvedBackend:
     """Pick the backend; fail closed (BackendUnavailable, exit 2) when ``require`` cannot be met."""
     if name not in BACKEND_CHOICES:
         raise InputError(f"--backend {name!r}: use one of {', '.join(BACKEND_CHOICES)}")
-    if require not in (None, "neuron", "static"):
-        raise InputError(f"--require-backend {require!r}: use neuron (or static, which is always there)")
+    if require not in (None, "neuron", "static", "xla-cpu"):
+        raise InputError(f"--require-backend {require!r}: use neuron, xla-cpu (or static, which is always there)")
+    if name == "xla-cpu" or require == "xla-cpu":
+        from neuronprobe.backends.xla_resolve import resolve_xla_cpu
+
+        return resolve_xla_cpu(name, require)
     from neuronprobe.backends import neuron
 
-    return neuron.resolve(name, require)
+    resolved = neuron.resolve(name, require)
+    if name == "auto" and resolved.live is None:
+        from neuronprobe.backends.xla_resolve import auto_xla_cpu
+
+        return auto_xla_cpu(resolved)
+    return resolved

@@ -384,6 +384,22 @@ def apply_fallbacks(builder: _Builder, counts: dict[str, int], source: str) -> N
         builder.add(op, "cpu_fallback", f"{op} ran on the CPU ({source}: {n} call(s) in one forward)", "observed-fallback", count=max(int(n), 1))
 
 
+def apply_xla_observation(builder: _Builder, value: dict[str, Any]) -> None:
+    """A forward observed by xla_observe (the same observation as the xla-cpu backend's)."""
+    from neuronprobe.backends.xla_findings import fallback_findings, host_sync_findings
+
+    fallbacks, limitations = fallback_findings(value)
+    builder.limitations.extend(limitations)
+    for f in [*fallbacks, *host_sync_findings(value)]:
+        builder.verdict(f.op, f.verdict)
+        builder.add(f.op, f.verdict, f.message, f.rule, count=f.count, file=f.file, line=f.line)
+        added = builder.finding_for(f.op, f.file, f.line) if f.file is not None else builder.finding_for(f.op)
+        if added is not None:
+            added.fix = f.fix
+            added.bytes_per_call = added.bytes_per_call or f.bytes_per_call
+            added.source_line = added.source_line or f.source_line
+
+
 def apply_native(builder: _Builder, value: dict[str, Any]) -> None:
     fallback = set(value.get("fallback", []))
     for op in sorted(set(value.get("executed", [])) - fallback):
@@ -511,7 +527,7 @@ class NeuronLiveBackend:
                 builder.compile_failure("trace", result, "torch_neuronx.trace")
         elif name == "run" and self.kind == STACK_XLA:
             if result.status == STATUS_OK:
-                apply_fallbacks(builder, result.value["fallback_counts"], result.value["source"])
+                apply_xla_observation(builder, result.value)
             elif result.status == STATUS_ERROR:
                 builder.compile_failure("run", result, "a forward on the XLA device", DEVICE_RUN_OP)
         elif name == "run":

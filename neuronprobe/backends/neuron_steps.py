@@ -104,28 +104,24 @@ def step_trace(module: Any, args: tuple, kwargs: dict, workdir: str, target: str
 
 
 def step_xla_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    """One forward on the XLA device, observed by the code the xla-cpu backend uses (xla_observe)."""
     import torch
     import torch_xla.core.xla_model as xm
-    import torch_xla.debug.metrics as met
+
+    from neuronprobe.backends import xla_observe
 
     module, args, kwargs = _materialise(module, args, kwargs)
     device = xm.xla_device()
     module = module.to(device)
     args, kwargs = _to_device(args, device), _to_device(kwargs, device)
-    met.clear_all()
-    with torch.no_grad():
-        out = module(*args, **kwargs)
-    xm.mark_step()
-    _to_cpu(out)
-    if hasattr(met, "executed_fallback_ops"):
-        names, source = list(met.executed_fallback_ops()), "torch-xla executed_fallback_ops()"
-    else:
-        names, source = [n for n in met.counter_names() if n.startswith("aten::")], "torch-xla aten:: counters"
-    return {
-        "fallback_counts": {n: int(met.counter_value(n) or 0) for n in names},
-        "source": source,
-        "uncached_compiles": int(met.counter_value("UncachedCompile") or 0),
-    }
+
+    def forward() -> Any:
+        with torch.no_grad():
+            return module(*args, **kwargs)
+
+    value = xla_observe.observe(forward, save_file="")
+    value["source"] = "torch-xla fallback counters"
+    return value
 
 
 def step_native_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
@@ -154,26 +150,20 @@ def _split(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
 def step_xla_compiles(module: Any, calls: list, workdir: str, progress: Callable) -> Any:
     import torch
     import torch_xla.core.xla_model as xm
-    import torch_xla.debug.metrics as met
+
+    from neuronprobe.backends import xla_observe
 
     module, _, _ = _materialise(module, (), {})
     device = xm.xla_device()
     module = module.to(device)
-    met.clear_all()
-    for i, inputs in enumerate(calls):
+
+    def run_call(inputs: Any) -> Any:
         _, args, kwargs = _materialise(module, *_split(inputs))
         with torch.no_grad():
-            out = module(*_to_device(args, device), **_to_device(kwargs, device))
-        xm.mark_step()
-        _to_cpu(out)
-        progress({"calls": i + 1, "compiles": int(met.counter_value("UncachedCompile") or 0)})
-    compile_time = met.metric_data("CompileTime")
-    return {
-        "calls": len(calls),
-        "compiles": int(met.counter_value("UncachedCompile") or 0),
-        "cached": int(met.counter_value("CachedCompile") or 0),
-        "compile_time_samples": int(compile_time[0]) if compile_time else 0,
-    }
+            return module(*_to_device(args, device), **_to_device(kwargs, device))
+
+    value = xla_observe.count_compiles(run_call, calls, progress)
+    return {**value, "compiles": value["uncached"]}
 
 
 def step_native_compiles(module: Any, calls: list, workdir: str, progress: Callable) -> Any:

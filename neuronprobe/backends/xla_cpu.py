@@ -1,0 +1,368 @@
+"""The xla-cpu backend: the real torch-xla 2.9 lowering, run on the host CPU.
+
+The model is loaded and run in the torch 2.9 interpreter of
+:mod:`neuronprobe.backends.xla_env`, by :mod:`neuronprobe.backends.xla_worker`
+in a subprocess of its own process group, with a per-step limit (``--op-timeout``)
+and a whole-run limit (``--timeout``); a hang or a crash is killed and becomes a
+limitation of the report. Results come back as JSON lines, never pickles.
+
+What it reports, with ``origin="observed"``:
+
+* ``cpu_fallback``: every op torch-xla ran on the CPU, at the user's line of the
+  call, with its count per forward and the bytes that crossed per call;
+* ``dynamic_shape`` for each host read (``aten::_local_scalar_dense``: ``.item()``,
+  a branch on a tensor value, printing a tensor), which cuts the graph;
+* ``compile_error`` for each HLO pattern neuronx-cc rejects (:mod:`hlo_checks`), with its NCC code;
+* compiles per input shape of the traffic (``count_compiles``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.backends import Observation
+from neuronprobe.backends.hlo_checks import load_rules
+from neuronprobe.backends.xla_findings import (
+    fallback_findings,
+    hlo_findings,
+    host_sync_findings,
+    observed_verdicts,
+    rel_path,
+)
+from neuronprobe.backends.xla_env import XlaEnv
+from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
+from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedCompiles
+
+BACKEND_NAME = "xla-cpu"
+POLL_S = 0.05
+REAP_S = 5.0
+MAX_LOG_CHARS = 20_000
+SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the neuronprobe package
+
+
+
+# --- running the worker ------------------------------------------------------------------
+
+
+@dataclass
+class StepOutcome:
+    status: str  # ok | error | timeout | died | not run
+    seconds: float = 0.0
+    value: Any = None
+    error: str = ""
+    file: str | None = None
+    line: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WorkerRun:
+    steps: dict[str, StepOutcome] = field(default_factory=dict)
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    log: str = ""
+    seconds: float = 0.0
+
+
+def worker_env(workdir: Path, save_graphs: bool) -> dict[str, str]:
+    """The worker's environment: neuronprobe's source on the path, torch-xla on the CPU, HLO debug on."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XLA_SAVE_TENSORS")}
+    env["PYTHONPATH"] = str(SOURCE_ROOT)
+    env["PJRT_DEVICE"] = "CPU"
+    env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["HF_HUB_OFFLINE"] = "1"
+    env.update(DEBUG_ENV)
+    if save_graphs:
+        env[SAVE_FILE_ENV] = str(workdir / "graphs.txt")
+    return env
+
+
+def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return [], offset
+    complete, _, _ = data.rpartition("\n")
+    if not complete:
+        return [], offset
+    events = []
+    for line in complete.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events, offset + len(complete.encode("utf-8")) + 1
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        pass
+    try:
+        proc.wait(REAP_S)
+    except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
+        pass
+
+
+def run_worker(
+    python: str, request: dict[str, Any], workdir: Path, *, timeout: float, op_timeout: float, save_graphs: bool = True
+) -> WorkerRun:
+    """Run the worker; kill its process group when a step exceeds ``op_timeout`` or the run ``timeout``."""
+    events_path = workdir / "events.jsonl"
+    request = {**request, "events": str(events_path)}
+    request_path = workdir / "request.json"
+    request_path.write_text(json.dumps(request), encoding="utf-8")
+    log_path = workdir / "worker.log"
+    run = WorkerRun()
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [python, "-m", "neuronprobe.backends.xla_worker", str(request_path)],
+            cwd=str(workdir), env=worker_env(workdir, save_graphs), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        offset = 0
+        current: str | None = None
+        step_start = start
+        try:
+            while True:
+                finished = proc.poll() is not None
+                events, offset = _read_events(events_path, offset)
+                for e in events:
+                    current, step_start = _apply_event(run, e, current, step_start)
+                if finished:
+                    break
+                now = time.monotonic()
+                over_step = current is not None and now - step_start > op_timeout
+                over_run = now - start > timeout
+                if over_step or over_run:
+                    _kill(proc)
+                    limit = f"--op-timeout {op_timeout:g} s" if over_step else f"--timeout {timeout:g} s"
+                    name = current or "start"
+                    run.steps[name] = StepOutcome("timeout", now - step_start, error=f"stopped after {limit}")
+                    break
+                time.sleep(POLL_S)
+        finally:
+            if proc.poll() is None:
+                _kill(proc)
+    run.seconds = time.monotonic() - start
+    run.log = _tail(log_path)
+    if current is not None and current not in run.steps:
+        code = proc.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        run.steps[current] = StepOutcome("died", time.monotonic() - step_start, error=f"the worker died ({how})")
+    return run
+
+
+def _apply_event(run: WorkerRun, e: dict[str, Any], current: str | None, step_start: float) -> tuple[str | None, float]:
+    kind, step = e.get("event"), str(e.get("step", ""))
+    if kind == "start":
+        return step, time.monotonic()
+    if kind == "done":
+        run.steps[step] = StepOutcome(
+            str(e.get("status")), float(e.get("seconds", 0.0)), e.get("value"), str(e.get("error", "")),
+            e.get("file"), e.get("line"), {"traceback": e.get("traceback", "")},
+        )
+        return None, step_start
+    if kind == "progress":
+        run.progress.append(dict(e.get("value") or {}))
+    elif kind == "cpu_check" and step in run.steps:
+        run.steps[step].extra.update(cpu_ok=bool(e.get("cpu_ok")), cpu_error=str(e.get("error", "")))
+    return current, step_start
+
+
+def _tail(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    return text if len(text) <= MAX_LOG_CHARS else "[... log truncated ...]\n" + text[-MAX_LOG_CHARS:]
+
+
+# --- the backend ---------------------------------------------------------------------------
+
+
+@dataclass
+class XlaCpuBackend:
+    """Drives the worker in the xla-cpu environment."""
+
+    env: XlaEnv
+    chosen_by_auto: bool = False
+    _steps: dict[str, str] = field(default_factory=dict)
+
+    def info(self) -> BackendInfo:
+        import platform
+
+        versions = {"python": platform.python_version(), **{f"xla-cpu {k}": v for k, v in self.env.versions.items()}}
+        where = self.env.python if self.env.source != "managed" else self.env.path
+        detail = (
+            f"observed: torch-xla {self.env.versions.get('torch-xla', '?')} on the host CPU (torch "
+            f"{self.env.versions.get('torch', '?')}, {where}); neuronx-cc's own checks are HLO patterns, not the compiler"
+        )
+        if self.chosen_by_auto:
+            detail = f"auto: no Neuron SDK, so {detail}"
+        return BackendInfo(name=BACKEND_NAME, kind=BACKEND_NAME, versions=versions, detail=detail, steps=dict(self._steps))
+
+    def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
+        source = str(getattr(loaded, "source", ""))
+        if source.startswith("hf:"):
+            spec = source
+        elif getattr(loaded, "path", None) is not None:
+            spec = str(Path(loaded.path).resolve())
+        else:
+            raise InputError(
+                "--backend xla-cpu runs the model in its own torch 2.9 interpreter: give a model file or an hf: spec, "
+                "not a model object"
+            )
+        return {"spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": "forward", "steps": steps}
+
+    def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
+        request = self._request(loaded, ["observe"])
+        with tempfile.TemporaryDirectory(prefix="neuronprobe-xla-") as tmp:
+            run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=op_timeout)
+        self._steps = {k: _step_text(v) for k, v in run.steps.items()}
+        return self._observation(run, target, loaded)
+
+    def _observation(self, run: WorkerRun, target: str, loaded: Any) -> Observation:
+        obs = Observation(compile_log=run.log)
+        load = run.steps.get("load") or run.steps.get("import")
+        for name in ("import", "load"):
+            step = run.steps.get(name)
+            if step is None or step.status == "ok":
+                continue
+            if step.status == "error" and name == "load":
+                raise ModelLoadError(f"{_where(step, loaded)}cannot be loaded under torch 2.9 (the xla-cpu backend's torch): {step.error}")
+            obs.limitations.append(Limitation(f"xla-cpu backend: {name}", f"{step.error or step.status}; nothing was observed"))
+            return obs
+        if load is None:
+            obs.limitations.append(Limitation("xla-cpu backend", f"the worker reported nothing; its log ends: {run.log[-300:]}"))
+            return obs
+        step = run.steps.get("observe")
+        if step is None:
+            obs.limitations.append(Limitation("xla-cpu backend: observe", "did not run"))
+            return obs
+        if step.status == "error":
+            if step.extra.get("cpu_ok") is False:
+                raise ModelLoadError(
+                    f"{_where(step, loaded)}the model does not run under torch 2.9 (the xla-cpu backend's torch), "
+                    f"not even on its CPU: {step.extra.get('cpu_error') or step.error}"
+                )
+            obs.findings.append(
+                Finding(
+                    op="<forward on the XLA device>", verdict="compile_error", file=rel_path(step.file), line=step.line,
+                    module=None,
+                    message=f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
+                    fix="every tensor the model creates must be on the input's device (pass device=x.device), and "
+                    "ops must have an XLA lowering",
+                    rule="observed-xla-error", origin="observed",
+                )
+            )
+            obs.op_verdicts = observed_verdicts(obs.findings)
+            return obs
+        if step.status != "ok":
+            obs.limitations.append(
+                Limitation("xla-cpu backend: observe", f"{step.error or step.status}; its ops are only predicted")
+            )
+            return obs
+        value = step.value or {}
+        fallbacks, limits = fallback_findings(value)
+        hlo, graphs = hlo_findings(value.get("graphs", []), target)
+        obs.findings = fallbacks + host_sync_findings(value) + hlo
+        obs.limitations.extend(limits)
+        obs.op_verdicts = observed_verdicts(obs.findings)
+        # Ops that ran without a fallback inside them lowered; the one that triggered a fallback did not.
+        triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
+        for op in value.get("ops_seen", []):
+            if op not in triggered:
+                obs.op_verdicts.setdefault(op, "lowered")
+        compiles = value.get("compiles", {})
+        obs.extra = {
+            "graphs": graphs,
+            "compiles": compiles,
+            "host_syncs": sum(int(s.get("count", 1)) for s in value.get("host_syncs", [])),
+            "lines_seen": value.get("lines_seen", []),
+            "hlo_rules": load_rules().version,
+        }
+        self._steps["observe"] = (
+            f"ok {step.seconds:.1f}s: {graphs} graph(s) executed, {compiles.get('uncached', 0)} compile(s), "
+            f"{len(fallbacks)} fallback site(s)"
+        )
+        return obs
+
+    def refine_diff(self, report: Any, observation: Observation, calls: list[Any]) -> None:
+        """Line-matched disagreements: torch-xla names decomposed ops, the capture names the user's."""
+        from neuronprobe.backends.xla_diff import refine_diff
+
+        refine_diff(report, observation, calls)
+
+    def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
+        """Real torch-xla compiles for a stream of inputs (UncachedCompile), one call per input."""
+        import torch
+
+        calls = []
+        for inputs in inputs_per_call:
+            args, kwargs = (list(inputs), {}) if isinstance(inputs, (tuple, list)) else ([], dict(inputs))
+            calls.append((_real(args), _real(kwargs)))
+        request = self._request(loaded, ["compiles"])
+        with tempfile.TemporaryDirectory(prefix="neuronprobe-xla-compiles-") as tmp:
+            calls_file = Path(tmp) / "calls.pt"
+            torch.save(calls, calls_file)
+            request["calls_file"] = str(calls_file)
+            run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=timeout, save_graphs=False)
+        step = run.steps.get("compiles")
+        last = run.progress[-1] if run.progress else {"calls": 0, "compiles": 0}
+        if step is None or step.status != "ok":
+            what = (step.error if step else None) or next((s.error for s in run.steps.values() if s.error), "did not run")
+            return ObservedCompiles(
+                compiles=int(last["compiles"]), source="torch_xla-cpu", shapes_run=int(last["calls"]),
+                note=f"the xla-cpu run stopped ({what[:300]}); counted over the first {last['calls']} of {len(calls)} call(s)",
+            )
+        value = step.value
+        return ObservedCompiles(
+            compiles=int(value["uncached"]), source="torch_xla-cpu", shapes_run=int(value["calls"]),
+            seconds=round(int(value.get("compile_time_ns", 0)) / 1e9, 3),
+            note=f"torch-xla 2.9 on the host CPU: UncachedCompile={value['uncached']}, CachedCompile={value['cached']}, "
+            f"host reads={value.get('host_syncs', 0)}",
+        )
+
+
+def _real(value: Any) -> Any:
+    """Meta tensors (hf: inputs) become zero-filled: the worker needs values; shapes are what compiles see."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return torch.zeros(value.shape, dtype=value.dtype) if value.device.type == "meta" else value.detach().cpu()
+    if isinstance(value, list):
+        return [_real(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_real(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _real(v) for k, v in value.items()}
+    return value
+
+
+def _where(step: StepOutcome, loaded: Any) -> str:
+    if step.file:
+        return f"{rel_path(step.file)}:{step.line}: "
+    source = getattr(loaded, "source", "")
+    return f"{source}: " if source else ""
+
+
+def _step_text(step: StepOutcome) -> str:
+    if step.status == "ok":
+        return f"ok {step.seconds:.1f}s"
+    return f"{step.status}: {step.error[:300]}"
+
+
+__all__ = ["XlaCpuBackend", "run_worker", "BACKEND_NAME"]

@@ -1,0 +1,356 @@
+"""The xla-cpu backend's environment: torch 2.9 + torch-xla 2.9 in an interpreter of its own.
+
+neuronprobe itself runs on a current torch; the trn1 stack is torch 2.9 +
+torch-xla 2.9 (+ neuronx-cc). The first two install from PyPI and run on a
+plain CPU, but not next to neuronprobe's torch, so they live in a managed
+virtual environment:
+
+* ``neuronprobe setup xla-cpu`` creates it at
+  ``${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu`` (``--path`` to choose),
+  installs ``requirements/xla-cpu.txt`` into ``<path>/venv``, imports torch and
+  torch_xla there, checks their versions, and only then writes the completeness
+  marker ``<path>/complete.json``. A folder without the marker is a partial
+  environment (an interrupted or failed set-up): named, never used.
+* ``NEURONPROBE_XLA_PYTHON`` points at any interpreter that already has the
+  stack (a trn1 DLAMI's environment, a CI image); it is checked, not trusted.
+
+Nothing here imports torch: the checks run the target interpreter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from neuronprobe.errors import BackendUnavailable, InputError
+
+PYTHON_ENV = "NEURONPROBE_XLA_PYTHON"
+DIR_ENV = "NEURONPROBE_XLA_ENV"  # the managed environment's folder, instead of the default one
+MARKER = "complete.json"
+VENV_DIR = "venv"
+LOCK_FILE = ".setup.lock"
+# The stack the backend stands for: the trn1 release of torch-neuronx 2.9 runs on these.
+REQUIRED_VERSIONS = {"torch": "2.9", "torch-xla": "2.9"}
+PLACEHOLDER_TEXT = "WRONG PACKAGE"
+# A metadata probe imports nothing heavy (well under a second); the full probe imports
+# torch and torch_xla and builds one XLA tensor (a few seconds).
+METADATA_PROBE_TIMEOUT_S = 60
+IMPORT_PROBE_TIMEOUT_S = 300
+SETUP_HINT = "run `neuronprobe setup xla-cpu`"
+
+STATE_READY = "ready"
+STATE_MISSING = "missing"
+STATE_PARTIAL = "partial"
+STATE_OUTDATED = "outdated"
+STATE_BROKEN = "broken"
+
+# Run inside the target interpreter: versions from package metadata and whether an
+# installed torch/torch_xla is a placeholder that raises on import. Imports nothing big.
+_METADATA_PROBE = r"""
+import importlib.metadata as md, importlib.util as u, json, sys
+out = {"python": sys.version.split()[0], "executable": sys.executable, "versions": {}, "placeholder": [], "missing": []}
+for mod, dist in (("torch", "torch"), ("torch_xla", "torch-xla"), ("transformers", "transformers")):
+    try:
+        out["versions"][dist] = md.version(dist)
+    except Exception:
+        pass
+    try:
+        spec = u.find_spec(mod)
+    except Exception:
+        spec = None
+    if spec is None:
+        out["missing"].append(dist)
+        continue
+    try:
+        head = open(spec.origin, encoding="utf-8", errors="replace").read(4096) if spec.origin else ""
+    except OSError:
+        head = ""
+    if "WRONG PACKAGE" in head:
+        out["placeholder"].append(dist)
+print(json.dumps(out))
+"""
+
+# The verification after an install: the stack imports and runs one op on the XLA CPU device.
+_IMPORT_PROBE = r"""
+import json, os
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+import torch, torch_xla
+t = (torch.ones(2, device=torch_xla.device()) * 2).sum()
+torch_xla.sync()
+assert float(t.cpu()) == 4.0
+print(json.dumps({"torch": torch.__version__, "torch-xla": torch_xla.__version__}))
+"""
+
+
+@dataclass
+class XlaEnv:
+    """Where the xla-cpu interpreter is and whether it can be used."""
+
+    state: str  # ready | missing | partial | outdated | broken
+    python: str | None = None
+    path: str | None = None  # the managed folder (None for NEURONPROBE_XLA_PYTHON)
+    source: str = "managed"  # "managed" | PYTHON_ENV
+    versions: dict[str, str] = field(default_factory=dict)
+    problem: str | None = None  # one sentence: why it cannot be used
+    setup_seconds: float | None = None  # the first-time set-up time, from the marker
+    reused: bool = False  # setup_env found it complete and installed nothing
+
+    @property
+    def usable(self) -> bool:
+        return self.state == STATE_READY and self.python is not None
+
+    def summary(self) -> str:
+        if self.usable:
+            where = f"{PYTHON_ENV}={self.python}" if self.source == PYTHON_ENV else str(self.path)
+            stack = ", ".join(f"{k} {v}" for k, v in sorted(self.versions.items()))
+            return f"ready at {where} ({stack})"
+        return self.problem or self.state
+
+
+def default_env_path(environ: dict[str, str] | None = None) -> Path:
+    """``${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu``: one copy per user and machine.
+
+    ``NEURONPROBE_XLA_ENV`` names another folder (a CI cache volume; the test suite's own).
+    """
+    env = os.environ if environ is None else environ
+    if env.get(DIR_ENV, "").strip():
+        return Path(env[DIR_ENV].strip()).expanduser()
+    cache = env.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "neuronprobe" / "xla-cpu"
+
+
+def requirements_file() -> Path:
+    """``requirements/xla-cpu.txt`` of this checkout: the pins the managed environment is built from."""
+    return Path(__file__).resolve().parents[2] / "requirements" / "xla-cpu.txt"
+
+
+def requirements_digest(path: Path) -> str:
+    """The marker records which pins an environment was built from; new pins make it outdated.
+
+    Only the requirement lines count: editing a comment does not force a 7 GB reinstall.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    pins = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    return hashlib.sha256("\n".join(p for p in pins if p).encode("utf-8")).hexdigest()[:16]
+
+
+def venv_python(path: Path) -> Path:
+    return path / VENV_DIR / "bin" / "python"
+
+
+def check_versions(versions: dict[str, str]) -> str | None:
+    """A sentence naming the wrong or missing package, or None when the stack is the trn1 one."""
+    for dist, wanted in REQUIRED_VERSIONS.items():
+        have = versions.get(dist)
+        if have is None:
+            return f"{dist} is not installed"
+        base = have.split("+", 1)[0]
+        if not (base == wanted or base.startswith(wanted + ".")):
+            return f"{dist} is {have}, not {wanted}.x (the trn1 stack)"
+    return None
+
+
+def _run_probe(python: str, code: str, timeout: float) -> tuple[dict | None, str]:
+    """Run ``code`` in ``python``; its last stdout line is JSON. (data, why-not)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.setdefault("PJRT_DEVICE", "CPU")
+    try:
+        done = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"{python} did not answer within {timeout:g} s"
+    except OSError as exc:
+        return None, f"{python} cannot be run ({exc.strerror or exc})"
+    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    if done.returncode != 0 or not lines:
+        err = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
+        return None, f"{python} failed: {err[-1] if err else f'exit code {done.returncode}'}"
+    try:
+        return json.loads(lines[-1]), ""
+    except json.JSONDecodeError:
+        return None, f"{python} printed no result"
+
+
+def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = None) -> XlaEnv:
+    """Check an interpreter from its package metadata (fast: nothing big is imported)."""
+    if not Path(python).exists():
+        return XlaEnv(STATE_BROKEN, python, path, source, problem=f"{source}: {python} does not exist")
+    data, why = _run_probe(python, _METADATA_PROBE, METADATA_PROBE_TIMEOUT_S)
+    if data is None:
+        return XlaEnv(STATE_BROKEN, python, path, source, problem=f"{source}: {why}")
+    versions = {k: str(v) for k, v in data.get("versions", {}).items()}
+    if data.get("placeholder"):
+        names = " and ".join(data["placeholder"])
+        return XlaEnv(
+            STATE_BROKEN, python, path, source, versions,
+            problem=f"{source}: {python} has the PyPI placeholder {names}, whose import raises ImportError('WRONG PACKAGE ...')",
+        )
+    missing = [d for d in data.get("missing", []) if d in REQUIRED_VERSIONS]
+    if missing:
+        return XlaEnv(
+            STATE_BROKEN, python, path, source, versions,
+            problem=f"{source}: {python} has no {' and no '.join(missing)} (the xla-cpu backend needs torch 2.9 and torch-xla 2.9)",
+        )
+    wrong = check_versions(versions)
+    if wrong:
+        return XlaEnv(STATE_BROKEN, python, path, source, versions, problem=f"{source}: {python}: {wrong}")
+    return XlaEnv(STATE_READY, python, path, source, versions)
+
+
+def _read_marker(path: Path) -> dict | None:
+    try:
+        data = json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
+    """The managed environment's state from its marker (no subprocess: cheap enough for every run)."""
+    python = venv_python(path)
+    if not path.exists():
+        return XlaEnv(STATE_MISSING, None, str(path), problem=f"no xla-cpu environment at {path}; {SETUP_HINT}")
+    marker = _read_marker(path)
+    if marker is None:
+        return XlaEnv(
+            STATE_PARTIAL, str(python), str(path),
+            problem=f"the xla-cpu environment at {path} is incomplete (no {MARKER}: an interrupted or failed set-up); "
+            f"{SETUP_HINT} again",
+        )
+    versions = {str(k): str(v) for k, v in marker.get("versions", {}).items()}
+    seconds = marker.get("setup_seconds")
+    if not python.exists():
+        return XlaEnv(STATE_BROKEN, str(python), str(path), versions=versions,
+                      problem=f"the xla-cpu environment at {path} has lost its interpreter {python}; {SETUP_HINT} again")
+    wanted = requirements_digest(requirements or requirements_file())
+    if wanted and marker.get("requirements") != wanted:
+        return XlaEnv(STATE_OUTDATED, str(python), str(path), versions=versions,
+                      problem=f"the xla-cpu environment at {path} was built from other pins than requirements/xla-cpu.txt; "
+                      f"{SETUP_HINT} again")
+    return XlaEnv(STATE_READY, str(python), str(path), versions=versions,
+                  setup_seconds=float(seconds) if isinstance(seconds, (int, float)) else None)
+
+
+def find_env(environ: dict[str, str] | None = None) -> XlaEnv:
+    """The environment ``--backend xla-cpu`` would use: ``NEURONPROBE_XLA_PYTHON``, else the managed one."""
+    env = os.environ if environ is None else environ
+    python = env.get(PYTHON_ENV, "").strip()
+    if python:
+        return inspect_python(python)
+    return inspect_managed(default_env_path(env))
+
+
+# --- set-up ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One set-up per folder at a time: parallel CI jobs on one machine share the copy."""
+    import fcntl
+
+    path.mkdir(parents=True, exist_ok=True)
+    with open(path / LOCK_FILE, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _stream(cmd: list[str], progress: Callable[[str], None], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run a set-up command, passing its output lines to ``progress``; keep the tail for the error."""
+    tail: list[str] = []
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip()
+        if line:
+            tail = (tail + [line])[-20:]
+            progress(line)
+    return proc.wait(), tail
+
+
+def setup_env(
+    path: Path | None = None,
+    *,
+    requirements: Path | None = None,
+    progress: Callable[[str], None] = lambda line: None,
+    base_python: str | None = None,
+) -> XlaEnv:
+    """Create (or reuse) the managed environment at ``path``; idempotent.
+
+    A complete environment built from the same pins is reused as is. Anything else
+    (absent, partial, outdated, broken) is rebuilt in place: venv, pip install,
+    an import probe, then the marker. Raises BackendUnavailable (exit 2) with the
+    step that failed; the marker is then absent, so the folder reads as partial.
+    """
+    path = (path or default_env_path()).expanduser().resolve()
+    requirements = requirements or requirements_file()
+    if not requirements.is_file():
+        raise InputError(f"{requirements}: the xla-cpu requirements file is missing (it ships with neuronprobe's source)")
+    with _locked(path):
+        current = inspect_managed(path, requirements)
+        if current.usable:
+            current.reused = True
+            return current
+        start = time.monotonic()
+        (path / MARKER).unlink(missing_ok=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
+        python = venv_python(path)
+        if not python.exists():
+            progress(f"creating a virtual environment at {path / VENV_DIR}")
+            code, tail = _stream([base_python or sys.executable, "-m", "venv", str(path / VENV_DIR)], progress, env)
+            if code != 0:
+                raise BackendUnavailable(f"creating the venv at {path / VENV_DIR} failed: {tail[-1] if tail else code}")
+        progress(f"installing {requirements.name} (torch 2.9 brings its CUDA libraries: several GB)")
+        code, tail = _stream(
+            [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements)], progress, env
+        )
+        if code != 0:
+            raise BackendUnavailable(
+                f"pip install -r {requirements} into {path / VENV_DIR} failed: {tail[-1] if tail else code}"
+            )
+        progress("checking: import torch, torch_xla and one op on the XLA CPU device")
+        checked = inspect_python(str(python), source="setup", path=str(path))
+        if not checked.usable:
+            raise BackendUnavailable(checked.problem or "the installed stack is not usable")
+        data, why = _run_probe(str(python), _IMPORT_PROBE, IMPORT_PROBE_TIMEOUT_S)
+        if data is None:
+            raise BackendUnavailable(f"the installed stack does not run: {why}")
+        seconds = round(time.monotonic() - start, 1)
+        marker = {
+            "versions": checked.versions,
+            "requirements": requirements_digest(requirements),
+            "python": str(python),
+            "setup_seconds": seconds,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        tmp = path / f"{MARKER}.tmp"
+        tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path / MARKER)
+        return XlaEnv(STATE_READY, str(python), str(path), versions=checked.versions, setup_seconds=seconds)
+
+
+__all__ = [
+    "PYTHON_ENV",
+    "DIR_ENV",
+    "XlaEnv",
+    "default_env_path",
+    "find_env",
+    "inspect_managed",
+    "inspect_python",
+    "setup_env",
+    "requirements_file",
+]

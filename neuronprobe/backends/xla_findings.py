@@ -1,0 +1,125 @@
+"""From torch-xla observations (plain data) to findings: shared by the trn1 and xla-cpu backends.
+
+:func:`neuronprobe.backends.xla_observe.observe` runs where torch-xla is (a forked
+child on a trn1 host, the xla-cpu worker) and returns JSON-able data; these pure
+functions turn that data into observed findings in neuronprobe's own process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from neuronprobe.backends.hlo_checks import check_hlo, summarize_hits
+from neuronprobe.backends.xla_observe import HOST_SYNC_OP
+from neuronprobe.report.model import Finding, Limitation
+
+FIX_FALLBACK = (
+    "torch-xla has no lowering for this call, so it runs on the host with a device round trip each time: "
+    "replace it with ops that lower (for pooling: an output size that divides the input), or move it out of the model"
+)
+FIX_HOST_SYNC = (
+    "keep the value on the device: use it in tensor arithmetic or torch.where instead of .item(), a Python "
+    "if on a tensor, or printing it"
+)
+
+
+def rel_path(path: str | None) -> str | None:
+    from neuronprobe.capture import relative_path
+
+    return relative_path(path)
+
+
+def line_text(path: str | None, line: int | None) -> str | None:
+    """The user's source line, read in this process (the worker sends only file and line)."""
+    from neuronprobe.capture import source_line
+
+    return source_line(path, line)
+
+
+def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limitation]]:
+    """One cpu_fallback finding per (op, user line); what the counters say beyond the placed calls is named."""
+    findings: list[Finding] = []
+    placed: dict[str, int] = {}
+    source = str(value.get("counter_source", "torch-xla fallback counters"))
+    for site in value.get("fallbacks", []):
+        op, count = str(site["op"]), int(site.get("count", 1))
+        placed[op] = placed.get(op, 0) + count
+        per_call = int(site.get("bytes", 0)) // max(count, 1)
+        findings.append(
+            Finding(
+                op=op, verdict="cpu_fallback", file=rel_path(site.get("file")), line=site.get("line"), module=None,
+                message=f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
+                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)})",
+                fix=FIX_FALLBACK, rule="observed-fallback", count=count, origin="observed", bytes_per_call=per_call,
+                source_line=line_text(site.get("file"), site.get("line")),
+            )
+        )
+    limitations: list[Limitation] = []
+    for op, total in sorted(value.get("fallback_totals", {}).items()):
+        if op == HOST_SYNC_OP:
+            continue
+        missing = int(total) - placed.get(op, 0)
+        if missing > 0:
+            findings.append(
+                Finding(
+                    op=op, verdict="cpu_fallback", file=None, line=None, module=None,
+                    message=f"{op} ran on the CPU under torch-xla ({source}: {missing} call(s) that no aten call of the "
+                    "program accounts for: placed by op name, not by the call)",
+                    fix=FIX_FALLBACK, rule="observed-fallback", count=missing, origin="observed",
+                )
+            )
+    return findings, limitations
+
+
+def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
+    out = []
+    for site in value.get("host_syncs", []):
+        count = int(site.get("count", 1))
+        out.append(
+            Finding(
+                op=HOST_SYNC_OP, verdict="dynamic_shape", file=rel_path(site.get("file")), line=site.get("line"),
+                module=None,
+                message=f"a host read of a tensor value ({HOST_SYNC_OP}, {count} per run): torch-xla runs the "
+                "pending graph here and starts a new one, and a Neuron trace freezes the value",
+                fix=FIX_HOST_SYNC, rule="observed-host-sync", count=count, origin="observed",
+                source_line=line_text(site.get("file"), site.get("line")),
+            )
+        )
+    return out
+
+
+def hlo_findings(graphs: list[dict[str, str]], target: str) -> tuple[list[Finding], int]:
+    """compile_error findings from every executed graph's HLO; also the number of graphs checked."""
+    entries: dict[tuple[str, str | None, int | None, str | None], dict[str, Any]] = {}
+    for g in graphs:
+        for e in summarize_hits(check_hlo(g.get("hlo", ""), target)):
+            key = (e["rule"], e["file"], e["line"], e["aten_op"] if e["file"] is None else None)
+            if key in entries:
+                entries[key]["count"] += e["count"]
+            else:
+                entries[key] = e
+    out = []
+    for e in entries.values():
+        out.append(
+            Finding(
+                op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>", verdict="compile_error",
+                file=rel_path(e["file"]), line=e["line"], module=None,
+                message=f"{e['message']} (HLO: {e['example']}; {e['count']} instruction(s))",
+                fix=e["fix"], rule=e["rule"], ncc_code=e["ncc_code"], count=1, origin="observed",
+                source_line=line_text(e["file"], e["line"]),
+            )
+        )
+    return out, len(graphs)
+
+
+def observed_verdicts(findings: list[Finding]) -> dict[str, str]:
+    from neuronprobe.backends.neuron import worse
+
+    verdicts: dict[str, str] = {}
+    for f in findings:
+        if not f.op.startswith("<"):
+            verdicts[f.op] = worse(verdicts.get(f.op), f.verdict)
+    return verdicts
+
+
+__all__ = ["fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]

@@ -1,0 +1,258 @@
+"""What torch-xla does with a program: the observation shared by the trn1 and xla-cpu backends.
+
+Runs inside an interpreter that has torch_xla (a trn1 host's, or the xla-cpu
+backend's torch 2.9 environment); imports only torch, torch_xla and the
+standard library, and returns plain data (JSON-able dicts), never objects.
+
+The program is a parameter (:func:`observe`): a zero-argument callable that runs
+work on the XLA device (a forward now; a training step can be observed the same
+way). While it runs, a ``TorchDispatchMode`` sees every aten op call and
+
+* compares torch-xla's fallback counters (``aten::*``, ``met.executed_fallback_ops()``)
+  before and after it: a change means that call ran on the CPU, so each fallback
+  is placed at the user's frame of the call that caused it, with the bytes it moved;
+* counts host reads (``aten::_local_scalar_dense``: ``.item()``, ``if t > 0``,
+  printing a tensor), each of which forces the pending graph to run;
+* tags the op's output IR with the user's file:line (``_set_xla_custom_op_name_prefix``),
+  so every HLO instruction lowered from it carries the user's line in ``op_name``.
+
+``XLA_HLO_DEBUG=1`` / ``XLA_IR_DEBUG=1`` (set before torch_xla is imported) make torch-xla
+write ``source_file``/``source_line`` metadata on HLO ops, but from the innermost Python
+frame only, which is usually torch's own module code; the op-name tag is what places
+HLO at the user's line. ``XLA_SAVE_TENSORS_FILE`` with ``XLA_SAVE_TENSORS_FMT=hlo``
+makes torch-xla write the HLO of every graph it executes (one per compile or cache
+hit), including the graphs cut short by a fallback or a host read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+TAG_PREFIX = "np@"  # op_name prefix that carries the user's file:line into the HLO metadata
+HOST_SYNC_OP = "aten::_local_scalar_dense"
+# Environment for the interpreter that runs torch-xla, set before torch_xla is imported.
+DEBUG_ENV = {"XLA_HLO_DEBUG": "1", "XLA_IR_DEBUG": "1", "XLA_SAVE_TENSORS_FMT": "hlo"}
+SAVE_FILE_ENV = "XLA_SAVE_TENSORS_FILE"
+_LIBRARY_PARTS = (
+    os.sep + "torch" + os.sep,
+    os.sep + "torch_xla" + os.sep,
+    os.sep + "torch_neuronx" + os.sep,
+    os.sep + "neuronprobe" + os.sep,
+    os.sep + "contextlib.py",
+    os.sep + "transformers" + os.sep + "utils" + os.sep,
+    os.sep + "transformers" + os.sep + "modeling_utils.py",
+    os.sep + "transformers" + os.sep + "integrations" + os.sep,
+    os.sep + "transformers" + os.sep + "masking_utils.py",
+    os.sep + "transformers" + os.sep + "pytorch_utils.py",
+    os.sep + "transformers" + os.sep + "activations.py",
+    os.sep + "transformers" + os.sep + "modeling_layers.py",
+)
+
+
+def is_library_path(path: str) -> bool:
+    """torch's, torch-xla's, the SDK's and neuronprobe's own files (and transformers' helpers)."""
+    return path.startswith("<") or any(part in path for part in _LIBRARY_PARTS)
+
+
+def user_frame(start: Any = None) -> tuple[str | None, int | None]:
+    """The innermost frame outside library code, from ``start`` (default: the caller) outwards."""
+    frame = start if start is not None else sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not is_library_path(name):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def op_name(func: Any) -> str:
+    """``aten.add.Tensor`` -> ``aten::add.Tensor``; ``aten.mm.default`` -> ``aten::mm`` (the capture's spelling)."""
+    text = str(func)
+    namespace, _, rest = text.partition(".")
+    if rest.endswith(".default"):
+        rest = rest[: -len(".default")]
+    return f"{namespace}::{rest}"
+
+
+def _fallback_counts(met: Any) -> dict[str, int]:
+    names = met.executed_fallback_ops() if hasattr(met, "executed_fallback_ops") else [
+        n for n in met.counter_names() if n.startswith("aten::")
+    ]
+    return {n: int(met.counter_value(n) or 0) for n in names}
+
+
+def _nbytes(values: Any) -> int:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return sum(t.numel() * t.element_size() for t in tree_leaves(values) if isinstance(t, torch.Tensor))
+
+
+def _recorder_class() -> Any:
+    """Built lazily: the dispatch-mode base class comes from torch, which the parent may not import."""
+    import torch
+    import torch_xla
+    import torch_xla.debug.metrics as met
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    set_prefix = getattr(getattr(torch_xla, "_XLAC", None), "_set_xla_custom_op_name_prefix", None)
+
+    class Recorder(TorchDispatchMode):
+        """Sees each aten call: fallbacks and host reads per user line; tags outputs with that line."""
+
+        def __init__(self, tag: bool) -> None:
+            super().__init__()
+            self.tag = tag and set_prefix is not None
+            self.sites: dict[tuple[str, str | None, int | None], dict[str, Any]] = {}
+            self.calls = 0
+            self.ops: set[str] = set()
+            self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            before = _fallback_counts(met)
+            out = func(*args, **kwargs)
+            self.calls += 1
+            self.ops.add(op_name(func))
+            after = _fallback_counts(met)
+            file = line = None
+            if after != before or self.tag:
+                file, line = user_frame(sys._getframe(1))
+                if file is not None and line is not None:
+                    self.lines.add((file, line))
+            if after != before:
+                moved = _nbytes((args, kwargs, out))
+                for name, value in after.items():
+                    delta = value - before.get(name, 0)
+                    if delta <= 0:
+                        continue
+                    key = (name, file, line)
+                    site = self.sites.setdefault(
+                        key, {"op": name, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": op_name(func)}
+                    )
+                    site["count"] += delta
+                    site["bytes"] += moved
+            if self.tag and file is not None:
+                tag = f"{TAG_PREFIX}{file}:{line}@"
+                for t in tree_leaves(out):
+                    if isinstance(t, torch.Tensor) and t.device.type == "xla":
+                        try:
+                            set_prefix(t, tag, 1)
+                        except Exception:  # a tag is a convenience; never break the user's program
+                            pass
+            return out
+
+    return Recorder
+
+
+def read_saved_graphs(path: str | None) -> list[dict[str, str]]:
+    """The graphs torch-xla executed, from its ``XLA_SAVE_TENSORS_FILE`` (it appends ``.<ordinal>``)."""
+    if not path:
+        return []
+    import glob
+
+    graphs: list[dict[str, str]] = []
+    for name in sorted(glob.glob(path + "*")):
+        try:
+            text = open(name, encoding="utf-8", errors="replace").read()
+        except OSError:
+            continue
+        for block in text.split("## BEGIN_GRAPH")[1:]:
+            body, _, _ = block.partition("## END_GRAPH")
+            hlo, _, tail = body.partition("Graph Hash:")
+            graphs.append({"hlo": hlo.strip(), "hash": tail.strip().split()[0] if tail.strip() else ""})
+    return graphs
+
+
+def reset_saved_graphs(path: str | None) -> None:
+    if not path:
+        return
+    import glob
+
+    for name in glob.glob(path + "*"):
+        try:
+            os.remove(name)
+        except OSError:
+            pass
+
+
+def sync(wait: bool = True) -> None:
+    """``torch_xla.sync`` (2.9; ``xm.mark_step`` before), waiting for the device where it can."""
+    import torch_xla
+
+    if hasattr(torch_xla, "sync"):
+        try:
+            torch_xla.sync(wait=wait)
+        except TypeError:  # an older signature without wait
+            torch_xla.sync()
+        return
+    import torch_xla.core.xla_model as xm
+
+    xm.mark_step()
+
+
+def compile_counters(met: Any) -> dict[str, int]:
+    compile_time = met.metric_data("CompileTime")
+    return {
+        "uncached": int(met.counter_value("UncachedCompile") or 0),
+        "cached": int(met.counter_value("CachedCompile") or 0),
+        "compile_time_ns": int(compile_time[1]) if compile_time else 0,
+    }
+
+
+def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None) -> dict[str, Any]:
+    """Run ``program`` once on the XLA device and report what torch-xla did with it.
+
+    Returns ``fallbacks`` (one entry per op and user line: count, bytes moved),
+    ``fallback_totals`` (torch-xla's own counters, the ground truth the entries add
+    up to), ``host_syncs`` (the ``_local_scalar_dense`` entries), ``compiles``
+    (UncachedCompile, CachedCompile, CompileTime) and ``graphs`` (the HLO of each
+    executed graph, when ``XLA_SAVE_TENSORS_FILE`` is set).
+    """
+    import torch_xla.debug.metrics as met
+
+    save_file = save_file if save_file is not None else os.environ.get(SAVE_FILE_ENV)
+    sync()
+    reset_saved_graphs(save_file)
+    met.clear_all()
+    recorder = _recorder_class()(tag_sources)
+    with recorder:
+        out = program()
+    sync()
+    totals = _fallback_counts(met)
+    sites = list(recorder.sites.values())
+    return {
+        "fallbacks": [s for s in sites if s["op"] != HOST_SYNC_OP],
+        "host_syncs": [s for s in sites if s["op"] == HOST_SYNC_OP],
+        "fallback_totals": totals,
+        "counter_source": "torch-xla executed_fallback_ops()"
+        if hasattr(met, "executed_fallback_ops")
+        else "torch-xla aten:: counters",
+        "compiles": compile_counters(met),
+        "graphs": read_saved_graphs(save_file),
+        "op_calls": recorder.calls,
+        "ops_seen": sorted(recorder.ops),
+        "lines_seen": sorted([f, n] for f, n in recorder.lines),
+        "output_bytes": _nbytes(out),
+    }
+
+
+def count_compiles(run_call: Callable[[Any], Any], calls: list[Any], progress: Callable[[dict], None]) -> dict[str, Any]:
+    """Run one call per input and count torch-xla's compiles (no dispatch mode: the graphs are the user's own)."""
+    import torch_xla.debug.metrics as met
+
+    sync()
+    met.clear_all()
+    for i, inputs in enumerate(calls):
+        out = run_call(inputs)  # kept alive over the sync: a dead output's graph never runs
+        sync()
+        del out
+        progress({"calls": i + 1, "compiles": int(met.counter_value("UncachedCompile") or 0)})
+    return {"calls": len(calls), **compile_counters(met), "host_syncs": int(met.counter_value(HOST_SYNC_OP) or 0)}
+
+
+__all__ = ["observe", "count_compiles", "user_frame", "is_library_path", "DEBUG_ENV", "TAG_PREFIX", "read_saved_graphs"]

@@ -1,0 +1,201 @@
+"""The xla-cpu worker: loads a model and observes it under torch-xla, in the torch 2.9 interpreter.
+
+Run as ``python -m neuronprobe.backends.xla_worker REQUEST.json`` by
+:mod:`neuronprobe.backends.xla_cpu`, with neuronprobe's source on ``PYTHONPATH``.
+It needs nothing beyond torch, torch-xla (and transformers for ``hf:`` specs):
+it imports only :mod:`neuronprobe.loading` and :mod:`neuronprobe.backends.xla_observe`.
+
+The request names the model (a file or ``hf:`` spec), the *program* to run on the
+XLA device (``forward``; more programs, such as a training step, register in
+:data:`PROGRAMS`), and the steps to take:
+
+* ``observe``: run the program once under :func:`xla_observe.observe`;
+* ``compiles``: run the model once per input of a traffic stream (a
+  ``torch.save``'d list of calls, loaded with ``weights_only=True``) and count compiles.
+
+Everything comes back as JSON lines appended to the request's ``events`` file, one
+per step as it starts and ends, so that a step killed for its time limit leaves the
+earlier steps' results intact. Nothing is pickled back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# What a program factory gets: the loaded model (on the CPU) and the XLA device; it
+# returns the zero-argument callable that observe() runs.
+ProgramFactory = Callable[[Any, Any], Callable[[], Any]]
+
+
+def to_device(value: Any, device: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device) for k, v in value.items()}
+    return value
+
+
+def real_tensors(value: Any) -> Any:
+    """Meta tensors (shapes only) become zero-filled CPU tensors: the device needs values."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.device.type == "meta":
+        return torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, (list, tuple)):
+        return type(value)(real_tensors(v) for v in value)
+    if isinstance(value, dict):
+        return {k: real_tensors(v) for k, v in value.items()}
+    return value
+
+
+def forward_program(loaded: Any, device: Any) -> Callable[[], Any]:
+    """One inference forward of the model on ``device``, as the user calls it."""
+    import torch
+
+    module = loaded.module.to(device)
+    args, kwargs = to_device(real_tensors(loaded.args), device), to_device(real_tensors(loaded.kwargs), device)
+
+    def run() -> Any:
+        with torch.no_grad():
+            return module(*args, **kwargs)
+
+    return run
+
+
+PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program}
+
+
+def load(request: dict[str, Any]) -> Any:
+    """The model, as the main process loaded it, but under this interpreter's torch."""
+    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file
+
+    spec = str(request["spec"])
+    if spec.startswith(HF_PREFIX):
+        return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu")
+    loaded = load_model_file(Path(spec))
+    return loaded
+
+
+def _user_place(exc: BaseException) -> tuple[str | None, int | None]:
+    from neuronprobe.backends.xla_observe import is_library_path
+
+    place: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if not is_library_path(frame.filename) and not frame.filename.endswith("xla_worker.py"):
+            place = (frame.filename, frame.lineno)
+    return place
+
+
+class Events:
+    """The JSON-lines channel back to the parent (a file: the user's prints go to stdout)."""
+
+    def __init__(self, path: str) -> None:
+        self.fh = open(path, "a", encoding="utf-8", buffering=1)
+
+    def emit(self, **event: Any) -> None:
+        self.fh.write(json.dumps(event, default=str) + "\n")
+        self.fh.flush()
+
+
+def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, Any]:
+    """Run one step, reporting its start and its result or error (with the user's frame)."""
+    events.emit(event="start", step=name, time=time.time())
+    start = time.monotonic()
+    try:
+        value = fn()
+    except BaseException as exc:  # the step's failure is data for the parent
+        file, line = _user_place(exc)
+        events.emit(
+            event="done", step=name, status="error", seconds=round(time.monotonic() - start, 3),
+            error=f"{type(exc).__name__}: {exc}"[:4000], error_type=type(exc).__name__,
+            file=file, line=line, traceback=traceback.format_exc()[-8000:],
+        )
+        return False, exc
+    events.emit(event="done", step=name, status="ok", seconds=round(time.monotonic() - start, 3), value=value)
+    return True, value
+
+
+def _cpu_forward_ok(loaded: Any) -> tuple[bool, str]:
+    """Whether the forward runs on this torch's CPU: tells a torch-2.9 problem from an XLA one."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            loaded.module.to("cpu")(*real_tensors(loaded.args), **real_tensors(loaded.kwargs))
+    except Exception as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    events = Events(request["events"])
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+
+    def versions() -> dict[str, str]:
+        import torch
+        import torch_xla
+
+        return {"torch": torch.__version__, "torch-xla": torch_xla.__version__, "python": sys.version.split()[0]}
+
+    ok, stack = run_step(events, "import", versions)
+    if not ok:
+        return 3
+    ok, loaded = run_step(events, "load", lambda: _describe(load(request)))
+    if not ok:
+        return 4
+    loaded = _LOADED["model"]
+    import torch_xla
+
+    from neuronprobe.backends import xla_observe
+
+    device = torch_xla.device()
+    program_name = request.get("program", "forward")
+    steps = list(request.get("steps", ["observe"]))
+    if "observe" in steps:
+        factory = PROGRAMS[program_name]
+        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device)))
+        if not ok:
+            cpu_ok, why = _cpu_forward_ok(loaded)
+            events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
+    if "compiles" in steps and request.get("calls_file"):
+        import torch
+
+        calls = torch.load(request["calls_file"], weights_only=True)
+        module = loaded.module.to(device)
+
+        def run_call(call: Any) -> Any:
+            args, kwargs = call
+            with torch.no_grad():
+                out = module(*to_device(list(args), device), **to_device(dict(kwargs), device))
+            return out
+
+        def progress(value: dict) -> None:
+            events.emit(event="progress", step="compiles", value=value)
+
+        run_step(events, "compiles", lambda: xla_observe.count_compiles(run_call, calls, progress))
+    return 0
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def _describe(loaded: Any) -> dict[str, Any]:
+    """Keep the model for the next steps; report what was loaded (as data)."""
+    _LOADED["model"] = loaded
+    return {"name": loaded.name, "source": loaded.source}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
