@@ -208,8 +208,9 @@ def _analyze_loaded(
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
+    observation = None
     if resolved.live is not None:
-        _apply_observation(report, loaded, options, resolved, counted)
+        observation = _apply_observation(report, loaded, options, resolved, counted, step)
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
@@ -217,7 +218,7 @@ def _analyze_loaded(
 
     report.summary.phases = phase_summaries(report.ops, report.findings)
     if training is not None and step is not None:
-        _apply_training(report, training, step, options, traffic, device_graph_count(counted))
+        _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
 
 
@@ -227,11 +228,14 @@ def _nothing() -> Iterator[None]:
 
 
 def _apply_training(
-    report: Report, training: Any, step: Any, options: AnalyzeOptions, traffic: TrafficOptions, graphs: int
+    report: Report, training: Any, step: Any, options: AnalyzeOptions, traffic: TrafficOptions, graphs: int,
+    observation: Any = None,
 ) -> None:
     """The training step's own report parts: TrainInfo, measured-rule provenance, the epoch's batch shapes."""
     report.train = training.train_info(step, options.train, graphs)
     report.summary.device_graphs = max(report.summary.device_graphs, report.train.graphs_per_step)
+    if observation is not None:
+        training.observed_train_info(report.train, observation)
     report.support_table.provenance.extend(training.provenance())
     report.not_analysed.extend(Limitation(what="training step", why=n) for n in step.notes)
     lists = traffic.batch_sizes if not traffic.given else None
@@ -513,10 +517,19 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 
 
 def _apply_observation(
-    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall]
-) -> None:
+    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall],
+    step: Any = None,
+) -> Any:
     assert resolved.live is not None
-    observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+    if options.train is not None:
+        from neuronprobe import training
+
+        observation = training.observe_training(
+            resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout
+        )
+        training.place_observed(observation, calls, step.host_reads if step is not None else [])
+    else:
+        observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
     _place_observed(observation.findings, calls)
     report.findings.extend(observation.findings)
     report.not_analysed.extend(observation.limitations)
@@ -525,6 +538,7 @@ def _apply_observation(
     refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
     if callable(refine):
         refine(report, observation, calls)
+    return observation
 
 
 def _op_base(op: str) -> str:

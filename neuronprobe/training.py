@@ -808,3 +808,80 @@ def with_labels(loaded: Any) -> Any:
     if not loaded.source.startswith("hf:") or "input_ids" not in loaded.kwargs or "labels" in loaded.kwargs:
         return loaded
     return dataclasses.replace(loaded, kwargs={**loaded.kwargs, "labels": loaded.kwargs["input_ids"]})
+
+
+# --- observed: the same step on a live backend (xla-cpu) -------------------------------------
+
+OBSERVED_ERROR_RULE = "observed-xla-error"  # the xla-cpu backend's rule for a program that raises on the device
+
+
+def observe_training(live: Any, loaded: Any, options: TrainOptions, target: str, timeout: float, op_timeout: float) -> Any:
+    """Run the training step on the live backend when it can (xla-cpu), else observe the forward and say so."""
+    from neuronprobe.report.model import Limitation
+
+    method = getattr(live, "observe_training", None)
+    if method is None:
+        observation = live.observe(loaded, target, timeout=timeout, op_timeout=op_timeout)
+        observation.limitations.append(
+            Limitation(
+                "training step on the live backend",
+                f"the {live.info().name} backend observes the forward only; backward, optimizer and loop are predicted",
+            )
+        )
+        return observation
+    choice = {"optimizer": options.optimizer, "optimizer_impl": options.optimizer_impl}
+    return method(loaded, target, choice, timeout=timeout, op_timeout=op_timeout)
+
+
+def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead]) -> None:
+    """Give each observed finding its phase, and move backward ones to the forward line that produced them.
+
+    torch-xla's recorder places a fallback at the innermost user frame, which for a
+    backward op is the ``loss.backward()`` line; the prediction knows the forward line.
+    """
+    by_op: dict[str, list[OpCall]] = {}
+    for c in calls:
+        by_op.setdefault(c.call.op, []).append(c.call)
+        by_op.setdefault(c.call.op.split(".", 1)[0], []).append(c.call)
+    reads = {(relative_path(r.file), r.line) for r in host_reads}
+    fused = next((c.call for c in calls if c.verdict.rule == "fused-optimizer"), None)
+    for f in observation.findings:
+        if f.rule == OBSERVED_ERROR_RULE:
+            f.op = "<training step on the XLA device>"
+            f.message = f.message.replace("the forward runs on torch 2.9's CPU but fails on the XLA device", "the training step fails on the XLA device")
+            if fused is not None and "fused" in f.message:
+                f.op, f.phase = fused.op, "optimizer"
+                f.fix = fused_fix()
+                if f.line is None:
+                    f.file, f.line, f.source_line = relative_path(fused.file), fused.line, fused.source_line
+                observation.op_verdicts[fused.op] = f.verdict
+            continue
+        if (f.file, f.line) in reads:
+            f.phase = "loop"
+            continue
+        candidates = [c for c in by_op.get(f.op, []) or by_op.get(f.op.split(".", 1)[0], []) if c.file]
+        if candidates:
+            first = candidates[0]
+            f.phase = first.phase
+            if first.phase == "backward":
+                f.file, f.line, f.source_line = relative_path(first.file), first.line, first.source_line
+                f.module = first.module
+        elif "_backward" in f.op:
+            f.phase = "backward"
+        elif "_foreach_" in f.op or "_fused_" in f.op:
+            f.phase = "optimizer"
+
+
+def fused_fix() -> str:
+    rules, _ = training_rules()
+    return next(r.fix for r in rules if r.id == "fused-optimizer")
+
+
+def observed_train_info(info: TrainInfo, observation: Any) -> None:
+    """What the step did on the XLA device, next to the prediction."""
+    extra = getattr(observation, "extra", None) or {}
+    if "graphs" not in extra:
+        return
+    info.observed_graphs_per_step = int(extra.get("graphs", 0))
+    info.observed_host_syncs_per_step = int(extra.get("host_syncs", 0))
+    info.observed_compiles = int((extra.get("compiles") or {}).get("uncached", 0))

@@ -199,3 +199,19 @@ def test_nightly_config_trains_a_model_when_asked(tmp_path):
     config.write_text(f'[[models]]\nmodel = "{MODELS / "mlp.py"}"\ntrain = "yes"\n')
     with pytest.raises(ConfigError, match="train"):
         load_config(config)
+
+
+def test_observed_training_step_on_xla_cpu_matches_the_prediction(xla_env):
+    """Point 4: the same step runs on torch-xla 2.9 (the xla-cpu backend) and is reported next to the prediction."""
+    glu = neuronprobe.analyze(str(MODELS / "train_glu_backward.py"), backend="xla-cpu", train=True)
+    observed = [(f.op, f.phase, f.line) for f in glu.findings if f.origin == "observed"]
+    assert observed == [("aten::glu_backward", "backward", marker_line(MODELS / "train_glu_backward.py"))]
+    assert glu.train.observed_graphs_per_step == glu.train.graphs_per_step == 2
+    diff = glu.prediction_diff
+    assert diff is not None and diff.predicted_ok_observed_failing == [] and diff.predicted_failing_observed_ok == []
+
+    logging = neuronprobe.analyze(str(MODELS / "train_item_logging.py"), backend="xla-cpu", train=True)
+    observed = [(f.op, f.phase, f.line) for f in logging.findings if f.origin == "observed"]
+    assert observed == [("aten::_local_scalar_dense", "loop", marker_line(MODELS / "train_item_logging.py"))]
+    assert logging.train.observed_host_syncs_per_step == logging.train.host_syncs_per_step == 1
+    assert logging.train.observed_graphs_per_step == logging.train.graphs_per_step == 2

@@ -121,7 +121,10 @@ def _recorder_class() -> Any:
             after = _fallback_counts(met)
             file = line = None
             if after != before or self.tag:
-                file, line = user_frame(sys._getframe(1))
+                try:
+                    file, line = user_frame(sys._getframe(1))
+                except ValueError:  # the autograd engine's device thread has no Python caller (a backward op)
+                    file, line = None, None
                 if file is not None and line is not None:
                     self.lines.add((file, line))
             if after != before:

@@ -73,7 +73,14 @@ def forward_program(loaded: Any, device: Any) -> Callable[[], Any]:
     return run
 
 
-PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program}
+def train_step_program(loaded: Any, device: Any, options: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """One training step (``--train``): see :mod:`neuronprobe.backends.train_program`."""
+    from neuronprobe.backends.train_program import train_program
+
+    return train_program(loaded, device, options)
+
+
+PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": train_step_program}
 
 
 def load(request: dict[str, Any]) -> Any:
@@ -165,7 +172,8 @@ def main(argv: list[str]) -> int:
     steps = list(request.get("steps", ["observe"]))
     if "observe" in steps:
         factory = PROGRAMS[program_name]
-        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device)))
+        extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
+        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra)))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])

@@ -118,6 +118,13 @@ def _training_lines(report: Report) -> list[Any]:
             style="bold",
         )
     ]
+    if t.observed_graphs_per_step is not None:
+        lines.append(
+            Text(
+                f"  observed on the XLA device: {t.observed_graphs_per_step} graph execution(s), "
+                f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s) in one step"
+            )
+        )
     for phase, p in report.summary.phases.items():
         if phase == "loop":
             lines.append(Text(f"  {phase:<9} {p.findings} host read(s) in train_step, each a device sync per step"))

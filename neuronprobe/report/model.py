@@ -132,6 +132,10 @@ class TrainInfo:
     host_syncs_per_step: int = 0  # host reads per step (each one a device sync)
     graphs_per_step: int = 1  # graph executions per step, host-read cuts included
     seconds: float = 0.0  # the training-step capture
+    # observed on the XLA device (--backend xla-cpu): one step's executed graphs, host reads, compiles
+    observed_graphs_per_step: int | None = None
+    observed_host_syncs_per_step: int | None = None
+    observed_compiles: int | None = None
 
 @dataclass
 class BackendInfo:
