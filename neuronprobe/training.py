@@ -67,7 +67,8 @@ _SITE_KEY = "neuronprobe_site"
 _SKIP_NAMESPACES = ("prim", "profiler")
 _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # torch frames between a tensor method and a TorchFunctionMode (Tensor.__repr__ -> handle_torch_function)
-_DISPATCH_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"))
+_FAKE_TENSOR_FILE = os.path.join("torch", "_subclasses", "fake_tensor.py")
+_DISPATCH_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"), _FAKE_TENSOR_FILE)
 _BRANCH_LINE = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.+\belse\b")
 
 # Tensor methods that move a value to the host. torch-xla must execute the pending
@@ -225,6 +226,7 @@ class _State:
     def __init__(self, names: dict[int, tuple[str, str]]) -> None:
         self.names = names  # id(module) -> (path, type)
         self.model_inputs: tuple[Any, Any] | None = None  # what train_step first called the model with
+        self.last_tolist: Any = None  # the FakeTensor.tolist frame last recorded
         self.modules: list[tuple[str, str]] = []
         self.in_backward = False
         self.backward_done = False
@@ -240,14 +242,19 @@ class _State:
             known = self._library[filename] = is_library_file(filename)
         return known
 
-    def caller_is_user(self) -> bool:
-        """Whether the code that asked for the value is the user's (not torch's own step counters)."""
-        frame = sys._getframe(2)
+    def read_origin(self) -> tuple[bool, Any]:
+        """Whether the user's code asked for a value (not torch's own step counters), and the
+        outermost ``FakeTensor.tolist`` frame when the read is one element of a ``.tolist()``
+        (a Python method of the fake tensor that reads element by element)."""
+        frame: Any = sys._getframe(2)
+        tolist = None
         while frame is not None and (
             frame.f_code.co_filename.startswith(_NEURONPROBE_DIR) or frame.f_code.co_filename.endswith(_DISPATCH_FILES)
         ):
-            frame = frame.f_back  # type: ignore[assignment]
-        return frame is not None and not self.is_library(frame.f_code.co_filename)
+            if frame.f_code.co_filename.endswith(_FAKE_TENSOR_FILE) and frame.f_code.co_name == "tolist":
+                tolist = frame
+            frame = frame.f_back
+        return frame is not None and not self.is_library(frame.f_code.co_filename), tolist
 
     def user_site(self) -> _Site:
         """The innermost frame of the user's code on the live stack, and the module being run."""
@@ -318,8 +325,13 @@ def _modes(state: _State) -> tuple[Any, Any]:
                 kind = "cpu"
             tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if kind is not None and tensor is not None:
-                if not state.modules and state.caller_is_user():  # reads inside forward are the forward capture's business
-                    _record_read(state, kind, tensor)
+                user, tolist = state.read_origin()
+                if user and not state.modules:  # reads inside forward are the forward capture's business
+                    if tolist is None:
+                        _record_read(state, kind, tensor)
+                    elif tolist is not state.last_tolist:  # one read per .tolist(), not one per element
+                        state.last_tolist = tolist
+                        _record_read(state, "tolist", tolist.f_locals["self"])
                 if kind in ("cpu", "to"):
                     return func(*args, **kwargs)
                 return _stand_in(kind, tensor, args)

@@ -23,6 +23,7 @@ MARKED = {
     "train_fused_optimizer.py": "optimizer",
     "train_item_logging.py": "loop",
     "train_branch_metric.py": "loop",
+    "train_host_reads.py": "loop",
     "train_step_forward_branch.py": "forward",  # train_step() calls the model: its forward is exported as usual
 }
 CLEAN = ["train_foreach_optimizer.py", "train_grad_clip.py"]
@@ -95,6 +96,14 @@ def test_item_every_step_costs_a_sync_and_a_graph(reports):
     assert "add_step_closure" in finding.fix
     assert (report.train.host_syncs_per_step, report.train.graphs_per_step) == (1, 2)
     assert report.summary.device_graphs == 2
+
+
+def test_each_host_read_counts_as_one_sync_per_step(reports):
+    report = reports["train_host_reads.py"]
+    assert sorted(f.op for f in report.findings) == ["<print(tensor)>", "<tensor.cpu()>", "<tensor.tolist()>"]
+    assert (report.train.host_syncs_per_step, report.train.graphs_per_step) == (3, 4)
+    tolist = next(f for f in report.findings if f.op == "<tensor.tolist()>")
+    assert tolist.shapes == "int64[8]" and tolist.bytes_per_call == 64
 
 
 def test_branch_on_a_metric_is_control_flow(reports):
