@@ -539,18 +539,19 @@ def doctor(
         except NeuronprobeError as exc:  # auto never raises today; say so if it ever does
             chosen = None
             _err_console().print(f"warning: --backend auto: {exc}", markup=False)
+        from neuronprobe.backends.xla_env import find_env
+
+        xla = find_env()
         if as_json:
             data = dataclasses.asdict(detection) | {
                 "usable": detection.usable,
                 "real": detection.is_real,
                 "auto_backend": dataclasses.asdict(chosen) if chosen else None,
+                "xla_cpu": dataclasses.asdict(xla) | {"usable": xla.usable},
             }
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
-            from neuronprobe.backends.xla_env import find_env
-
-            xla = find_env()
             table.add_row("xla-cpu environment", xla.summary())
             _out_console().print(table)
         resolve_backend("auto", require_backend)  # BackendUnavailable -> one line, exit 2

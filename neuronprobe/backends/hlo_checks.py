@@ -36,7 +36,7 @@ _TYPE = re.compile(r"\b(?P<dtype>pred|[a-z]+\d+(?:e\d+m\d+\w*)?)\[(?P<dims>[^\]]
 _META = re.compile(r'(?P<key>op_type|op_name|source_file)="(?P<value>(?:[^"\\]|\\.)*)"|source_line=(?P<line>\d+)')
 _TO_APPLY = re.compile(r"to_apply=%(?P<name>[\w.\-]+)")
 _TARGET = re.compile(r'custom_call_target="(?P<target>[^"]+)"')
-_TAG = re.compile(re.escape(TAG_PREFIX) + r"(?P<file>.+?):(?P<line>\d+)@")
+_TAG = re.compile(re.escape(TAG_PREFIX) + r"(?P<file>.+?):(?P<line>\d+)@(?P<op>[\w:.]*)@")
 
 
 @dataclass
@@ -56,11 +56,19 @@ class HloInstruction:
         text = self.result_type + " " + " ".join(self.operand_types)
         return {m.group("dtype") for m in _TYPE.finditer(text) if not nonscalar or m.group("dims").strip()}
 
-    def operand_dtypes(self) -> set[str]:
-        return {m.group("dtype") for m in _TYPE.finditer(" ".join(self.operand_types))}
+    def operand_dtypes(self, index: int | None = None) -> set[str]:
+        operands = self.operand_types if index is None else self.operand_types[index : index + 1]
+        return {m.group("dtype") for m in _TYPE.finditer(" ".join(operands))}
 
     def aten_op(self) -> str | None:
-        """``aten__mm`` -> ``aten::mm`` (torch-xla's op_type of the IR node that built it)."""
+        """The dispatched op that built it (from the tag), else torch-xla's op_type (``aten__mm`` -> ``aten::mm``).
+
+        The tag is the truth where they differ: torch-xla builds a sort's IR as TopK, so
+        ``torch.sort`` and ``torch.topk`` both have op_type ``aten__topk``.
+        """
+        m = _TAG.search(self.op_name)
+        if m and m.group("op"):
+            return m.group("op")
         if not self.op_type.startswith("aten__"):
             return None
         return "aten::" + self.op_type[len("aten__") :]
@@ -69,9 +77,14 @@ class HloInstruction:
         m = _TAG.search(self.op_name)
         if m:
             return m.group("file"), int(m.group("line"))
-        if self.source_file and not is_library_path(self.source_file):
+        if self.source_file and not _installed(self.source_file) and not is_library_path(self.source_file):
             return self.source_file, self.source_line
         return None, None
+
+
+def _installed(path: str) -> bool:
+    """A file of an installed package (the worker's torch is not this process's torch)."""
+    return "site-packages" in path or "dist-packages" in path
 
 
 @dataclass
@@ -134,7 +147,8 @@ class HloRule:
     known_custom_calls: list[str] = field(default_factory=list)
     dynamic_dims: bool = False
     nonscalar: bool = False  # any_dtypes: only on tensors of rank >= 1 (torch-xla's f64[] scalar constants are not)
-    op_types: list[str] = field(default_factory=list)  # only instructions lowered from these aten ops (aten__sort)
+    op_types: list[str] = field(default_factory=list)  # only instructions built by these aten ops ("aten::sort")
+    operand_index: int | None = None  # operand_dtypes: only this operand (a sort's keys, not its iota indices)
     targets: list[str] = field(default_factory=list)  # empty: every target
 
 
@@ -172,11 +186,13 @@ def _matches(rule: HloRule, inst: HloInstruction, module: HloModule) -> dict[str
     if rule.opcodes and inst.opcode not in rule.opcodes:
         if not (rule.dynamic_dims and "<=" in inst.result_type):
             return None
-    if rule.op_types and inst.op_type not in rule.op_types:
-        return None
+    if rule.op_types:
+        op = inst.aten_op() or ""
+        if not any(op == t or op.startswith(t + ".") for t in rule.op_types):
+            return None
     fields: dict[str, str] = {"shape": inst.result_type, "target": "", "computation": "", "dtype": ""}
     if rule.operand_dtypes:
-        hit = sorted(inst.operand_dtypes() & set(rule.operand_dtypes))
+        hit = sorted(inst.operand_dtypes(rule.operand_index) & set(rule.operand_dtypes))
         if not hit:
             return None
         fields["dtype"] = ", ".join(hit)
@@ -227,9 +243,12 @@ def summarize_hits(hits: list[HloHit]) -> list[dict[str, Any]]:
                 "rule": h.rule.id, "ncc_code": h.rule.ncc_code, "message": h.message, "fix": h.rule.fix,
                 "file": h.file, "line": h.line, "aten_op": h.aten_op, "count": 0,
                 "example": f"{h.instruction.result_type} {h.instruction.opcode}({', '.join(h.instruction.operand_types)})",
+                "aten_ops": [],
             },
         )
         entry["count"] += 1
+        if h.aten_op and h.aten_op not in entry["aten_ops"]:
+            entry["aten_ops"].append(h.aten_op)
         if entry["aten_op"] is None and h.aten_op:
             entry["aten_op"] = h.aten_op
     return list(groups.values())

@@ -60,16 +60,19 @@ def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = Non
         optimizer = build_optimizer(params, options.get("optimizer", "adamw"), options.get("optimizer_impl", "for-loop"))
     train_step = getattr(loaded, "train_step", None)
 
+    params = list(module.parameters())
+
     def run() -> Any:
+        # The updated parameters (and the loss) are what the step's last graph computes: returned,
+        # they let observe() read that graph's HLO without compiling it (execute=False).
         if train_step is not None:
             batch = kwargs if kwargs else (args[0] if len(args) == 1 else args)
-            train_step(module, optimizer, batch)
-            return None
+            return [train_step(module, optimizer, batch), params]
         loss = _loss(module(*args, **kwargs))
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
-        return None
+        return [loss, params]
 
     return run
 

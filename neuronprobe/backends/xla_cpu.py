@@ -286,14 +286,18 @@ class XlaCpuBackend:
             return obs
         value = step.value or {}
         fallbacks, limits = fallback_findings(value)
-        hlo, graphs = hlo_findings(value.get("graphs", []), target)
+        hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}))
         obs.findings = fallbacks + host_sync_findings(value) + hlo
         obs.limitations.extend(limits)
         obs.op_verdicts = observed_verdicts(obs.findings)
+        for op in rejected_ops:
+            obs.op_verdicts.setdefault(op, "compile_error")
         # Ops that ran without a fallback inside them lowered; the one that triggered a fallback did not.
+        # An op whose (base) name has an observed problem (a fallback it triggered, an HLO rule) did not lower.
         triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
+        problems = {op.split(".", 1)[0] for op in obs.op_verdicts}
         for op in value.get("ops_seen", []):
-            if op not in triggered:
+            if op not in triggered and op.split(".", 1)[0] not in problems:
                 obs.op_verdicts.setdefault(op, "lowered")
         compiles = value.get("compiles", {})
         obs.extra = {
@@ -304,8 +308,8 @@ class XlaCpuBackend:
             "hlo_rules": load_rules().version,
         }
         self._steps["observe"] = (
-            f"ok {step.seconds:.1f}s: {graphs} graph(s) executed, {compiles.get('uncached', 0)} compile(s), "
-            f"{len(fallbacks)} fallback site(s)"
+            f"ok {step.seconds:.1f}s: {graphs} graph(s) checked, {compiles.get('uncached', 0)} compiled on the way "
+            f"(cut by fallbacks or host reads), {len(fallbacks)} fallback site(s)"
         )
         return obs
 

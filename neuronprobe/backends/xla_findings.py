@@ -88,18 +88,42 @@ def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
     return out
 
 
-def hlo_findings(graphs: list[dict[str, str]], target: str) -> tuple[list[Finding], int]:
-    """compile_error findings from every executed graph's HLO; also the number of graphs checked."""
+def _only_place(op: str | None, op_lines: dict[str, list[list[Any]]]) -> tuple[str | None, int | None]:
+    """The one user line that called ``op`` (any overload) in the observed run, if there is exactly one."""
+    if not op:
+        return None, None
+    places = {tuple(p) for name, ps in op_lines.items() if name == op or name.startswith(op + ".") for p in ps}
+    if len(places) != 1:
+        return None, None
+    (file, line), = places
+    return str(file), int(line)
+
+
+def hlo_findings(
+    graphs: list[dict[str, str]], target: str, op_lines: dict[str, list[list[Any]]] | None = None
+) -> tuple[list[Finding], int, set[str]]:
+    """compile_error findings from every checked graph's HLO; the number of graphs checked; every aten op
+    that built a rejected instruction (one finding per line may stand for several ops).
+
+    An instruction without the user-line tag (torch-xla builds some, such as the
+    broadcast of a Python scalar, outside the op's own IR node) is placed at the one
+    line that called its aten op, when there is exactly one.
+    """
     entries: dict[tuple[str, str | None, int | None, str | None], dict[str, Any]] = {}
     for g in graphs:
         for e in summarize_hits(check_hlo(g.get("hlo", ""), target)):
+            if e["file"] is None:
+                e["file"], e["line"] = _only_place(e["aten_op"], op_lines or {})
             key = (e["rule"], e["file"], e["line"], e["aten_op"] if e["file"] is None else None)
             if key in entries:
                 entries[key]["count"] += e["count"]
+                entries[key]["aten_ops"] += [op for op in e["aten_ops"] if op not in entries[key]["aten_ops"]]
             else:
                 entries[key] = e
     out = []
+    ops: set[str] = set()
     for e in entries.values():
+        ops.update(e["aten_ops"])
         out.append(
             Finding(
                 op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>", verdict="compile_error",
@@ -109,7 +133,7 @@ def hlo_findings(graphs: list[dict[str, str]], target: str) -> tuple[list[Findin
                 source_line=line_text(e["file"], e["line"]),
             )
         )
-    return out, len(graphs)
+    return out, len(graphs), ops
 
 
 def observed_verdicts(findings: list[Finding]) -> dict[str, str]:

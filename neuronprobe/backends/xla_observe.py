@@ -26,46 +26,72 @@ hit), including the graphs cut short by a fallback or a host read.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
-TAG_PREFIX = "np@"  # op_name prefix that carries the user's file:line into the HLO metadata
+TAG_PREFIX = "np@"  # op_name prefix "np@FILE:LINE@aten::op@": the user's line and the dispatched op, in the HLO
 HOST_SYNC_OP = "aten::_local_scalar_dense"
+MAX_LINES_PER_OP = 20  # enough to know whether an op was called from one line only
 # Environment for the interpreter that runs torch-xla, set before torch_xla is imported.
 DEBUG_ENV = {"XLA_HLO_DEBUG": "1", "XLA_IR_DEBUG": "1", "XLA_SAVE_TENSORS_FMT": "hlo"}
 SAVE_FILE_ENV = "XLA_SAVE_TENSORS_FILE"
-_LIBRARY_PARTS = (
-    os.sep + "torch" + os.sep,
-    os.sep + "torch_xla" + os.sep,
-    os.sep + "torch_neuronx" + os.sep,
-    os.sep + "neuronprobe" + os.sep,
-    os.sep + "contextlib.py",
-    os.sep + "transformers" + os.sep + "utils" + os.sep,
-    os.sep + "transformers" + os.sep + "modeling_utils.py",
-    os.sep + "transformers" + os.sep + "integrations" + os.sep,
-    os.sep + "transformers" + os.sep + "masking_utils.py",
-    os.sep + "transformers" + os.sep + "pytorch_utils.py",
-    os.sep + "transformers" + os.sep + "activations.py",
-    os.sep + "transformers" + os.sep + "modeling_layers.py",
+# torch's, torch-xla's and neuronprobe's own frames are never the place; transformers' shared
+# helpers are only when nothing else is (a host read inside masking_utils is still worth a line).
+_CORE_PACKAGES = ("torch", "torch_xla", "torch_neuronx")
+_NEURONPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HELPER_PARTS = tuple(
+    os.sep + "transformers" + os.sep + part
+    for part in (
+        "utils" + os.sep, "integrations" + os.sep, "generation" + os.sep, "modeling_utils.py", "masking_utils.py",
+        "pytorch_utils.py", "activations.py", "modeling_layers.py", "modeling_rope_utils.py",
+        "modeling_attn_mask_utils.py", "cache_utils.py", "modeling_flash_attention_utils.py",
+    )
 )
+
+
+@functools.lru_cache(maxsize=1)
+def _core_dirs() -> tuple[str, ...]:
+    """The installed torch / torch-xla / SDK folders (located, not imported) and neuronprobe's own."""
+    import importlib.util
+
+    dirs = [_NEURONPROBE_DIR]
+    for name in _CORE_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
+    return tuple(d + os.sep for d in dirs)
+
+
+def _is_core(path: str) -> bool:
+    if path.startswith("<") or path.endswith(os.sep + "contextlib.py"):
+        return True
+    return os.path.abspath(path).startswith(_core_dirs())
 
 
 def is_library_path(path: str) -> bool:
     """torch's, torch-xla's, the SDK's and neuronprobe's own files (and transformers' helpers)."""
-    return path.startswith("<") or any(part in path for part in _LIBRARY_PARTS)
+    return _is_core(path) or any(part in path for part in _HELPER_PARTS)
 
 
 def user_frame(start: Any = None) -> tuple[str | None, int | None]:
-    """The innermost frame outside library code, from ``start`` (default: the caller) outwards."""
+    """The innermost frame outside library code, from ``start`` (default: the caller) outwards;
+    failing that, the innermost one outside torch and neuronprobe (a transformers helper)."""
     frame = start if start is not None else sys._getframe(1)
+    helper: tuple[str | None, int | None] = (None, None)
     while frame is not None:
         name = frame.f_code.co_filename
         if not is_library_path(name):
             return name, frame.f_lineno
+        if helper[0] is None and not _is_core(name):
+            helper = (name, frame.f_lineno)
         frame = frame.f_back
-    return None, None
+    return helper
 
 
 def op_name(func: Any) -> str:
@@ -111,6 +137,7 @@ def _recorder_class() -> Any:
             self.calls = 0
             self.ops: set[str] = set()
             self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
+            self.op_lines: dict[str, set[tuple[str, int]]] = {}  # dispatched op -> the user lines that called it
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
@@ -127,6 +154,9 @@ def _recorder_class() -> Any:
                     file, line = None, None
                 if file is not None and line is not None:
                     self.lines.add((file, line))
+                    places = self.op_lines.setdefault(op_name(func), set())
+                    if len(places) < MAX_LINES_PER_OP:
+                        places.add((file, line))
             if after != before:
                 moved = _nbytes((args, kwargs, out))
                 for name, value in after.items():
@@ -140,7 +170,7 @@ def _recorder_class() -> Any:
                     site["count"] += delta
                     site["bytes"] += moved
             if self.tag and file is not None:
-                tag = f"{TAG_PREFIX}{file}:{line}@"
+                tag = f"{TAG_PREFIX}{file}:{line}@{op_name(func)}@"
                 for t in tree_leaves(out):
                     if isinstance(t, torch.Tensor) and t.device.type == "xla":
                         try:
@@ -207,7 +237,16 @@ def compile_counters(met: Any) -> dict[str, int]:
     }
 
 
-def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None) -> dict[str, Any]:
+def _xla_leaves(value: Any) -> list[Any]:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.device.type == "xla"]
+
+
+def observe(
+    program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None, execute: bool = True
+) -> dict[str, Any]:
     """Run ``program`` once on the XLA device and report what torch-xla did with it.
 
     Returns ``fallbacks`` (one entry per op and user line: count, bytes moved),
@@ -215,7 +254,14 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
     up to), ``host_syncs`` (the ``_local_scalar_dense`` entries), ``compiles``
     (UncachedCompile, CachedCompile, CompileTime) and ``graphs`` (the HLO of each
     executed graph, when ``XLA_SAVE_TENSORS_FILE`` is set).
+
+    ``execute=False`` leaves the last graph (the one the outputs still depend on)
+    uncompiled and reads its HLO instead: on the host CPU, compiling it with XLA's
+    CPU compiler is most of the run's time and says nothing about neuronx-cc.
+    Graphs cut earlier (by a fallback or a host read) were compiled and run, as
+    they must be for the program to go on.
     """
+    import torch_xla
     import torch_xla.debug.metrics as met
 
     save_file = save_file if save_file is not None else os.environ.get(SAVE_FILE_ENV)
@@ -225,7 +271,13 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
     recorder = _recorder_class()(tag_sources)
     with recorder:
         out = program()
-    sync()
+    pending: list[dict[str, Any]] = []
+    if execute:
+        sync()
+    else:
+        leaves = _xla_leaves(out)
+        if leaves:
+            pending.append({"hlo": torch_xla._XLAC._get_xla_tensors_hlo(leaves), "hash": "", "pending": True})
     totals = _fallback_counts(met)
     sites = list(recorder.sites.values())
     return {
@@ -236,10 +288,11 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
         if hasattr(met, "executed_fallback_ops")
         else "torch-xla aten:: counters",
         "compiles": compile_counters(met),
-        "graphs": read_saved_graphs(save_file),
+        "graphs": read_saved_graphs(save_file) + pending,
         "op_calls": recorder.calls,
         "ops_seen": sorted(recorder.ops),
         "lines_seen": sorted([f, n] for f, n in recorder.lines),
+        "op_lines": {op: sorted([f, n] for f, n in places) for op, places in recorder.op_lines.items()},
         "output_bytes": _nbytes(out),
     }
 

@@ -173,7 +173,7 @@ def main(argv: list[str]) -> int:
     if "observe" in steps:
         factory = PROGRAMS[program_name]
         extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
-        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra)))
+        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=False))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])

@@ -70,7 +70,8 @@ def render_summary(report: Report) -> Any:
             tag = f.verdict + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin == "observed" else "")
             if report.train is not None:
                 tag = f"{f.phase:<9} {tag}"
-            line = Text.assemble(("  " + tag.ljust(36 if report.train is not None else 26), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
+            width = 36 if report.train is not None else 26
+            line = Text.assemble(("  " + (tag + " ").ljust(width), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
             if f.count > 1:
                 line.append(f"  x{f.count}")
             parts.append(line)

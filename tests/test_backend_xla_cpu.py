@@ -1,0 +1,158 @@
+"""The xla-cpu backend, for real: torch-xla 2.9 on the host CPU, in the environment `make test` creates.
+
+These tests run real models through the real worker. They FAIL (never skip) with
+the reason when the environment is not there (the ``xla_env`` fixture in conftest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import MODELS, ROOT, expectations
+from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+from neuronprobe.backends import resolve_backend
+from neuronprobe.backends.xla_env import MARKER, find_env, inspect_managed, setup_env
+from neuronprobe.errors import BackendUnavailable, ModelLoadError
+
+
+def _observed(report, verdict=None):
+    return [f for f in report.findings if f.origin == "observed" and (verdict is None or f.verdict == verdict)]
+
+
+def _analyze(name: str, **options) -> object:
+    return analyze_spec(str(MODELS / name), AnalyzeOptions(backend="xla-cpu", **options))
+
+
+def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "COLUMNS": "200", **env}
+    return subprocess.run(
+        [sys.executable, "-m", "neuronprobe.cli", *args], cwd=ROOT, env=environment, capture_output=True, text=True,
+        timeout=300,
+    )
+
+
+def test_a_conditional_fallback_is_observed_at_the_users_line(xla_env):
+    # adaptive_avg_pool with output 3 over an input of 8 falls back; the even pool (4) lowers.
+    report = _analyze("xla_adaptive_pool.py")
+    (line, verdict, op), = expectations(MODELS / "xla_adaptive_pool.py")
+    (finding,) = _observed(report)
+    assert (finding.op, finding.verdict, finding.file, finding.line) == (op, verdict, "tests/models/xla_adaptive_pool.py", line)
+    assert finding.count == 1 and finding.rule == "observed-fallback"
+    # its input (2, 4, 1, 8) and output (2, 4, 1, 3) in float32 cross to the host and back
+    assert finding.bytes_per_call == (2 * 4 * 8 + 2 * 4 * 3) * 4
+    assert report.backend.name == "xla-cpu" and report.backend.versions["xla-cpu torch-xla"] == "2.9.0"
+    # the table called that line's adaptive_avg_pool1d fine: the disagreement is listed at the line
+    (mismatch,) = report.prediction_diff.predicted_ok_observed_failing
+    assert (mismatch.op, mismatch.observed, mismatch.line) == (op, "cpu_fallback", line)
+    assert "aten::adaptive_avg_pool1d" in mismatch.detail
+    assert report.prediction_diff.predicted_failing_observed_ok == []
+
+
+def test_a_boolean_mask_read_falls_back_to_nonzero(xla_env):
+    report = _analyze("xla_bool_mask.py")
+    (line, verdict, op), = expectations(MODELS / "xla_bool_mask.py")
+    (finding,) = _observed(report)
+    assert (finding.op, finding.verdict, finding.line) == (op, verdict, line)
+    assert "EXPECT" in (finding.source_line or "")
+    # predicted dynamic_shape, observed on the CPU: both call it a problem, so no disagreement
+    assert report.prediction_diff.predicted_ok_observed_failing == []
+    assert report.prediction_diff.predicted_failing_observed_ok == []
+
+
+def test_an_int64_matmul_is_a_compile_error_seen_in_the_hlo(xla_env):
+    report = _analyze("xla_int64_matmul.py")
+    (line, verdict, op), = expectations(MODELS / "xla_int64_matmul.py")
+    (finding,) = _observed(report)
+    assert (finding.op, finding.verdict, finding.line, finding.ncc_code) == (op, verdict, line, "NCC_EVRF035")
+    assert finding.rule == "hlo-dot-int64" and "s64" in finding.message
+    assert not _observed(report, "cpu_fallback"), "the matmul lowers: only the HLO shows the problem"
+    assert [m.op for m in report.prediction_diff.predicted_ok_observed_failing] == ["aten::mm"]
+
+
+def test_the_traffic_compile_count_is_observed_exactly(xla_env):
+    # sample_inputs(): lengths 4, 8, 16, 8, 32: four distinct shapes, one graph each.
+    report = _analyze("xla_traffic.py")
+    observed = report.recompiles.observed
+    assert (observed.source, observed.compiles, observed.shapes_run, observed.matches_static) == (
+        "torch_xla-cpu", 4, 4, True,
+    )
+    assert report.recompiles.predicted["static"].graphs == 4
+    assert "UncachedCompile=4" in observed.note
+    assert report.recompiles.cpu_evidence is not None and report.recompiles.cpu_evidence.compiles == 4
+
+
+def test_a_model_that_hangs_on_the_device_is_stopped_and_the_report_kept(xla_env):
+    report = _analyze("xla_hang.py", op_timeout=10)
+    (limit,) = [x for x in report.not_analysed if x.what.startswith("xla-cpu backend")]
+    assert limit.what == "xla-cpu backend: observe" and "--op-timeout 10 s" in limit.why
+    assert [r.op for r in report.ops] == ["aten::mul.Tensor"], "the static analysis is intact"
+    assert report.backend.steps["observe"].startswith("timeout")
+
+
+def test_a_model_that_only_runs_under_torch_213_is_one_clear_error_exit_2(xla_env):
+    # The static backend analyses it (torch 2.13 has F.linear_cross_entropy); torch 2.9 does not.
+    with pytest.raises(ModelLoadError) as raised:
+        _analyze("xla_torch213_only.py")
+    message = str(raised.value)
+    assert raised.value.exit_code == 2 and "\n" not in message
+    assert message.startswith("tests/models/xla_torch213_only.py:14: the model does not run under torch 2.9")
+    assert "has no attribute 'linear_cross_entropy'" in message
+
+
+def test_auto_picks_xla_cpu_when_it_is_set_up_and_says_so(xla_env):
+    resolved = resolve_backend("auto")
+    assert resolved.info.name == "xla-cpu" and resolved.info.detail.startswith("auto: no Neuron SDK")
+
+
+def test_setup_reuses_a_complete_environment(xla_python, tmp_path):
+    env = find_env({"NEURONPROBE_XLA_PYTHON": xla_python})
+    managed = Path(xla_python).parents[2]
+    assert env.usable
+    if (managed / MARKER).exists():  # the managed environment `make xla-env` made: set-up is idempotent
+        again = setup_env(managed, progress=lambda line: pytest.fail(f"a complete environment was rebuilt: {line}"))
+        assert again.reused and again.usable
+
+
+# --- without an environment: fast, no worker ------------------------------------------------
+
+
+def test_no_environment_is_one_line_exit_2_and_auto_falls_back(tmp_path):
+    missing = tmp_path / "none"
+    done = _cli("analyze", str(MODELS / "mlp.py"), "--backend", "xla-cpu", "-o", str(tmp_path / "r"),
+                NEURONPROBE_XLA_ENV=str(missing))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"error: --backend xla-cpu: no xla-cpu environment at {missing}; run `neuronprobe setup xla-cpu`"
+    done = _cli("analyze", str(MODELS / "mlp.py"), "--require-backend", "xla-cpu", "-o", str(tmp_path / "r"),
+                NEURONPROBE_XLA_ENV=str(missing))
+    assert done.returncode == 2 and "--require-backend xla-cpu: no xla-cpu environment" in done.stderr
+    resolved = resolve_backend("auto")
+    assert resolved.info.name == "static" and "xla-cpu not used: no xla-cpu environment" in resolved.info.detail
+
+
+def test_a_partial_environment_is_named_and_never_used(tmp_path, monkeypatch):
+    (tmp_path / "venv" / "bin").mkdir(parents=True)  # an interrupted set-up: no completeness marker
+    assert inspect_managed(tmp_path).state == "partial"
+    monkeypatch.setenv("NEURONPROBE_XLA_ENV", str(tmp_path))
+    with pytest.raises(BackendUnavailable, match="is incomplete .*interrupted or failed set-up"):
+        resolve_backend("xla-cpu")
+    (tmp_path / MARKER).write_text(json.dumps({"versions": {"torch": "2.9.0"}, "requirements": "other pins"}))
+    (tmp_path / "venv" / "bin" / "python").write_text("")
+    assert inspect_managed(tmp_path).state == "outdated"
+
+
+def test_an_interpreter_without_torch_xla_is_named(monkeypatch):
+    monkeypatch.setenv("NEURONPROBE_XLA_PYTHON", sys.executable)  # neuronprobe's own: torch 2.13, no torch-xla
+    with pytest.raises(BackendUnavailable, match=r"has no torch-xla \(the xla-cpu backend needs torch 2.9"):
+        resolve_backend("xla-cpu")
+
+
+def test_doctor_shows_the_xla_cpu_environment(tmp_path):
+    done = _cli("doctor", NEURONPROBE_XLA_ENV=str(tmp_path / "none"))
+    assert done.returncode == 0, done.stderr
+    assert "xla-cpu environment" in done.stdout and "run `neuronprobe setup xla-cpu`" in done.stdout
