@@ -13,10 +13,9 @@ import socket
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuronprobe.backends import ResolvedBackend, resolve_backend
 from neuronprobe.capture import (
@@ -49,6 +48,9 @@ from neuronprobe.report.model import (
 )
 from neuronprobe.support import DEFAULT_TARGET, Classification, check_target, classify, load_table
 
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.training import TrainOptions
+
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
 # work before running them on the host (or before reading a data-dependent size).
 GRAPH_CUTTING_VERDICTS = frozenset({"cpu_fallback", "dynamic_shape"})
@@ -65,7 +67,7 @@ class AnalyzeOptions:
     timeout: float = 1800.0
     op_timeout: float = 600.0
     command_line: str = ""
-    train: Any = None  # a training.TrainOptions: analyse the whole training step (--train)
+    train: TrainOptions | None = None  # analyse the whole training step (--train)
 
 
 @dataclass
@@ -162,7 +164,7 @@ def _analyze_loaded(
         if step is not None:
             graph = training.capture_step_forward(step, loaded, prefix, capture)
         else:
-            with training.train_mode(loaded.module) if training else _nothing():
+            with training.train_mode(loaded.module) if training else contextlib.nullcontext():
                 graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
@@ -220,11 +222,6 @@ def _analyze_loaded(
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
-
-
-@contextlib.contextmanager
-def _nothing() -> Iterator[None]:
-    yield
 
 
 def _apply_training(
