@@ -41,6 +41,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from neuronprobe.backends.train_program import build_optimizer  # the same optimizer the observed step builds
 from neuronprobe.capture import (
     OpCall,
     TensorMeta,
@@ -61,8 +62,6 @@ PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "loop")
 STEP_CAPTURE = "train_step (eager, fake tensors)"
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
 OPTIMIZER_IMPLS: tuple[str, ...] = ("for-loop", "foreach", "fused")
-DEFAULT_LR = 1e-3
-SGD_MOMENTUM = 0.9
 _SITE_KEY = "neuronprobe_site"
 _SKIP_NAMESPACES = ("prim", "profiler")
 _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -493,16 +492,6 @@ def _loss_of(output: Any) -> tuple[Any, str]:
     return loss, "the sum of the outputs" if tensors and tensors[0][1].dim() else "the model's scalar output"
 
 
-def _build_optimizer(params: list[Any], options: TrainOptions) -> Any:
-    import torch
-
-    impl = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}[options.optimizer_impl]
-    if options.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=DEFAULT_LR, momentum=SGD_MOMENTUM, **impl)
-    cls = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}[options.optimizer]
-    return cls(params, lr=DEFAULT_LR, **impl)
-
-
 def _optimizer_label(optimizer: Any) -> str:
     group = optimizer.param_groups[0] if optimizer.param_groups else {}
     impl = "fused" if group.get("fused") else "foreach" if group.get("foreach") else "for-loop"
@@ -578,7 +567,7 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
             if not isinstance(optimizer, torch.optim.Optimizer):
                 raise InputError(f"{loaded.source}: get_optimizer() returned {type(optimizer).__name__}, not a torch.optim.Optimizer")
         else:
-            optimizer = _build_optimizer(params, options)
+            optimizer = build_optimizer(params, options.optimizer, options.optimizer_impl)
         loss_text = "train_step()"
         with _module_stack(state), functions, record:
             if train_step is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_LR = 1e-3  # the same as neuronprobe.training
+DEFAULT_LR = 1e-3  # neuronprobe.training builds its optimizer here too
 SGD_MOMENTUM = 0.9
 _IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
 
