@@ -331,7 +331,7 @@ def _modes(state: _State) -> tuple[Any, Any]:
                     elif tolist is not state.last_tolist:  # one read per .tolist(), not one per element
                         state.last_tolist = tolist
                         _record_read(state, "tolist", tolist.f_locals["self"])
-                if kind in ("cpu", "to"):
+                if kind == "cpu":  # a real copy of a fake tensor is still a (fake) CPU tensor
                     return func(*args, **kwargs)
                 return _stand_in(kind, tensor, args)
             if name in _BACKWARD_CALLS or func is torch.autograd.backward:
