@@ -224,3 +224,34 @@ def test_observed_training_step_on_xla_cpu_matches_the_prediction(xla_env):
     assert observed == [("aten::_local_scalar_dense", "loop", marker_line(MODELS / "train_item_logging.py"))]
     assert logging.train.observed_host_syncs_per_step == logging.train.host_syncs_per_step == 1
     assert logging.train.observed_graphs_per_step == logging.train.graphs_per_step == 2
+
+
+@pytest.mark.browser
+def test_phase_filter_works_in_a_browser(reports, tmp_path):
+    from chromium_cdp import Browser, ChromiumMissing
+
+    from neuronprobe.report.html import render_html
+
+    report = reports["train_glu_backward.py"]
+    page_file = tmp_path / "train.html"
+    page_file.write_text(render_html(report), encoding="utf-8")
+    try:
+        browser = Browser()
+    except ChromiumMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        page = browser.load(page_file)
+        assert page.errors == [] and page.foreign_requests() == []
+        visible = "document.querySelectorAll('table.np-ops tbody tr:not([hidden])').length"
+        assert browser.evaluate(visible) == len(report.ops)
+        browser.evaluate(
+            "(() => { const s = document.querySelector('.np-filter-phase'); s.value = 'backward';"
+            " s.dispatchEvent(new Event('change')); })()"
+        )
+        assert browser.evaluate(visible) == len([r for r in report.ops if r.phase == "backward"])
+        shown = browser.evaluate(
+            "Array.from(document.querySelectorAll('table.np-ops tbody tr:not([hidden])')).map(r => r.cells[1].textContent)"
+        )
+        assert set(shown) == {"backward"}
+    finally:
+        browser.close()
