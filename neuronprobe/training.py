@@ -68,6 +68,11 @@ _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # torch frames between a tensor method and a TorchFunctionMode (Tensor.__repr__ -> handle_torch_function)
 _FAKE_TENSOR_FILE = os.path.join("torch", "_subclasses", "fake_tensor.py")
 _DISPATCH_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"), _FAKE_TENSOR_FILE)
+# torch's GradScaler.step reads found_inf with .item() (grad_scaler.py, _maybe_opt_step) every step
+_GRAD_SCALER_FILES = (os.path.join("torch", "amp", "grad_scaler.py"), os.path.join("torch", "cuda", "amp", "grad_scaler.py"))
+_GRAD_SCALER_READS = frozenset({"_maybe_opt_step", "<genexpr>"})
+# The functions that run the user's step: frames above them are not the model's code.
+_STEP_RUNNERS = frozenset({"capture_training", "_constructor_site"})
 _BRANCH_LINE = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.+\belse\b")
 
 # Tensor methods that move a value to the host. torch-xla must execute the pending
@@ -96,11 +101,16 @@ HOST_READ_OP: dict[str, str] = {
     "cpu": "<tensor.cpu()>",
     "numpy": "<tensor.numpy()>",
     "tolist": "<tensor.tolist()>",
+    "grad_scaler": "aten::_local_scalar_dense",
 }
 HOST_READ_FIX = (
     "keep the value on the device and read it every N steps (total += loss.detach(); print(total.item() / N) "
     "when step % N == 0), or defer the read with torch_xla.core.xla_model.add_step_closure(lambda: print(loss.item())), "
     "which runs after the step's graph has executed (measured: no extra graph execution)"
+)
+GRAD_SCALER_FIX = (
+    "Trainium trains in bf16, which has float32's exponent range and needs no loss scaling: autocast to "
+    "torch.bfloat16 and drop the GradScaler (scaler.scale/step/update become loss.backward() and optimizer.step())"
 )
 BRANCH_FIX = (
     "decide on the device (torch.where on the metric) or every N steps after torch_xla.sync(); "
@@ -241,9 +251,10 @@ class _State:
             known = self._library[filename] = is_library_file(filename)
         return known
 
-    def read_origin(self) -> tuple[bool, Any]:
-        """Whether the user's code asked for a value (not torch's own step counters), and the
-        outermost ``FakeTensor.tolist`` frame when the read is one element of a ``.tolist()``
+    def read_origin(self) -> tuple[str, Any]:
+        """Who asked for a value: ``"user"``, ``"grad_scaler"`` (torch's GradScaler reads found_inf,
+        a device tensor, on the host) or ``"library"`` (e.g. the for-loop Adam's CPU step counter);
+        and the outermost ``FakeTensor.tolist`` frame when the read is one element of a ``.tolist()``
         (a Python method of the fake tensor that reads element by element)."""
         frame: Any = sys._getframe(2)
         tolist = None
@@ -253,7 +264,11 @@ class _State:
             if frame.f_code.co_filename.endswith(_FAKE_TENSOR_FILE) and frame.f_code.co_name == "tolist":
                 tolist = frame
             frame = frame.f_back
-        return frame is not None and not self.is_library(frame.f_code.co_filename), tolist
+        if frame is None:
+            return "library", tolist
+        if frame.f_code.co_filename.endswith(_GRAD_SCALER_FILES) and frame.f_code.co_name in _GRAD_SCALER_READS:
+            return "grad_scaler", tolist
+        return ("library" if self.is_library(frame.f_code.co_filename) else "user"), tolist
 
     def user_site(self) -> _Site:
         """The innermost frame of the user's code on the live stack, and the module being run."""
@@ -261,10 +276,10 @@ class _State:
         while frame is not None and frame.f_code.co_filename.startswith(_NEURONPROBE_DIR):
             frame = frame.f_back  # our own modes and hooks
         while frame is not None and self.is_library(frame.f_code.co_filename):
-            if frame.f_code.co_filename.startswith(_NEURONPROBE_DIR):
+            if frame.f_code.co_name in _STEP_RUNNERS and frame.f_code.co_filename.startswith(_NEURONPROBE_DIR):
                 frame = None  # reached neuronprobe's own step: the code above it is whoever called analyze()
                 break
-            frame = frame.f_back
+            frame = frame.f_back  # torch, and our own modes when a dispatch happens inside a torch function
         module = self.modules[-1] if self.modules else (None, None)
         if frame is None:
             return _Site(None, None, None, module[0], module[1])
@@ -324,8 +339,11 @@ def _modes(state: _State) -> tuple[Any, Any]:
                 kind = "cpu"
             tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if kind is not None and tensor is not None:
-                user, tolist = state.read_origin()
-                if user and not state.modules:  # reads inside forward are the forward capture's business
+                origin, tolist = state.read_origin()
+                if origin == "grad_scaler":
+                    _record_read(state, "grad_scaler", tensor)
+                    return 0.0  # no inf found: the optimizer step runs and is recorded
+                if origin == "user" and not state.modules:  # reads inside forward are the forward capture's business
                     if tolist is None:
                         _record_read(state, kind, tensor)
                     elif tolist is not state.last_tolist:  # one read per .tolist(), not one per element
@@ -654,6 +672,19 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
     syncs = sum(r.count for r in reads)
     out = []
     for r in reads:
+        if r.kind == "grad_scaler":
+            out.append(
+                Finding(
+                    op=HOST_READ_OP[r.kind], verdict="cpu_fallback", file=relative_path(r.file), line=r.line, module=None,
+                    message="GradScaler.step reads found_inf on the host every step to decide whether to step "
+                    f"(measured on torch-xla 2.9: one aten::_local_scalar_dense per step, with AdamW and with "
+                    f"torch_xla.amp.syncfree.AdamW): a device sync, so each step runs as {graphs_without_reads + syncs} "
+                    f"graph executions instead of {graphs_without_reads}",
+                    fix=GRAD_SCALER_FIX, rule="grad-scaler-sync", source_line=r.source_line, count=r.count,
+                    bytes_per_call=r.nbytes, shapes=r.shape, phase="loop",
+                )
+            )
+            continue
         what = {
             "item": ".item()", "print": "print/format of a tensor", "cpu": ".cpu()", "tolist": ".tolist()",
             "numpy": ".numpy()", "bool": "a Python truth test of a tensor", "float": "float(tensor)", "int": "int(tensor)",

@@ -110,3 +110,22 @@ for arch, overrides in SMALL.items():
     loss.backward(); torch_xla.sync(); bwd = met.executed_fallback_ops(); met.clear_all()
     opt.step(); opt.zero_grad(); torch_xla.sync()
     print(f"{arch} training step: forward fallbacks {fwd}; backward fallbacks {bwd}; optimizer fallbacks {met.executed_fallback_ops()}", flush=True)
+
+# mixed precision: torch.amp.GradScaler("xla") with bf16 autocast, 3 steps: does the scaler sync the host?
+from torch_xla.amp import syncfree
+
+for name, make in [("AdamW", lambda p: torch.optim.AdamW(p)), ("syncfree.AdamW", lambda p: syncfree.AdamW(p))]:
+    m = torch.nn.Linear(8, 8).to(dev)
+    opt = make(m.parameters())
+    scaler = torch.amp.GradScaler("xla")
+    met.clear_all()
+    for _ in range(3):
+        with torch.autocast("xla", dtype=torch.bfloat16):
+            loss = m(torch.randn(4, 8, device=dev)).float().sum()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        torch_xla.sync()
+    print(f"GradScaler + {name}, 3 steps: aten::_local_scalar_dense {met.counter_value('aten::_local_scalar_dense')}, "
+          f"fallbacks {met.executed_fallback_ops()}, executions {met.metric_data('ExecuteTime')[0]}", flush=True)

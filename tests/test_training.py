@@ -27,11 +27,12 @@ MARKED = {
     "train_step_forward_branch.py": "forward",  # train_step() calls the model: its forward is exported as usual
 }
 CLEAN = ["train_foreach_optimizer.py", "train_grad_clip.py"]
+OTHERS = ["train_grad_scaler.py"]
 
 
 @pytest.fixture(scope="module")
 def reports():
-    return {name: neuronprobe.analyze(str(MODELS / name), backend="static", train=True) for name in [*MARKED, *CLEAN]}
+    return {name: neuronprobe.analyze(str(MODELS / name), backend="static", train=True) for name in [*MARKED, *CLEAN, *OTHERS]}
 
 
 @pytest.mark.parametrize("name", list(MARKED))
@@ -104,6 +105,21 @@ def test_each_host_read_counts_as_one_sync_per_step(reports):
     assert (report.train.host_syncs_per_step, report.train.graphs_per_step) == (3, 4)
     tolist = next(f for f in report.findings if f.op == "<tensor.tolist()>")
     assert tolist.shapes == "int64[8]" and tolist.bytes_per_call == 64
+
+
+def test_grad_scaler_syncs_every_step_and_its_ops_are_in_the_optimizer_phase(reports):
+    report = reports["train_grad_scaler.py"]
+    line = marker_line(MODELS / "train_grad_scaler.py")
+    (sync,) = [f for f in report.findings if f.phase == "loop"]
+    assert (sync.rule, sync.line, sync.op) == ("grad-scaler-sync", line, "aten::_local_scalar_dense")
+    assert "bfloat16" in sync.fix and report.train.host_syncs_per_step == 1
+    amp = {r.op: (r.phase, r.verdict) for r in report.ops if "_amp_" in r.op}
+    assert amp == {
+        "aten::_amp_foreach_non_finite_check_and_unscale_": ("optimizer", "lowered"),
+        "aten::_amp_update_scale_": ("optimizer", "lowered"),
+    }
+    # found_inf read as "no inf": the optimizer really stepped, at the scaler.step line.
+    assert any(r.op == "aten::addcdiv_" and r.phase == "optimizer" for r in report.ops)
 
 
 def test_branch_on_a_metric_is_control_flow(reports):
