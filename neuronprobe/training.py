@@ -516,7 +516,7 @@ def _optimizer_label(optimizer: Any) -> str:
     return f"{type(optimizer).__module__.split('.')[0]}.{type(optimizer).__name__} ({impl})"
 
 
-def _user_error(where: str, exc: BaseException, path: Any) -> InputError:
+def _user_error(where: str, exc: BaseException, path: Any) -> ModelLoadError:
     file, line, _ = user_frame_from_traceback(exc)
     place = f"{relative_path(file)}:{line}" if file else str(path)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -527,16 +527,16 @@ def _constructor_site(state: _State, fn: Callable[[], Any]) -> tuple[Any, _Site 
     """Call ``get_optimizer`` and note the user's line that constructed the optimizer."""
     found: list[_Site] = []
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_name == "__init__" and not found:
-            owner = frame.f_locals.get("self")
-            caller = frame.f_back
-            if owner is not None and type(owner).__name__ != "Module" and caller is not None:
-                import torch
+    import torch
 
-                if isinstance(owner, torch.optim.Optimizer) and not state.is_library(caller.f_code.co_filename):
-                    file, line = caller.f_code.co_filename, caller.f_lineno
-                    found.append(_Site(file, line, source_line(file, line), None, None))
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or found or frame.f_code.co_name != "__init__":
+            return
+        caller = frame.f_back
+        if isinstance(frame.f_locals.get("self"), torch.optim.Optimizer) and caller is not None:
+            if not state.is_library(caller.f_code.co_filename):
+                file, line = caller.f_code.co_filename, caller.f_lineno
+                found.append(_Site(file, line, source_line(file, line), None, None))
 
     previous = sys.getprofile()
     sys.setprofile(profile)
