@@ -106,7 +106,8 @@ HOST_READ_OP: dict[str, str] = {
 HOST_READ_FIX = (
     "keep the value on the device and read it every N steps (total += loss.detach(); print(total.item() / N) "
     "when step % N == 0), or defer the read with torch_xla.core.xla_model.add_step_closure(lambda: print(loss.item())), "
-    "which runs after the step's graph has executed (measured: no extra graph execution)"
+    "which runs after the step's graph has executed (measured: no extra graph execution); or at least move the read "
+    "after torch_xla.sync() so that it no longer splits the step's graph (it still waits for the device every step)"
 )
 GRAD_SCALER_FIX = (
     "Trainium trains in bf16, which has float32's exponent range and needs no loss scaling: autocast to "

@@ -129,3 +129,15 @@ for name, make in [("AdamW", lambda p: torch.optim.AdamW(p)), ("syncfree.AdamW",
         torch_xla.sync()
     print(f"GradScaler + {name}, 3 steps: aten::_local_scalar_dense {met.counter_value('aten::_local_scalar_dense')}, "
           f"fallbacks {met.executed_fallback_ops()}, executions {met.metric_data('ExecuteTime')[0]}", flush=True)
+
+# a read after torch_xla.sync(): the step's graph has run; does the read still cost?
+m = model(); opt = torch.optim.AdamW(m.parameters(), foreach=False)
+for kind in ["none", "item after sync"]:
+    met.clear_all()
+    for _ in range(3):
+        loss = m(torch.randn(4, 8).to(dev)).sum(); loss.backward(); opt.step(); opt.zero_grad()
+        torch_xla.sync()
+        if kind != "none":
+            v = loss.item()
+    print(f"loop {kind}: executions {met.metric_data('ExecuteTime')[0] if met.metric_data('ExecuteTime') else 0}, "
+          f"local_scalar_dense {met.counter_value('aten::_local_scalar_dense')}", flush=True)
