@@ -271,3 +271,29 @@ def test_phase_filter_works_in_a_browser(reports, tmp_path):
         assert set(shown) == {"backward"}
     finally:
         browser.close()
+
+
+def test_each_op_of_the_step_is_at_the_line_that_ran_it():
+    from neuronprobe.loading import load_model
+    from neuronprobe.training import TrainOptions, capture_training
+
+    path = MODELS / "train_grad_clip.py"
+    text = path.read_text().splitlines()
+
+    def line_of(needle: str) -> int:
+        return next(i for i, t in enumerate(text, start=1) if needle in t)
+
+    step = capture_training(load_model(str(path)), TrainOptions())
+    by_phase: dict[str, set[int | None]] = {}
+    for c in step.calls:
+        by_phase.setdefault(c.phase, set()).add(c.line)
+    loss_line = line_of("F.cross_entropy")
+    assert by_phase["forward"] == {loss_line}  # the loss, computed in train_step
+    # The gradient ops are at the forward line they differentiate (the model runs on that line too);
+    # only the seed gradient and the accumulation into .grad are at the backward() call.
+    assert by_phase["backward"] == {loss_line, line_of("loss.backward()")}
+    assert {c.line for c in step.calls if c.name in ("mm", "nll_loss_backward", "tanh_backward")} == {loss_line}
+    clip, stepped = line_of("clip_grad_norm_"), line_of("optimizer.step()")
+    assert by_phase["optimizer"] <= {clip, stepped, line_of("optimizer.zero_grad()")}
+    assert {c.line for c in step.calls if c.name == "linalg_vector_norm"} == {clip}
+    assert stepped in by_phase["optimizer"]
