@@ -213,6 +213,11 @@ def _phases_card(report: Report) -> Card:
         f"{phase}: {p.findings} finding(s)" + ("" if phase == "loop" else f", {p.support_percentage:.1f}% of {p.ops_total:,} op calls")
         for phase, p in report.summary.phases.items()
     ]
+    if t.observed_graphs_per_step is not None:
+        parts.append(
+            f"observed on the XLA device: {t.observed_graphs_per_step} graph(s), "
+            f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s)"
+        )
     worst = any(p.findings for p in report.summary.phases.values())
     return Card(
         "Training step",
