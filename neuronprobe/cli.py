@@ -152,7 +152,10 @@ def analyze(
     column: Annotated[Optional[str], typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
     field_: Annotated[Optional[str], typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
-        Optional[str], typer.Option("--batch-sizes", help="Batch sizes to combine with --lengths, e.g. 1,4,8.")
+        Optional[str], typer.Option(
+            "--batch-sizes",
+            help="Batch sizes to combine with --lengths, e.g. 1,4,8; with --train and no --lengths, the epoch's batches.",
+        )
     ] = None,
     buckets: Annotated[
         Optional[str], typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")

@@ -232,6 +232,7 @@ def test_observed_training_step_on_xla_cpu_matches_the_prediction(xla_env):
     observed = [(f.op, f.phase, f.line) for f in glu.findings if f.origin == "observed"]
     assert observed == [("aten::glu_backward", "backward", marker_line(MODELS / "train_glu_backward.py"))]
     assert glu.train.observed_graphs_per_step == glu.train.graphs_per_step == 2
+    assert "observed on the XLA device: 2 graph(s)" in glu._repr_html_()
     diff = glu.prediction_diff
     assert diff is not None and diff.predicted_ok_observed_failing == [] and diff.predicted_failing_observed_ok == []
 
