@@ -156,3 +156,33 @@ def test_doctor_shows_the_xla_cpu_environment(tmp_path):
     done = _cli("doctor", NEURONPROBE_XLA_ENV=str(tmp_path / "none"))
     assert done.returncode == 0, done.stderr
     assert "xla-cpu environment" in done.stdout and "run `neuronprobe setup xla-cpu`" in done.stdout
+
+
+def _fake_interpreter(tmp_path: Path, packages: dict[str, tuple[str, str]]) -> str:
+    """An executable that runs this Python with ``packages`` ({import name: (version, __init__ text)}) first on its path."""
+    site = tmp_path / "site"
+    for module, (version, text) in packages.items():
+        (site / module).mkdir(parents=True)
+        (site / module / "__init__.py").write_text(text)
+        dist = site / f"{module}-{version}.dist-info"
+        dist.mkdir()
+        name = module.replace("_", "-")
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH={site} exec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_a_wrong_torch_or_a_placeholder_package_is_named(tmp_path, monkeypatch):
+    wrong = _fake_interpreter(tmp_path / "a", {"torch": ("2.13.0", ""), "torch_xla": ("2.9.0", "")})
+    monkeypatch.setenv("NEURONPROBE_XLA_PYTHON", wrong)
+    with pytest.raises(BackendUnavailable, match=r"torch is 2\.13\.0, not 2\.9\.x \(the trn1 stack\)"):
+        resolve_backend("xla-cpu")
+    placeholder = _fake_interpreter(
+        tmp_path / "b",
+        {"torch": ("2.9.0", ""), "torch_xla": ("2.9.0", 'raise ImportError("WRONG PACKAGE. Please install ...")\n')},
+    )
+    monkeypatch.setenv("NEURONPROBE_XLA_PYTHON", placeholder)
+    with pytest.raises(BackendUnavailable, match=r"has the PyPI placeholder torch-xla, whose import raises"):
+        resolve_backend("xla-cpu")

@@ -36,6 +36,7 @@ from neuronprobe.backends.xla_findings import (
     host_sync_findings,
     observed_verdicts,
     rel_path,
+    run_verdicts,
 )
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
@@ -44,9 +45,12 @@ from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedC
 
 BACKEND_NAME = "xla-cpu"
 POLL_S = 0.05
+# Steps --op-timeout limits: the observation's own work. Starting the interpreter and building
+# the model (a cold import of torch 2.9 reads gigabytes of libraries) only count against --timeout.
+TIMED_STEPS = frozenset({"observe", "compiles"})
 REAP_S = 5.0
 MAX_LOG_CHARS = 20_000
-SOURCE_ROOT = Path(__file__).resolve().parents[2]  # the folder that holds the neuronprobe package
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # neuronprobe/, imported by the worker from source
 
 
 
@@ -72,10 +76,24 @@ class WorkerRun:
     seconds: float = 0.0
 
 
+def worker_path(workdir: Path) -> Path:
+    """A folder holding only a link to neuronprobe's package: the worker's PYTHONPATH.
+
+    Not the folder neuronprobe is installed in: that may be this process's
+    site-packages, whose torch would shadow the worker's torch 2.9.
+    """
+    folder = workdir / "pythonpath"
+    folder.mkdir(exist_ok=True)
+    link = folder / "neuronprobe"
+    if not link.exists():
+        link.symlink_to(PACKAGE_DIR, target_is_directory=True)
+    return folder
+
+
 def worker_env(workdir: Path, save_graphs: bool) -> dict[str, str]:
     """The worker's environment: neuronprobe's source on the path, torch-xla on the CPU, HLO debug on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("XLA_SAVE_TENSORS")}
-    env["PYTHONPATH"] = str(SOURCE_ROOT)
+    env["PYTHONPATH"] = str(worker_path(workdir))
     env["PJRT_DEVICE"] = "CPU"
     env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
     env["HF_HUB_OFFLINE"] = "1"
@@ -118,7 +136,8 @@ def _kill(proc: subprocess.Popen) -> None:
 def run_worker(
     python: str, request: dict[str, Any], workdir: Path, *, timeout: float, op_timeout: float, save_graphs: bool = True
 ) -> WorkerRun:
-    """Run the worker; kill its process group when a step exceeds ``op_timeout`` or the run ``timeout``."""
+    """Run the worker; kill its process group when an observation step exceeds ``op_timeout``
+    or the whole run ``timeout``."""
     events_path = workdir / "events.jsonl"
     request = {**request, "events": str(events_path)}
     request_path = workdir / "request.json"
@@ -144,7 +163,7 @@ def run_worker(
                 if finished:
                     break
                 now = time.monotonic()
-                over_step = current is not None and now - step_start > op_timeout
+                over_step = current in TIMED_STEPS and now - step_start > op_timeout
                 over_run = now - start > timeout
                 if over_step or over_run:
                     _kill(proc)
@@ -199,6 +218,7 @@ class XlaCpuBackend:
 
     env: XlaEnv
     chosen_by_auto: bool = False
+    program: str = "forward"  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
     _steps: dict[str, str] = field(default_factory=dict)
 
     def info(self) -> BackendInfo:
@@ -225,7 +245,9 @@ class XlaCpuBackend:
                 "--backend xla-cpu runs the model in its own torch 2.9 interpreter: give a model file or an hf: spec, "
                 "not a model object"
             )
-        return {"spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": "forward", "steps": steps}
+        return {
+            "spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": self.program, "steps": steps,
+        }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         return self._observe(self._request(loaded, ["observe"]), loaded, target, timeout=timeout, op_timeout=op_timeout)
@@ -280,8 +302,13 @@ class XlaCpuBackend:
             obs.op_verdicts = observed_verdicts(obs.findings)
             return obs
         if step.status != "ok":
+            last = next((ln.strip() for ln in reversed(run.log.splitlines()) if ln.strip()), "")
             obs.limitations.append(
-                Limitation("xla-cpu backend: observe", f"{step.error or step.status}; its ops are only predicted")
+                Limitation(
+                    "xla-cpu backend: observe",
+                    f"{step.error or step.status}; its ops are only predicted"
+                    + (f" (the worker's last output: {last[:200]})" if last else ""),
+                )
             )
             return obs
         value = step.value or {}
@@ -289,16 +316,7 @@ class XlaCpuBackend:
         hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}))
         obs.findings = fallbacks + host_sync_findings(value) + hlo
         obs.limitations.extend(limits)
-        obs.op_verdicts = observed_verdicts(obs.findings)
-        for op in rejected_ops:
-            obs.op_verdicts.setdefault(op, "compile_error")
-        # Ops that ran without a fallback inside them lowered; the one that triggered a fallback did not.
-        # An op whose (base) name has an observed problem (a fallback it triggered, an HLO rule) did not lower.
-        triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
-        problems = {op.split(".", 1)[0] for op in obs.op_verdicts}
-        for op in value.get("ops_seen", []):
-            if op not in triggered and op.split(".", 1)[0] not in problems:
-                obs.op_verdicts.setdefault(op, "lowered")
+        obs.op_verdicts = run_verdicts(value, obs.findings, rejected_ops)
         compiles = value.get("compiles", {})
         obs.extra = {
             "graphs": graphs,

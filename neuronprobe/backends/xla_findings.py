@@ -45,11 +45,17 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         op, count = str(site["op"]), int(site.get("count", 1))
         placed[op] = placed.get(op, 0) + count
         per_call = int(site.get("bytes", 0)) // max(count, 1)
+        unplaced = (
+            "; no frame of the model's code called it (an autograd or device thread): placed by op name where the "
+            "capture has the op, else unplaced"
+            if site.get("file") is None
+            else ""
+        )
         findings.append(
             Finding(
                 op=op, verdict="cpu_fallback", file=rel_path(site.get("file")), line=site.get("line"), module=None,
                 message=f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
-                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)})",
+                f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)}{unplaced})",
                 fix=FIX_FALLBACK, rule="observed-fallback", count=count, origin="observed", bytes_per_call=per_call,
                 source_line=line_text(site.get("file"), site.get("line")),
             )
@@ -146,4 +152,21 @@ def observed_verdicts(findings: list[Finding]) -> dict[str, str]:
     return verdicts
 
 
-__all__ = ["fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]
+def run_verdicts(value: dict[str, Any], findings: list[Finding], rejected_ops: set[str]) -> dict[str, str]:
+    """Observed verdict per dispatched op of one run, for prediction_diff.
+
+    An op with an observed problem (a fallback or host read it triggered, an HLO rule on
+    what it built, under any overload) did not lower; every other op the run dispatched did.
+    """
+    verdicts = observed_verdicts(findings)
+    for op in rejected_ops:
+        verdicts.setdefault(op, "compile_error")
+    triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
+    problems = {op.split(".", 1)[0] for op in verdicts}
+    for op in value.get("ops_seen", []):
+        if op not in triggered and op.split(".", 1)[0] not in problems:
+            verdicts.setdefault(op, "lowered")
+    return verdicts
+
+
+__all__ = ["run_verdicts", "fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]

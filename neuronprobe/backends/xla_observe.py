@@ -79,10 +79,10 @@ def is_library_path(path: str) -> bool:
     return _is_core(path) or any(part in path for part in _HELPER_PARTS)
 
 
-def user_frame(start: Any = None) -> tuple[str | None, int | None]:
-    """The innermost frame outside library code, from ``start`` (default: the caller) outwards;
+def user_frame(start: Any) -> tuple[str | None, int | None]:
+    """The innermost frame outside library code, from the frame ``start`` outwards;
     failing that, the innermost one outside torch and neuronprobe (a transformers helper)."""
-    frame = start if start is not None else sys._getframe(1)
+    frame = start
     helper: tuple[str | None, int | None] = (None, None)
     while frame is not None:
         name = frame.f_code.co_filename
@@ -108,6 +108,12 @@ def _fallback_counts(met: Any) -> dict[str, int]:
         n for n in met.counter_names() if n.startswith("aten::")
     ]
     return {n: int(met.counter_value(n) or 0) for n in names}
+
+
+def _aliases(func: Any) -> bool:
+    """An op whose output is (a view of) an input: its IR may be the input's own, which must not be renamed."""
+    schema = getattr(func, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
 
 
 def _nbytes(values: Any) -> int:
@@ -148,10 +154,7 @@ def _recorder_class() -> Any:
             after = _fallback_counts(met)
             file = line = None
             if after != before or self.tag:
-                try:
-                    file, line = user_frame(sys._getframe(1))
-                except ValueError:  # the autograd engine's device thread has no Python caller (a backward op)
-                    file, line = None, None
+                file, line = user_frame(sys._getframe())  # depth 0: an op from a C++ thread has no caller frame
                 if file is not None and line is not None:
                     self.lines.add((file, line))
                     places = self.op_lines.setdefault(op_name(func), set())
@@ -169,7 +172,7 @@ def _recorder_class() -> Any:
                     )
                     site["count"] += delta
                     site["bytes"] += moved
-            if self.tag and file is not None:
+            if self.tag and file is not None and not _aliases(func):
                 tag = f"{TAG_PREFIX}{file}:{line}@{op_name(func)}@"
                 for t in tree_leaves(out):
                     if isinstance(t, torch.Tensor) and t.device.type == "xla":

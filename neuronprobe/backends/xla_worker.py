@@ -31,7 +31,7 @@ from typing import Any
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
 # returns the zero-argument callable that observe() runs.
-ProgramFactory = Callable[[Any, Any], Callable[[], Any]]
+ProgramFactory = Callable[..., Callable[[], Any]]  # (loaded, device[, options])
 
 
 def to_device(value: Any, device: Any) -> Any:
@@ -90,8 +90,7 @@ def load(request: dict[str, Any]) -> Any:
     spec = str(request["spec"])
     if spec.startswith(HF_PREFIX):
         return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu")
-    loaded = load_model_file(Path(spec))
-    return loaded
+    return load_model_file(Path(spec))
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:
@@ -156,13 +155,19 @@ def main(argv: list[str]) -> int:
 
         return {"torch": torch.__version__, "torch-xla": torch_xla.__version__, "python": sys.version.split()[0]}
 
-    ok, stack = run_step(events, "import", versions)
+    ok, _ = run_step(events, "import", versions)
     if not ok:
         return 3
-    ok, loaded = run_step(events, "load", lambda: _describe(load(request)))
+    models: dict[str, Any] = {}
+
+    def load_step() -> dict[str, Any]:
+        models["loaded"] = loaded = load(request)
+        return {"name": loaded.name, "source": loaded.source}
+
+    ok, _ = run_step(events, "load", load_step)
     if not ok:
         return 4
-    loaded = _LOADED["model"]
+    loaded = models["loaded"]
     import torch_xla
 
     from neuronprobe.backends import xla_observe
@@ -173,7 +178,7 @@ def main(argv: list[str]) -> int:
     if "observe" in steps:
         factory = PROGRAMS[program_name]
         extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
-        ok, result = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=False))
+        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=False))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
@@ -194,15 +199,6 @@ def main(argv: list[str]) -> int:
 
         run_step(events, "compiles", lambda: xla_observe.count_compiles(run_call, calls, progress))
     return 0
-
-
-_LOADED: dict[str, Any] = {}
-
-
-def _describe(loaded: Any) -> dict[str, Any]:
-    """Keep the model for the next steps; report what was loaded (as data)."""
-    _LOADED["model"] = loaded
-    return {"name": loaded.name, "source": loaded.source}
 
 
 if __name__ == "__main__":
