@@ -186,3 +186,14 @@ def test_a_wrong_torch_or_a_placeholder_package_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("NEURONPROBE_XLA_PYTHON", placeholder)
     with pytest.raises(BackendUnavailable, match=r"has the PyPI placeholder torch-xla, whose import raises"):
         resolve_backend("xla-cpu")
+
+
+def test_a_program_the_dispatch_mode_breaks_is_observed_at_the_function_level(xla_env):
+    report = _analyze("xla_mixed_device_inplace.py")
+    (line, verdict, op), = expectations(MODELS / "xla_mixed_device_inplace.py")
+    fallbacks = _observed(report, "cpu_fallback")
+    assert [(f.op, f.line) for f in fallbacks] == [(op, line)]
+    assert "called as torch.unique" in fallbacks[0].message
+    (limit,) = [x for x in report.not_analysed if x.what == "xla-cpu backend: per-call observation"]
+    assert "functionalization" in limit.why or "functional tensor" in limit.why
+    assert not [f for f in report.findings if f.rule == "observed-xla-error"], "not a failure of the model"

@@ -16,6 +16,10 @@ way). While it runs, a ``TorchDispatchMode`` sees every aten op call and
 * tags the op's output IR with the user's file:line (``_set_xla_custom_op_name_prefix``),
   so every HLO instruction lowered from it carries the user's line in ``op_name``.
 
+A program the aten-level mode breaks (functionalization rejects a CPU tensor in an
+in-place op on an XLA tensor under it) is observed again with a ``TorchFunctionMode``,
+above the dispatcher: the same records, per torch call instead of per aten op.
+
 ``XLA_HLO_DEBUG=1`` / ``XLA_IR_DEBUG=1`` (set before torch_xla is imported) make torch-xla
 write ``source_file``/``source_line`` metadata on HLO ops, but from the innermost Python
 frame only, which is usually torch's own module code; the op-name tag is what places
@@ -123,66 +127,96 @@ def _nbytes(values: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tree_leaves(values) if isinstance(t, torch.Tensor))
 
 
-def _recorder_class() -> Any:
-    """Built lazily: the dispatch-mode base class comes from torch, which the parent may not import."""
+def _recorder_classes() -> tuple[Any, Any]:
+    """(dispatch-level recorder, function-level recorder); built lazily: their bases come from torch."""
     import torch
     import torch_xla
     import torch_xla.debug.metrics as met
+    from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils._pytree import tree_leaves
 
     set_prefix = getattr(getattr(torch_xla, "_XLAC", None), "_set_xla_custom_op_name_prefix", None)
 
-    class Recorder(TorchDispatchMode):
-        """Sees each aten call: fallbacks and host reads per user line; tags outputs with that line."""
+    class Record:
+        """Fallbacks and host reads per user line, and the line (and op) tagged onto each output's IR."""
 
-        def __init__(self, tag: bool) -> None:
-            super().__init__()
+        def _start(self, tag: bool) -> None:
             self.tag = tag and set_prefix is not None
             self.sites: dict[tuple[str, str | None, int | None], dict[str, Any]] = {}
             self.calls = 0
-            self.ops: set[str] = set()
+            self.ops: set[str] = set()  # dispatched aten ops (the dispatch level only)
             self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
             self.op_lines: dict[str, set[tuple[str, int]]] = {}  # dispatched op -> the user lines that called it
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-            kwargs = kwargs or {}
+        def record(self, name: str, call: Callable[[], Any], inputs: Any, aten: bool, may_tag: Callable[[Any], bool]) -> Any:
             before = _fallback_counts(met)
-            out = func(*args, **kwargs)
+            out = call()
             self.calls += 1
-            self.ops.add(op_name(func))
+            if aten:
+                self.ops.add(name)
             after = _fallback_counts(met)
             file = line = None
             if after != before or self.tag:
                 file, line = user_frame(sys._getframe())  # depth 0: an op from a C++ thread has no caller frame
                 if file is not None and line is not None:
                     self.lines.add((file, line))
-                    places = self.op_lines.setdefault(op_name(func), set())
-                    if len(places) < MAX_LINES_PER_OP:
-                        places.add((file, line))
+                    if aten:
+                        places = self.op_lines.setdefault(name, set())
+                        if len(places) < MAX_LINES_PER_OP:
+                            places.add((file, line))
             if after != before:
-                moved = _nbytes((args, kwargs, out))
-                for name, value in after.items():
-                    delta = value - before.get(name, 0)
+                moved = _nbytes((inputs, out))
+                for counter, value in after.items():
+                    delta = value - before.get(counter, 0)
                     if delta <= 0:
                         continue
-                    key = (name, file, line)
                     site = self.sites.setdefault(
-                        key, {"op": name, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": op_name(func)}
+                        (counter, file, line),
+                        {"op": counter, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": name},
                     )
                     site["count"] += delta
                     site["bytes"] += moved
-            if self.tag and file is not None and not _aliases(func):
-                tag = f"{TAG_PREFIX}{file}:{line}@{op_name(func)}@"
+            if self.tag and file is not None:
+                tag = f"{TAG_PREFIX}{file}:{line}@{name if aten else ''}@"
                 for t in tree_leaves(out):
-                    if isinstance(t, torch.Tensor) and t.device.type == "xla":
+                    if isinstance(t, torch.Tensor) and t.device.type == "xla" and may_tag(t):
                         try:
                             set_prefix(t, tag, 1)
                         except Exception:  # a tag is a convenience; never break the user's program
                             pass
             return out
 
-    return Recorder
+    class DispatchRecorder(Record, TorchDispatchMode):
+        """Every aten call, after decomposition: the exact op that fell back."""
+
+        def __init__(self, tag: bool) -> None:
+            TorchDispatchMode.__init__(self)
+            self._start(tag)
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            aliasing = _aliases(func)
+            return self.record(op_name(func), lambda: func(*args, **kwargs), (args, kwargs), True, lambda t: not aliasing)
+
+    class FunctionRecorder(Record, TorchFunctionMode):
+        """Every torch call the program makes, above the dispatcher: invisible to functionalization."""
+
+        def __init__(self, tag: bool) -> None:
+            TorchFunctionMode.__init__(self)
+            self._start(tag)
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            leaves = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            name = f"torch.{getattr(func, '__name__', func)}"
+
+            def may_tag(t: Any) -> bool:  # not an input returned (in-place) and not a view of one
+                return not t._is_view() and not any(t is a for a in leaves)
+
+            return self.record(name, lambda: func(*args, **kwargs), (args, kwargs), False, may_tag)
+
+    return DispatchRecorder, FunctionRecorder
 
 
 def read_saved_graphs(path: str | None) -> list[dict[str, str]]:
@@ -271,9 +305,24 @@ def observe(
     sync()
     reset_saved_graphs(save_file)
     met.clear_all()
-    recorder = _recorder_class()(tag_sources)
-    with recorder:
-        out = program()
+    dispatch_recorder, function_recorder = _recorder_classes()
+    recorder = dispatch_recorder(tag_sources)
+    observer_failure = ""
+    try:
+        with recorder:
+            out = program()
+    except Exception as exc:
+        # A Python dispatch mode is not invisible to torch-xla: a program that mixes a CPU
+        # tensor into an in-place op on an XLA tensor trips functionalization under it. Observe
+        # again at the torch-function level, above the dispatcher; if that fails too, the
+        # failure is the program's own.
+        observer_failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+        sync()
+        reset_saved_graphs(save_file)
+        met.clear_all()
+        recorder = function_recorder(tag_sources)
+        with recorder:
+            out = program()
     pending: list[dict[str, Any]] = []
     if execute:
         sync()
@@ -297,6 +346,7 @@ def observe(
         "lines_seen": sorted([f, n] for f, n in recorder.lines),
         "op_lines": {op: sorted([f, n] for f, n in places) for op, places in recorder.op_lines.items()},
         "output_bytes": _nbytes(out),
+        "observer_failure": observer_failure,
     }
 
 

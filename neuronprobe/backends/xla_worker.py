@@ -175,10 +175,12 @@ def main(argv: list[str]) -> int:
     device = torch_xla.device()
     program_name = request.get("program", "forward")
     steps = list(request.get("steps", ["observe"]))
+    # False: the program's last graph is read as HLO, not compiled by XLA's CPU compiler (see observe()).
+    execute = bool(request.get("execute", False))
     if "observe" in steps:
         factory = PROGRAMS[program_name]
         extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
-        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=False))
+        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=execute))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
