@@ -5,6 +5,7 @@ Pure: it returns a :class:`Report` and never prints, exits or writes files.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -14,7 +15,7 @@ import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuronprobe.backends import ResolvedBackend, resolve_backend
 from neuronprobe.capture import (
@@ -56,6 +57,9 @@ from neuronprobe.support import (
 )
 from neuronprobe.usercode import user_exit_guard
 
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.training import TrainOptions
+
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
 # work before running them on the host (or before reading a data-dependent size).
 GRAPH_CUTTING_VERDICTS = frozenset({"cpu_fallback", "dynamic_shape"})
@@ -74,6 +78,7 @@ class AnalyzeOptions:
     timeout: float = 1800.0
     op_timeout: float = 600.0
     command_line: str = ""
+    train: TrainOptions | None = None  # analyse the whole training step (--train)
 
 
 @dataclass
@@ -112,14 +117,22 @@ def analyze(
     name: str | None = None,
     traffic: TrafficOptions | None = None,
     sdk: str | None = None,
+    train: bool = False,
+    optimizer: str = "adamw",
+    optimizer_impl: str = "for-loop",
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
-    file, or an ``hf:<model_type>`` spec.
+    file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
     """
     options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
+    if train:
+        from neuronprobe.training import TrainOptions, check_options
+
+        options.train = check_options(TrainOptions(optimizer=optimizer, optimizer_impl=optimizer_impl))
     if isinstance(model, (str, os.PathLike)):
         return analyze_spec(str(model), options, traffic or TrafficOptions())
     resolved = _resolve(options)
@@ -165,8 +178,23 @@ def _analyze_loaded(
 ) -> Report:
     table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
+    training: Any = None  # the training module, imported only for --train
+    step = None
+    if options.train is not None:
+        from neuronprobe import training as training_module
+
+        training = training_module
+        training.check_trainable(loaded.module, loaded.name)
+        loaded = training.with_labels(loaded)
+        if loaded.train_step is not None:
+            # train_step() calls the model itself: run it first to learn what the forward is called with.
+            step = training.capture_training(loaded, options.train, prefix)
     try:
-        graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
+        if step is not None:
+            graph = training.capture_step_forward(step, loaded, prefix, capture)
+        else:
+            with training.train_mode(loaded.module) if training else contextlib.nullcontext():
+                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
@@ -181,8 +209,17 @@ def _analyze_loaded(
     sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
     classified = [ClassifiedCall(c, classify(c, options.target, table, sdk)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
+    if training is not None:
+        step = step or training.capture_training(loaded, options.train, prefix)
+        base = lambda call: classify(call, options.target, table, sdk)  # noqa: E731
+        counted.extend(
+            c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls)
+            if c.verdict.rule != "bookkeeping"
+        )
 
     findings = _findings(counted)
+    if training is not None and step is not None:
+        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
@@ -200,7 +237,7 @@ def _analyze_loaded(
             method=graph.method,
             export_error=f"{graph.failure.exception}: {graph.failure.message}" if graph.failure else None,
             seconds=round(graph.seconds, 3),
-            nodes=len(graph.calls),
+            nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
         ),
         support_table=SupportTableInfo(
             version=table.label(sdk), target=options.target, provenance=list(table.provenance)
@@ -208,11 +245,17 @@ def _analyze_loaded(
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
+    observation = None
     if resolved.live is not None:
-        _apply_observation(report, loaded, options, resolved, counted)
+        observation = _apply_observation(report, loaded, options, resolved, counted, step)
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
+    from neuronprobe.training import phase_summaries
+
+    report.summary.phases = phase_summaries(report.ops, report.findings)
+    if training is not None and step is not None:
+        _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
 
 
@@ -228,17 +271,37 @@ def _forward_where(loaded: LoadedModel) -> str:
     if loaded.path is not None and file and os.path.realpath(file) == os.path.realpath(loaded.path):
         return f"{loaded.path}:{line}"
     return loaded.source
+def _apply_training(
+    report: Report, training: Any, step: Any, options: AnalyzeOptions, traffic: TrafficOptions, graphs: int,
+    observation: Any = None,
+) -> None:
+    """The training step's own report parts: TrainInfo, measured-rule provenance, the epoch's batch shapes."""
+    report.train = training.train_info(step, options.train, graphs)
+    report.summary.device_graphs = max(report.summary.device_graphs, report.train.graphs_per_step)
+    if observation is not None:
+        training.observed_train_info(report.train, observation)
+    report.support_table.provenance.extend(training.provenance())
+    report.not_analysed.extend(Limitation(what="training step", why=n) for n in step.notes)
+    lists = traffic.batch_sizes if not traffic.given else None
+    epoch = training.epoch_batches(options.train, lists)
+    if epoch is None:
+        return
+    section = training.epoch_recompiles(epoch[0], epoch[1], traffic.compile_seconds)
+    if report.recompiles is None:
+        report.recompiles = section
+    else:
+        report.recompiles.causes.extend(section.causes)
 
 
 def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
-    groups: dict[tuple[str, str, str | None, int | None], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[str, str, str | None, int | None, str], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
         if c.verdict.verdict in SUPPORTED_VERDICTS:
             continue
-        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line)].append(c)
+        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line, c.call.phase)].append(c)
     out = []
-    for (verdict, rule, file, line), items in groups.items():
+    for (verdict, rule, file, line, phase), items in groups.items():
         first = items[0]
         others = sorted({i.call.op for i in items} - {first.call.op})
         message = first.verdict.reason + (f" (also on this line: {', '.join(others)})" if others else "")
@@ -257,6 +320,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
                 count=len(items),
                 bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == "cpu_fallback" else 0,
                 shapes=first.call.shapes(),
+                phase=phase,
             )
         )
     return out
@@ -363,11 +427,11 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
 
 
 def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
-    groups: dict[tuple[str, str], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[str, str, str], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
-        groups[(c.call.op, c.verdict.verdict)].append(c)
+        groups[(c.call.op, c.verdict.verdict, c.call.phase)].append(c)
     rows = []
-    for (op, verdict), items in groups.items():
+    for (op, verdict, phase), items in groups.items():
         shapes: list[str] = []
         for i in items:
             s = i.call.shapes()
@@ -383,6 +447,7 @@ def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
                 dtypes=sorted({t.dtype for i in items for t in [*i.call.inputs, *i.call.outputs]}),
                 example_shapes=shapes,
                 modules=sorted({i.call.module for i in items if i.call.module})[:5],
+                phase=phase,
             )
         )
     rows.sort(key=lambda r: (-VERDICTS.index(r.verdict), -r.count, r.op))
@@ -496,10 +561,19 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 
 
 def _apply_observation(
-    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall]
-) -> None:
+    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall],
+    step: Any = None,
+) -> Any:
     assert resolved.live is not None
-    observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+    if options.train is not None:
+        from neuronprobe import training
+
+        observation = training.observe_training(
+            resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout
+        )
+        training.place_observed(observation, calls, step.host_reads if step is not None else [])
+    else:
+        observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
     _place_observed(observation.findings, calls)
     report.findings.extend(observation.findings)
     report.not_analysed.extend(observation.limitations)
@@ -508,6 +582,7 @@ def _apply_observation(
     refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
     if callable(refine):
         refine(report, observation, calls)
+    return observation
 
 
 def _op_base(op: str) -> str:

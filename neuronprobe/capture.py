@@ -94,6 +94,7 @@ class OpCall:
     # For a CompositeImplicitAutograd op: the aten ops it decomposes into (None: not inspected).
     parts: list[OpCall] | None = None
     has_composite_explicit: bool = False
+    phase: str = "forward"  # training step: forward | backward | optimizer (see training.py)
 
     @property
     def key(self) -> str:

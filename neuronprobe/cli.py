@@ -164,7 +164,10 @@ def analyze(
     column: Annotated[Optional[str], typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
     field_: Annotated[Optional[str], typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
-        Optional[str], typer.Option("--batch-sizes", help="Batch sizes to combine with --lengths, e.g. 1,4,8.")
+        Optional[str], typer.Option(
+            "--batch-sizes",
+            help="Batch sizes to combine with --lengths, e.g. 1,4,8; with --train and no --lengths, the epoch's batches.",
+        )
     ] = None,
     buckets: Annotated[
         Optional[str], typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")
@@ -195,6 +198,22 @@ def analyze(
         Optional[Path],
         typer.Option("--audit", help="Also audit this repository for CUDA assumptions; adds an audit section to the report."),
     ] = None,
+    train: Annotated[
+        bool,
+        typer.Option("--train", help="Analyse one training step: forward, loss, backward, optimizer step and the loop."),
+    ] = False,
+    optimizer: Annotated[
+        str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")
+    ] = "adamw",
+    optimizer_impl: Annotated[
+        str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")
+    ] = "for-loop",
+    dataset_size: Annotated[
+        Optional[int], typer.Option("--dataset-size", help="--train: examples per epoch (with --batch-size).")
+    ] = None,
+    batch_size: Annotated[
+        Optional[int], typer.Option("--batch-size", help="--train: batch size; a short last batch is one more graph.")
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -215,6 +234,12 @@ def analyze(
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
         )
+        if train:
+            from neuronprobe.training import TrainOptions, check_options
+
+            options.train = check_options(TrainOptions(optimizer, optimizer_impl, dataset_size, batch_size))
+        elif dataset_size is not None or batch_size is not None:
+            raise _fail("--dataset-size and --batch-size describe a training epoch: add --train")
         traffic = TrafficOptions(
             shapes=shapes,
             lengths=lengths,

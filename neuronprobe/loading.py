@@ -40,6 +40,9 @@ class LoadedModel:
     sample_inputs: Callable[[], Iterable[Any]] | None = None
     path: Path | None = None
     on_meta: bool = False
+    # --train: the model file's optional train_step(model, optimizer, batch) and get_optimizer(model)
+    train_step: Callable[..., Any] | None = None
+    get_optimizer: Callable[[Any], Any] | None = None
     overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
 
 
@@ -149,7 +152,14 @@ def load_model_file(path: Path) -> LoadedModel:
         if callable(getattr(module, "sample_inputs", None))
         else None,
         path=path,
+        train_step=_optional(module, "train_step"),
+        get_optimizer=_optional(module, "get_optimizer"),
     )
+
+
+def _optional(module: Any, name: str) -> Callable[..., Any] | None:
+    value = getattr(module, name, None)
+    return value if callable(value) else None
 
 
 # --- hf: architectures ---------------------------------------------------------------

@@ -81,6 +81,7 @@ class ModelConfig:
     max_buckets: int = 8
     compile_seconds: float | None = None
     max_compiles: int = 16
+    train: bool = False  # analyse one training step (neuronprobe analyze --train)
 
 
 @dataclass(frozen=True)
@@ -368,6 +369,10 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         op_timeout=config.op_timeout,
         command_line=command_line,
     )
+    if model.train:
+        from neuronprobe.training import TrainOptions
+
+        options.train = TrainOptions()
     traffic = TrafficOptions(
         shapes=Path(model.shapes) if model.shapes else None,
         lengths=Path(model.lengths) if model.lengths else None,

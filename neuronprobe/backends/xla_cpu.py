@@ -250,7 +250,16 @@ class XlaCpuBackend:
         }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
-        request = self._request(loaded, ["observe"])
+        return self._observe(self._request(loaded, ["observe"]), loaded, target, timeout=timeout, op_timeout=op_timeout)
+
+    def observe_training(
+        self, loaded: Any, target: str, options: dict[str, Any], *, timeout: float, op_timeout: float
+    ) -> Observation:
+        """One training step on the XLA device (``--train``): the worker's ``train`` program."""
+        request = {**self._request(loaded, ["observe"]), "program": "train", "program_options": options}
+        return self._observe(request, loaded, target, timeout=timeout, op_timeout=op_timeout)
+
+    def _observe(self, request: dict[str, Any], loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         with tempfile.TemporaryDirectory(prefix="neuronprobe-xla-") as tmp:
             run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=op_timeout)
         self._steps = {k: _step_text(v) for k, v in run.steps.items()}

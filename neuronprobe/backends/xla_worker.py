@@ -31,7 +31,7 @@ from typing import Any
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
 # returns the zero-argument callable that observe() runs.
-ProgramFactory = Callable[[Any, Any], Callable[[], Any]]
+ProgramFactory = Callable[..., Callable[[], Any]]  # (loaded, device[, options])
 
 
 def to_device(value: Any, device: Any) -> Any:
@@ -73,7 +73,14 @@ def forward_program(loaded: Any, device: Any) -> Callable[[], Any]:
     return run
 
 
-PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program}
+def train_step_program(loaded: Any, device: Any, options: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """One training step (``--train``): see :mod:`neuronprobe.backends.train_program`."""
+    from neuronprobe.backends.train_program import train_program
+
+    return train_program(loaded, device, options)
+
+
+PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": train_step_program}
 
 
 def load(request: dict[str, Any]) -> Any:
@@ -172,7 +179,8 @@ def main(argv: list[str]) -> int:
     execute = bool(request.get("execute", False))
     if "observe" in steps:
         factory = PROGRAMS[program_name]
-        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device), execute=execute))
+        extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
+        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=execute))
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])

@@ -61,12 +61,17 @@ def render_summary(report: Report) -> Any:
         f"fallback transfers {_human_bytes(s.fallback_bytes_per_call)} per call"
     )
     parts: list[Any] = [head, stats, counts]
+    if report.train is not None:
+        parts.extend(_training_lines(report))
     if report.findings:
         shown = sorted(report.findings, key=lambda f: -PROBLEM_VERDICTS.index(f.verdict))[:TOP_FINDINGS]
         parts.append(Text(f"\nfindings: {len(report.findings)} (showing {len(shown)})", style="bold"))
         for f in shown:
             tag = f.verdict + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin == "observed" else "")
-            line = Text.assemble(("  " + (tag + " ").ljust(26), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
+            if report.train is not None:
+                tag = f"{f.phase:<9} {tag}"
+            width = 36 if report.train is not None else 26
+            line = Text.assemble(("  " + (tag + " ").ljust(width), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
             if f.count > 1:
                 line.append(f"  x{f.count}")
             parts.append(line)
@@ -98,3 +103,34 @@ def render_summary(report: Report) -> Any:
     for limit in report.not_analysed:
         parts.append(Text(f"not analysed: {limit.what}: {limit.why}", style="dim"))
     return Group(*parts)
+
+
+def _training_lines(report: Report) -> list[Any]:
+    """--train: how the step was built, what the loop costs, and the summary of each phase."""
+    from rich.text import Text
+
+    t = report.train
+    assert t is not None
+    lines = [
+        Text(
+            f"training step: loss {t.loss} · optimizer {t.optimizer}"
+            + (" · train_step() from the model file" if t.train_step else "")
+            + f" · {t.host_syncs_per_step} host sync(s) per step · {t.graphs_per_step} graph execution(s) per step",
+            style="bold",
+        )
+    ]
+    if t.observed_graphs_per_step is not None:
+        lines.append(
+            Text(
+                f"  observed on the XLA device: {t.observed_graphs_per_step} graph execution(s), "
+                f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s) in one step"
+            )
+        )
+    for phase, p in report.summary.phases.items():
+        if phase == "loop":
+            lines.append(Text(f"  {phase:<9} {p.findings} host read(s) in train_step, each a device sync per step"))
+            continue
+        lines.append(
+            Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {p.support_percentage:5.1f}% · {p.findings} finding(s)")
+        )
+    return lines

@@ -20,6 +20,7 @@ CAUSE_TAGS = {
     "branch": "graph changes with shape",
     "graph_change": "graph changes with shape",
     "guard": "other guard",
+    "partial_batch": "partial last batch",
 }
 
 

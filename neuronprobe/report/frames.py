@@ -19,10 +19,10 @@ from neuronprobe.report.model import VERDICTS, Report
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-OPS_COLUMNS = ["op", "verdict", "count", "rule", "reason", "dtypes", "example_shapes", "modules"]
+OPS_COLUMNS = ["op", "verdict", "count", "rule", "reason", "dtypes", "example_shapes", "modules", "phase"]
 FINDINGS_COLUMNS = [
     "verdict", "op", "count", "file", "line", "module", "source_line", "message", "fix",
-    "ncc_code", "origin", "bytes_per_call", "shapes", "rule",
+    "ncc_code", "origin", "bytes_per_call", "shapes", "rule", "phase",
 ]
 RECOMPILES_COLUMNS = ["policy", "graphs", "compile_seconds", "first_seen", "note"]
 BUCKETS_COLUMNS = [

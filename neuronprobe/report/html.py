@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuronprobe.report.model import (
+    PHASES,
     PROBLEM_VERDICTS,
     SUPPORTED_VERDICTS,
     VERDICT_LEGEND,
@@ -199,7 +200,31 @@ def summary_cards(report: Report) -> list[Card]:
              "" if not s.graph_breaks else "warn"),
     ]
     cards.append(_compiles_card(report))
+    if report.train is not None:
+        cards.append(_phases_card(report))
     return cards
+
+
+def _phases_card(report: Report) -> Card:
+    """--train: the training step per phase, and what host reads in the loop cost."""
+    t = report.train
+    assert t is not None
+    parts = [
+        f"{phase}: {p.findings} finding(s)" + ("" if phase == "loop" else f", {p.support_percentage:.1f}% of {p.ops_total:,} op calls")
+        for phase, p in report.summary.phases.items()
+    ]
+    if t.observed_graphs_per_step is not None:
+        parts.append(
+            f"observed on the XLA device: {t.observed_graphs_per_step} graph(s), "
+            f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s)"
+        )
+    worst = any(p.findings for p in report.summary.phases.values())
+    return Card(
+        "Training step",
+        f"{t.graphs_per_step:,} graph(s) per step",
+        f"{t.host_syncs_per_step} host sync(s) per step; loss {t.loss}; optimizer {t.optimizer}. " + "; ".join(parts),
+        "warn" if worst or t.graphs_per_step > 1 else "ok",
+    )
 
 
 def _compiles_card(report: Report) -> Card:
@@ -340,6 +365,7 @@ def render_html(report: Report, *, embedded: bool = False) -> str:
         "groups": finding_groups(report),
         "op_rows": op_rows(report),
         "op_verdicts": [v for v in VERDICTS if any(o.verdict == v for o in report.ops)],
+        "phases": [p for p in PHASES if p in report.summary.phases] if report.train is not None else [],
         "legend": [(v, verdict_css(v), VERDICT_LEGEND[v]) for v in VERDICTS],
         "plots": _plots(report),
         "css": Markup(_asset(CSS_FILE)),

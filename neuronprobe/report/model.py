@@ -23,7 +23,8 @@ from typing import Any, Union
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import ReportFormatError
 
-SCHEMA_VERSION = 1
+# 2: findings and op rows carry a phase, summary.phases, report.train (training step). 1 still loads.
+SCHEMA_VERSION = 2
 
 # The closed set of verdicts, in order of severity (least severe first).
 VERDICTS: tuple[str, ...] = (
@@ -48,6 +49,9 @@ VERDICT_LEGEND: dict[str, str] = {
 
 ORIGINS: tuple[str, ...] = ("predicted", "observed")
 
+# Where in a training step an op or finding happens; an inference analysis is all "forward".
+PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "loop")
+
 
 @dataclass
 class OpSummary:
@@ -61,6 +65,7 @@ class OpSummary:
     dtypes: list[str] = field(default_factory=list)
     example_shapes: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
+    phase: str = "forward"  # schema 2: forward | backward | optimizer | loop
 
 
 @dataclass
@@ -81,6 +86,7 @@ class Finding:
     origin: str = "predicted"  # "predicted" (support table) or "observed" (live SDK)
     bytes_per_call: int = 0  # host<->device bytes per forward, for cpu_fallback
     shapes: str = ""
+    phase: str = "forward"  # schema 2: forward | backward | optimizer | loop (a host read in the training loop)
 
 
 @dataclass
@@ -95,6 +101,16 @@ class GraphBreak:
 
 
 @dataclass
+class PhaseSummary:
+    """The summary of one phase of a training step."""
+
+    ops_total: int = 0
+    support_percentage: float = 100.0
+    counts: dict[str, int] = field(default_factory=dict)
+    findings: int = 0
+
+
+@dataclass
 class Summary:
     ops_total: int = 0  # aten op calls captured (graph nodes)
     distinct_ops: int = 0
@@ -104,7 +120,23 @@ class Summary:
     device_graphs: int = 1  # graphs the forward splits into on the device
     fallback_bytes_per_call: int = 0
     graph_breaks: int = 0
+    phases: dict[str, PhaseSummary] = field(default_factory=dict)  # schema 2: per phase, phases with ops only
 
+
+@dataclass
+class TrainInfo:
+    """How the training step was built and what its loop costs (``--train``)."""
+
+    loss: str = ""  # what was differentiated: "train_step()", "the sum of the outputs", ...
+    optimizer: str = ""  # e.g. "torch.AdamW (for-loop)"
+    train_step: bool = False  # the model file's own train_step() ran
+    host_syncs_per_step: int = 0  # host reads per step (each one a device sync)
+    graphs_per_step: int = 1  # graph executions per step, host-read cuts included
+    seconds: float = 0.0  # the training-step capture
+    # observed on the XLA device (--backend xla-cpu): one step's executed graphs, host reads, compiles
+    observed_graphs_per_step: int | None = None
+    observed_host_syncs_per_step: int | None = None
+    observed_compiles: int | None = None
 
 @dataclass
 class BackendInfo:
@@ -362,6 +394,7 @@ class Report:
     schema_version: int = SCHEMA_VERSION
     # `analyze --audit PATH`: the CUDA-assumption audit of the model's repository (issue 14)
     audit: AuditSection | None = None
+    train: TrainInfo | None = None  # schema 2: set by --train
 
     # -- verdict helpers ---------------------------------------------------
     @property

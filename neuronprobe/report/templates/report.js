@@ -48,6 +48,7 @@
     if (!bar || !table) { return; }
     var text = bar.querySelector(".np-filter-text");
     var verdict = bar.querySelector(".np-filter-verdict");
+    var phase = bar.querySelector(".np-filter-phase");
     var shown = bar.querySelector(".np-filter-shown");
     var rows = table.tBodies[0].rows;
     function apply() {
@@ -56,6 +57,7 @@
       var visible = 0;
       Array.prototype.forEach.call(rows, function (row) {
         var match = (!wanted || row.getAttribute("data-verdict") === wanted) &&
+          (!phase || !phase.value || row.getAttribute("data-phase") === phase.value) &&
           (!needle || row.textContent.toLowerCase().indexOf(needle) !== -1);
         row.hidden = !match;
         if (match) { visible += 1; }
@@ -64,6 +66,7 @@
     }
     text.addEventListener("input", apply);
     verdict.addEventListener("change", apply);
+    if (phase) { phase.addEventListener("change", apply); }
     bar.hidden = false;
     apply();
   }
