@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -76,11 +75,12 @@ def main() -> int:
     args = parser.parse_args()
     ratio = gpt2_ratio(args.repeats)
     llama = llama_7b()
-    print(f"GPT-2 (12 layers): bare export {ratio['export_s']:.2f} s, analyze {ratio['analyze_s']:.2f} s, "
-          f"ratio {ratio['ratio']:.2f}x (budget {RATIO_BUDGET}x)")
-    print(f"Llama {llama['params_b']:.1f}B config: {llama['seconds']:.1f} s end to end (budget {LLAMA_SECONDS_BUDGET} s), "
-          f"peak RSS {llama['peak_rss_gb']:.2f} GB (budget {LLAMA_RSS_BUDGET_GB} GB), {llama['ops']} op calls, "
-          f"support {llama['support']}%")
+    print(f"GPT-2 (12 layers): bare export {ratio['export_s']:.2f} s, analyze {ratio['analyze_s']:.2f} s, ratio {ratio['ratio']:.2f}x (budget {RATIO_BUDGET}x)")
+    print(
+        f"Llama {llama['params_b']:.1f}B config: {llama['seconds']:.1f} s end to end (budget {LLAMA_SECONDS_BUDGET} s), "
+        f"peak RSS {llama['peak_rss_gb']:.2f} GB (budget {LLAMA_RSS_BUDGET_GB} GB), {llama['ops']} op calls, "
+        f"support {llama['support']}%"
+    )
     print(json.dumps({"gpt2": ratio, "llama7b": llama}))
     ok = ratio["ratio"] <= RATIO_BUDGET and llama["seconds"] <= LLAMA_SECONDS_BUDGET and llama["peak_rss_gb"] <= LLAMA_RSS_BUDGET_GB
     return 0 if ok else 1

@@ -65,11 +65,7 @@ def repositories(root: Path, errors_out: Path | None) -> None:
         counts = section.counts()
         print(f"| {name} | {commit[:10]} | {section.files_scanned} | {counts['error']} | {counts['warning']} | {counts['info']} |")
         per_rule[name] = Counter(f.rule for f in section.findings)
-        errors.extend(
-            {"repo": name, "rule": f.rule, "file": f.file, "line": f.line, "snippet": f.snippet}
-            for f in section.findings
-            if f.severity == "error"
-        )
+        errors.extend({"repo": name, "rule": f.rule, "file": f.file, "line": f.line, "snippet": f.snippet} for f in section.findings if f.severity == "error")
     rules = sorted({r for c in per_rule.values() for r in c}, key=lambda r: -sum(c[r] for c in per_rule.values()))
     print()
     print("| rule | " + " | ".join(n.split("/")[1] for n, _, _ in REPOS) + " |")
@@ -85,7 +81,7 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)  # locates without importing
     if spec is None or not spec.submodule_search_locations:
         sys.exit(f"{name} is not installed")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def speed() -> None:

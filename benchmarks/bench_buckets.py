@@ -58,7 +58,7 @@ def synthetic(n: int, seed: int = 0) -> np.ndarray:
 
 
 def bench_speed(n: int, k: int, repeat: int) -> list[str]:
-    rows = ["| lengths | distinct | K | cost | best of %d (s) | target (s) |" % repeat, "|---|---|---|---|---|---|"]
+    rows = [f"| lengths | distinct | K | cost | best of {repeat} (s) | target (s) |", "|---|---|---|---|---|---|"]
     for label, lengths in (("log-normal", synthetic(n)), ("uniform 1..10^5", np.random.default_rng(1).integers(1, 100_001, n))):
         distinct = int(np.unique(lengths).size)
         for cost in ("tokens", "attention"):
@@ -67,9 +67,7 @@ def bench_speed(n: int, k: int, repeat: int) -> list[str]:
                 start = time.perf_counter()
                 propose_buckets(lengths, k, cost=cost)
                 times.append(time.perf_counter() - start)
-            rows.append(
-                f"| {n:,} ({label}) | {distinct:,} | {k} | {cost} | {min(times):.3f} | {SPEED_TARGET_S:.1f} |"
-            )
+            rows.append(f"| {n:,} ({label}) | {distinct:,} | {k} | {cost} | {min(times):.3f} | {SPEED_TARGET_S:.1f} |")
     # End to end from a file: one integer per line, read_lengths + propose_buckets.
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "lengths.txt"

@@ -45,7 +45,7 @@ def best_of(fn: Callable[[], object]) -> float:
 def realistic_lines(rng: np.random.Generator) -> list[str]:
     lengths = np.clip(rng.lognormal(5.0, 0.8, CALLS).astype(int), 1, 4096)
     batches = rng.choice([1, 2, 4, 8], CALLS)
-    return [json.dumps({"input_ids": [int(b), int(n)], "attention_mask": [int(b), int(n)]}) for b, n in zip(batches, lengths)]
+    return [json.dumps({"input_ids": [int(b), int(n)], "attention_mask": [int(b), int(n)]}) for b, n in zip(batches, lengths, strict=False)]
 
 
 def distinct_lines() -> list[str]:
@@ -69,8 +69,8 @@ def main() -> None:
             path = Path(tmp) / f"{name}.jsonl"
             path.write_text("\n".join(lines) + "\n")
             traffic = read_shapes(path)
-            read_s = best_of(lambda: read_shapes(path))
-            predict_s = best_of(lambda: predict(traffic))
+            read_s = best_of(lambda path=path: read_shapes(path))
+            predict_s = best_of(lambda traffic=traffic: predict(traffic))
             rows.append((name, traffic.calls, len(traffic.signatures), read_s, predict_s))
     traffic = lengths_traffic(rng)
     rows.append(("lengths x 3 batch sizes", traffic.calls, len(traffic.signatures), float("nan"), best_of(lambda: predict(traffic))))

@@ -97,10 +97,16 @@ def stress(report: Report, lengths: list[int]) -> Report:
         for j, module in enumerate(op.modules or ["<root>"]):
             findings.append(
                 Finding(
-                    op=op.op, verdict=verdict, file=source, line=100 + 7 * i + j, module=module,
+                    op=op.op,
+                    verdict=verdict,
+                    file=source,
+                    line=100 + 7 * i + j,
+                    module=module,
                     message=f"{op.op} in {module}: a made-up problem so the report is full",
                     fix="rewrite this call with ops that have a Neuron lowering; see the legend",
-                    rule="stress", ncc_code="NCC_EVRF007", count=1 + j % 3,
+                    rule="stress",
+                    ncc_code="NCC_EVRF007",
+                    count=1 + j % 3,
                     source_line="attn_output = self._attn(query, key, value, attention_mask, head_mask)",
                     bytes_per_call=4096 * (j + 1) if verdict == "cpu_fallback" else 0,
                     shapes="[8, 12, 128, 64] float32",
@@ -116,8 +122,7 @@ def stress(report: Report, lengths: list[int]) -> Report:
             "static": PolicyPrediction(len(first_seen), len(first_seen) * 90.0, first_seen, "one graph per shape"),
             "bucketed": PolicyPrediction(8, 720.0, [0, 3, 9, 20, 41, 90, 400, 1500], "8 buckets"),
         },
-        causes=[RecompileCause(f"dim 1 of input_ids changed ({n})", 10, source, 900 + n, True, "def forward(self, input_ids):")
-                for n in range(40)],
+        causes=[RecompileCause(f"dim 1 of input_ids changed ({n})", 10, source, 900 + n, True, "def forward(self, input_ids):") for n in range(40)],
         compile_seconds_per_graph=90.0,
     )
     if lengths:
@@ -129,16 +134,18 @@ def stress(report: Report, lengths: list[int]) -> Report:
         [],
     )
     big.baseline_diff = RunDiff(
-        base_label="yesterday", new_label="today",
-        new_findings=[], removed_findings=[], regressions=[f"regression {n}" for n in range(20)],
+        base_label="yesterday",
+        new_label="today",
+        new_findings=[],
+        removed_findings=[],
+        regressions=[f"regression {n}" for n in range(20)],
         version_changes={"neuronx-cc": ["2.20", "2.21"], "torch": ["2.8.0", "2.9.0"]},
     )
     return big
 
 
 def cold_render_s(json_path: Path) -> float:
-    out = subprocess.run([sys.executable, "-c", _COLD, str(json_path)], check=True, capture_output=True, text=True,
-                         cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", _COLD, str(json_path)], check=True, capture_output=True, text=True, cwd=ROOT)
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -181,9 +188,11 @@ def main() -> int:
 
     start = time.perf_counter()
     gpt2 = real_gpt2(args.lengths if lengths else None)
-    print(f"analysed hf:gpt2 in {time.perf_counter() - start:.1f} s: {gpt2.summary.ops_total} op calls, "
-          f"{gpt2.summary.distinct_ops} distinct ops, {len(gpt2.findings)} findings, "
-          f"recompiles={'yes' if gpt2.recompiles else 'no'}, buckets={'yes' if gpt2.buckets else 'no'}")
+    print(
+        f"analysed hf:gpt2 in {time.perf_counter() - start:.1f} s: {gpt2.summary.ops_total} op calls, "
+        f"{gpt2.summary.distinct_ops} distinct ops, {len(gpt2.findings)} findings, "
+        f"recompiles={'yes' if gpt2.recompiles else 'no'}, buckets={'yes' if gpt2.buckets else 'no'}"
+    )
     reports = {"gpt2": gpt2, "gpt2-stress": stress(gpt2, lengths)}
 
     rows = []
@@ -193,28 +202,32 @@ def main() -> int:
         warm, html = warm_render_s(report)
         html_path = folder / f"{name}.html"
         html_path.write_text(html, encoding="utf-8")
-        rows.append({
-            "name": name, "path": html_path, "bytes": len(html.encode()), "findings": len(report.findings),
-            "svgs": html.count('<svg class="np-plot"'), "cold": cold_render_s(json_path), "warm": warm,
-        })
+        rows.append(
+            {
+                "name": name,
+                "path": html_path,
+                "bytes": len(html.encode()),
+                "findings": len(report.findings),
+                "svgs": html.count('<svg class="np-plot"'),
+                "cold": cold_render_s(json_path),
+                "warm": warm,
+            }
+        )
     if not args.no_browser:
         loads = browser_load_ms([r["path"] for r in rows])
         for r in rows:
             r["load_ms"], r["errors"], r["requests"] = loads[r["path"]]
 
-    print(f"\nmachine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}; "
-          f"reports in {folder}\n")
+    print(f"\nmachine: {platform.machine()}, {platform.python_implementation()} {platform.python_version()}; reports in {folder}\n")
     print("| report | findings | plots | size | cold render | warm render | Chromium load | console errors / requests |")
     print("|---|---:|---:|---:|---:|---:|---:|---|")
     ok = True
     for r in rows:
         load = f"{r['load_ms']:.0f} ms" if "load_ms" in r else "not run"
         clean = f"{r['errors']} / {r['requests']}" if "load_ms" in r else "not run"
-        print(f"| {r['name']} | {r['findings']} | {r['svgs']} | {r['bytes'] / 1e6:.3f} MB | {r['cold']:.2f} s | "
-              f"{r['warm'] * 1000:.0f} ms | {load} | {clean} |")
+        print(f"| {r['name']} | {r['findings']} | {r['svgs']} | {r['bytes'] / 1e6:.3f} MB | {r['cold']:.2f} s | {r['warm'] * 1000:.0f} ms | {load} | {clean} |")
         ok &= r["bytes"] < MAX_BYTES and r["cold"] < MAX_RENDER_S and r.get("errors", 0) == 0 and r.get("requests", 0) == 0
-    print(f"\ntarget: < {MAX_BYTES / 1e6:.1f} MB and < {MAX_RENDER_S:.0f} s render, no console errors, no requests: "
-          f"{'met' if ok else 'MISSED'}")
+    print(f"\ntarget: < {MAX_BYTES / 1e6:.1f} MB and < {MAX_RENDER_S:.0f} s render, no console errors, no requests: {'met' if ok else 'MISSED'}")
     summary = {r["name"]: {k: v for k, v in r.items() if k not in ("path", "name")} for r in rows}
     (folder / "bench_report.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return 0 if ok else 1

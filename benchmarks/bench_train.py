@@ -42,8 +42,7 @@ def gpt2_ratio(repeats: int) -> dict[str, float]:
         train_times.append(time.perf_counter() - t)
     assert report.train is not None and not report.findings
     best_forward, best_train = min(forward_times), min(train_times)
-    return {"forward_s": best_forward, "train_s": best_train, "ratio": best_train / best_forward,
-            "ops": report.summary.ops_total}
+    return {"forward_s": best_forward, "train_s": best_train, "ratio": best_train / best_forward, "ops": report.summary.ops_total}
 
 
 def llama_7b() -> dict[str, float]:
@@ -81,11 +80,15 @@ def main() -> int:
     args = parser.parse_args()
     ratio = gpt2_ratio(args.repeats)
     llama = llama_7b()
-    print(f"GPT-2 (12 layers): forward-only analyze {ratio['forward_s']:.2f} s, --train {ratio['train_s']:.2f} s, "
-          f"ratio {ratio['ratio']:.2f}x (budget {RATIO_BUDGET}x), {ratio['ops']} op calls")
-    print(f"Llama {llama['params_b']:.1f}B config --train: {llama['seconds']:.1f} s end to end (budget {LLAMA_SECONDS_BUDGET} s), "
-          f"peak RSS {llama['peak_rss_gb']:.2f} GB (budget {LLAMA_RSS_BUDGET_GB} GB), {llama['ops']} op calls "
-          f"({llama['backward_ops']} backward, {llama['optimizer_ops']} optimizer), {llama['findings']} findings")
+    print(
+        f"GPT-2 (12 layers): forward-only analyze {ratio['forward_s']:.2f} s, --train {ratio['train_s']:.2f} s, "
+        f"ratio {ratio['ratio']:.2f}x (budget {RATIO_BUDGET}x), {ratio['ops']} op calls"
+    )
+    print(
+        f"Llama {llama['params_b']:.1f}B config --train: {llama['seconds']:.1f} s end to end (budget {LLAMA_SECONDS_BUDGET} s), "
+        f"peak RSS {llama['peak_rss_gb']:.2f} GB (budget {LLAMA_RSS_BUDGET_GB} GB), {llama['ops']} op calls "
+        f"({llama['backward_ops']} backward, {llama['optimizer_ops']} optimizer), {llama['findings']} findings"
+    )
     print(json.dumps({"gpt2": ratio, "llama7b": llama}))
     ok = ratio["ratio"] <= RATIO_BUDGET and llama["seconds"] <= LLAMA_SECONDS_BUDGET and llama["peak_rss_gb"] <= LLAMA_RSS_BUDGET_GB
     return 0 if ok else 1

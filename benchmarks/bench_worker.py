@@ -25,15 +25,9 @@ ABSOLUTE_BUDGET_S = 1.0
 RELATIVE_BUDGET = 0.15
 
 _COMMON = (
-    "import json, time\n"
-    "t = time.perf_counter()\n"
-    "from neuronprobe.analysis import AnalyzeOptions, analyze_spec\n"
-    "options = AnalyzeOptions(backend='static')\n"
+    "import json, time\nt = time.perf_counter()\nfrom neuronprobe.analysis import AnalyzeOptions, analyze_spec\noptions = AnalyzeOptions(backend='static')\n"
 )
-IN_PROCESS = _COMMON + (
-    "text = analyze_spec('hf:gpt2', options).to_json()\n"
-    "print(json.dumps({'seconds': time.perf_counter() - t, 'bytes': len(text)}))\n"
-)
+IN_PROCESS = _COMMON + ("text = analyze_spec('hf:gpt2', options).to_json()\nprint(json.dumps({'seconds': time.perf_counter() - t, 'bytes': len(text)}))\n")
 WORKER = _COMMON + (
     "from neuronprobe.worker import WorkerLimits, analyze_in_worker\n"
     "report = analyze_in_worker('hf:gpt2', lambda: analyze_spec('hf:gpt2', options), WorkerLimits())\n"

@@ -63,8 +63,10 @@ def main() -> None:
     print(json.dumps(result, indent=2))
     xla_s = float(result["gpt2"]["xla_cpu_s"])
     verdict = "within" if xla_s <= XLA_SECONDS_BUDGET else "OVER"
-    print(f"GPT-2 through xla-cpu: {xla_s:.1f} s ({verdict} the {XLA_SECONDS_BUDGET:g} s budget), "
-          f"{result['gpt2']['ratio']}x the static backend ({result['gpt2']['static_s']} s)")
+    print(
+        f"GPT-2 through xla-cpu: {xla_s:.1f} s ({verdict} the {XLA_SECONDS_BUDGET:g} s budget), "
+        f"{result['gpt2']['ratio']}x the static backend ({result['gpt2']['static_s']} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -147,7 +147,7 @@ def _record_calls(fn: Any) -> tuple[list[Any], str | None]:
         if replay_key not in _PARTS:
             explicit = not torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
             _PARTS[replay_key] = replay_parts(func, meta_args, meta_kwargs, explicit)
-    for call, replay_key in zip(calls, keys):
+    for call, replay_key in zip(calls, keys, strict=False):
         if call.has_composite_implicit or call.has_composite_explicit:
             call.parts = _PARTS.get(replay_key)
     return calls, error
@@ -188,7 +188,7 @@ def run_static_side(work: Path, max_samples: int, ops: str = "") -> Path:
                     if not _has_tensor(sample):
                         f.write(json.dumps({"op": label, "dtype": dtype_name, "index": index, "no_tensor": True}) + "\n")
                         continue
-                    calls, error = _record_calls(lambda: op(sample.input, *sample.args, **sample.kwargs))
+                    calls, error = _record_calls(lambda op=op, sample=sample: op(sample.input, *sample.args, **sample.kwargs))
                     verdicts = []
                     for call in calls:
                         c = classify(call, "trn1", table)
@@ -263,11 +263,15 @@ def compare(work: Path) -> dict[str, Any]:
             per_op[op]["agree"] += 1
             per_dtype[f"{op}|{dtype}"]["agree"] += 1
         else:
-            disagreements.append({
-                "op": op, "dtype": dtype, "index": index,
-                "static": [f"{k} {v} ({r})" for k, v, r in host_calls] or ["all on the device"],
-                "torch_xla": xrec["fallbacks"] or ["no CPU fallback"],
-            })
+            disagreements.append(
+                {
+                    "op": op,
+                    "dtype": dtype,
+                    "index": index,
+                    "static": [f"{k} {v} ({r})" for k, v, r in host_calls] or ["all on the device"],
+                    "torch_xla": xrec["fallbacks"] or ["no CPU fallback"],
+                }
+            )
     for key in xla.keys() - static.keys():
         if key[2] >= 0:
             counts["unmatched_xla_only"] += 1
@@ -303,8 +307,7 @@ def write_tables(result: dict[str, Any], seconds: dict[str, float], max_samples:
         f"torch 2.13 raised {c.get('static_error', 0)}, only in torch 2.13's OpInfo {c.get('unmatched_static_only', 0)}, "
         f"only in torch 2.9's {c.get('unmatched_xla_only', 0)}, "
         f"factory samples without a tensor input (never on the XLA device) {c.get('no_tensor_input', 0)}",
-        f"- time: torch-xla side {seconds.get('xla', 0):.0f} s, static side {seconds.get('static', 0):.0f} s "
-        "(a shared 2-core machine)",
+        f"- time: torch-xla side {seconds.get('xla', 0):.0f} s, static side {seconds.get('static', 0):.0f} s (a shared 2-core machine)",
         "",
         "## OpInfos with a disagreement or samples not compared",
         "",
@@ -315,10 +318,11 @@ def write_tables(result: dict[str, Any], seconds: dict[str, float], max_samples:
         if pc.get("agree", 0) == pc.get("compared", 0) and set(pc) <= {"agree", "compared", "no_tensor_input"}:
             continue
         unmatched = pc.get("unmatched_static_only", 0) + pc.get("unmatched_xla_only", 0)
-        lines.append(f"| {op} | {pc.get('compared', 0)} | {pc.get('agree', 0)} | {pc.get('xla_error', 0)} | "
-                     f"{pc.get('xla_crashed', 0)} | {pc.get('static_error', 0)} | {unmatched} |")
-    lines += ["", "## Every disagreement", "", "| OpInfo | dtype | sample | static (host ops) | torch-xla (CPU fallbacks) |",
-              "|---|---|---:|---|---|"]
+        lines.append(
+            f"| {op} | {pc.get('compared', 0)} | {pc.get('agree', 0)} | {pc.get('xla_error', 0)} | "
+            f"{pc.get('xla_crashed', 0)} | {pc.get('static_error', 0)} | {unmatched} |"
+        )
+    lines += ["", "## Every disagreement", "", "| OpInfo | dtype | sample | static (host ops) | torch-xla (CPU fallbacks) |", "|---|---|---:|---|---|"]
     for d in result["disagreements"]:
         lines.append(f"| {d['op']} | {d['dtype']} | {d['index']} | {'; '.join(d['static'])} | {', '.join(d['torch_xla'])} |")
     if result["fallbacks_called_lowered"]:
@@ -351,8 +355,10 @@ def main() -> int:
     result = compare(args.work)
     write_tables(result, seconds, args.max_samples)
     c = result["counts"]
-    print(f"agreement {result['agreement_percent']}% of {c.get('compared', 0)} samples; "
-          f"{len(result['disagreements'])} disagreements; table in {TABLE_MD}", file=sys.stderr)
+    print(
+        f"agreement {result['agreement_percent']}% of {c.get('compared', 0)} samples; {len(result['disagreements'])} disagreements; table in {TABLE_MD}",
+        file=sys.stderr,
+    )
     return 0
 
 

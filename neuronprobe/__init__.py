@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["analyze", "propose_buckets", "load_report", "Report", "__version__"]
+__all__ = ["Report", "__version__", "analyze", "load_report", "propose_buckets"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.analysis import analyze

@@ -173,9 +173,7 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
 # --- the pipeline --------------------------------------------------------------------
 
 
-def _analyze_loaded(
-    loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend
-) -> Report:
+def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
     table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
     training: Any = None  # the training module, imported only for --train
@@ -198,13 +196,10 @@ def _analyze_loaded(
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
-        raise ModelLoadError(
-            f"{where}: the model's forward raised {type(err.original).__name__}: {err.original}"
-        ) from err.original
+        raise ModelLoadError(f"{where}: the model's forward raised {type(err.original).__name__}: {err.original}") from err.original
     if graph.output_tensors == 0:
         raise ModelLoadError(
-            f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), "
-            "there is nothing to compile otherwise"
+            f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
     sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
     classified = [ClassifiedCall(c, classify(c, options.target, table, sdk)) for c in graph.calls]
@@ -212,10 +207,7 @@ def _analyze_loaded(
     if training is not None:
         step = step or training.capture_training(loaded, options.train, prefix)
         base = lambda call: classify(call, options.target, table, sdk)  # noqa: E731
-        counted.extend(
-            c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls)
-            if c.verdict.rule != "bookkeeping"
-        )
+        counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
     if training is not None and step is not None:
@@ -239,9 +231,7 @@ def _analyze_loaded(
             seconds=round(graph.seconds, 3),
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
         ),
-        support_table=SupportTableInfo(
-            version=table.label(sdk), target=options.target, provenance=list(table.provenance)
-        ),
+        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=list(table.provenance)),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -271,8 +261,15 @@ def _forward_where(loaded: LoadedModel) -> str:
     if loaded.path is not None and file and os.path.realpath(file) == os.path.realpath(loaded.path):
         return f"{loaded.path}:{line}"
     return loaded.source
+
+
 def _apply_training(
-    report: Report, training: Any, step: Any, options: AnalyzeOptions, traffic: TrafficOptions, graphs: int,
+    report: Report,
+    training: Any,
+    step: Any,
+    options: AnalyzeOptions,
+    traffic: TrafficOptions,
+    graphs: int,
     observation: Any = None,
 ) -> None:
     """The training step's own report parts: TrainInfo, measured-rule provenance, the epoch's batch shapes."""
@@ -344,8 +341,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
                 module=None,
                 message=f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
                 "and a Neuron trace freezes whichever branch the example input took",
-                fix="make the branch a tensor op: torch.where(cond, a, b) for values, or torch.cond for sub-graphs; "
-                "or move the decision out of forward",
+                fix="make the branch a tensor op: torch.where(cond, a, b) for values, or torch.cond for sub-graphs; or move the decision out of forward",
                 rule="data-dependent-branch",
                 source_line=failure.source_line,
             )
@@ -374,10 +370,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
 def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
     counts: Counter[tuple[str, str | None, int | None]] = Counter((b.reason, b.file, b.line) for b in records)
     lines = {(b.reason, b.file, b.line): b.source_line for b in records}
-    return [
-        GraphBreak(reason=r, file=relative_path(f), line=ln, source_line=lines[(r, f, ln)], count=n)
-        for (r, f, ln), n in counts.items()
-    ]
+    return [GraphBreak(reason=r, file=relative_path(f), line=ln, source_line=lines[(r, f, ln)], count=n) for (r, f, ln), n in counts.items()]
 
 
 def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list[Finding]:
@@ -398,26 +391,45 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
             rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
             out.append(
                 Finding(
-                    op=f"aten::{key}", verdict="dynamic_shape", file=file, line=b.line, module=None,
-                    message=rule.message, fix=rule.fix_for(key), rule=rule.id,
-                    ncc_code=rule.ncc_code, source_line=b.source_line,
+                    op=f"aten::{key}",
+                    verdict="dynamic_shape",
+                    file=file,
+                    line=b.line,
+                    module=None,
+                    message=rule.message,
+                    fix=rule.fix_for(key),
+                    rule=rule.id,
+                    ncc_code=rule.ncc_code,
+                    source_line=b.source_line,
                 )
             )
         elif "sparse" in lower:
             rule = next(r for r in table.rules if r.id == "sparse-layout")
             out.append(
                 Finding(
-                    op="<sparse tensor>", verdict="cpu_fallback", file=file, line=b.line, module=None,
-                    message=rule.message, fix=rule.fix, rule=rule.id, source_line=b.source_line,
+                    op="<sparse tensor>",
+                    verdict="cpu_fallback",
+                    file=file,
+                    line=b.line,
+                    module=None,
+                    message=rule.message,
+                    fix=rule.fix,
+                    rule=rule.id,
+                    source_line=b.source_line,
                 )
             )
         elif "data-dependent" in lower or "generic_jump" in lower or "data dependent" in lower:
             out.append(
                 Finding(
-                    op=CONTROL_FLOW_OP, verdict="control_flow", file=file, line=b.line, module=None,
+                    op=CONTROL_FLOW_OP,
+                    verdict="control_flow",
+                    file=file,
+                    line=b.line,
+                    module=None,
                     message=f"a Python branch on a tensor value breaks the graph ({b.reason})",
                     fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
-                    rule="data-dependent-branch", source_line=b.source_line,
+                    rule="data-dependent-branch",
+                    source_line=b.source_line,
                 )
             )
         else:
@@ -505,9 +517,7 @@ def _limitations(graph: OpGraph) -> list[Limitation]:
 
 def _git(folder: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
-        )
+        out = subprocess.run(["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
@@ -561,16 +571,18 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 
 
 def _apply_observation(
-    report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall],
+    report: Report,
+    loaded: LoadedModel,
+    options: AnalyzeOptions,
+    resolved: ResolvedBackend,
+    calls: list[ClassifiedCall],
     step: Any = None,
 ) -> Any:
     assert resolved.live is not None
     if options.train is not None:
         from neuronprobe import training
 
-        observation = training.observe_training(
-            resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout
-        )
+        observation = training.observe_training(resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout)
         training.place_observed(observation, calls, step.host_reads if step is not None else [])
     else:
         observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
@@ -645,9 +657,7 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
     return diff
 
 
-def _apply_traffic(
-    report: Report, loaded: LoadedModel, traffic: TrafficOptions, resolved: ResolvedBackend, options: AnalyzeOptions
-) -> None:
+def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions, resolved: ResolvedBackend, options: AnalyzeOptions) -> None:
     from neuronprobe.recompiles import analyze_traffic
 
     # The live backend (a Neuron host) counts real compiles when it has count_compiles().
@@ -658,4 +668,4 @@ def _apply_traffic(
     report.not_analysed.extend(result.limitations)
 
 
-__all__ = ["AnalyzeOptions", "TrafficOptions", "analyze", "analyze_spec", "InputError"]
+__all__ = ["AnalyzeOptions", "InputError", "TrafficOptions", "analyze", "analyze_spec"]

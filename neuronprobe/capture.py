@@ -545,10 +545,8 @@ class _BreakLog(logging.Handler):
         self.records: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
+        with contextlib.suppress(Exception):  # a malformed record must not break capture
             self.records.append(record.getMessage())
-        except Exception:  # a malformed record must not break capture
-            pass
 
 
 def _parse_breaks(messages: list[str]) -> list[BreakRecord]:

@@ -12,7 +12,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,6 @@ app = typer.Typer(
 )
 
 
-
 def _show_version(value: bool) -> None:
     if value:
         from neuronprobe import __version__
@@ -39,12 +38,11 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[
-        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2,
     why your traffic recompiles, and which buckets minimise padding."""
+
 
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
 
@@ -124,63 +122,50 @@ def _int_list(value: str | None, flag: str) -> list[int] | None:
 def analyze(
     model: Annotated[str, typer.Argument(help="A model file (get_model, get_example_inputs) or hf:<model_type>.")],
     set_: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable)."),
     ] = None,
     target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = "trn1",
     backend: Annotated[
         str,
-        typer.Option(
-            help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."
-        ),
+        typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."),
     ] = "auto",
     sdk: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--sdk", help="Neuron SDK release whose rules apply, e.g. 2.31.0 (default: the newest known)."),
     ] = None,
     rules: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--rules", help="A JSON rule file of your own, applied before the bundled rules."),
     ] = None,
     require_backend: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
     ] = None,
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Where to write the JSON report.")] = None,
-    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path(
-        "reports"
-    ),
+    json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
     fail_on: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts, e.g. cpu_fallback,compile_error."),
     ] = None,
-    shapes: Annotated[
-        Optional[Path], typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")
-    ] = None,
-    lengths: Annotated[
-        Optional[Path], typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")
-    ] = None,
-    column: Annotated[Optional[str], typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
-    field_: Annotated[Optional[str], typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
+    shapes: Annotated[Path | None, typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")] = None,
+    lengths: Annotated[Path | None, typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")] = None,
+    column: Annotated[str | None, typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
+    field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
-        Optional[str], typer.Option(
+        str | None,
+        typer.Option(
             "--batch-sizes",
             help="Batch sizes to combine with --lengths, e.g. 1,4,8; with --train and no --lengths, the epoch's batches.",
-        )
+        ),
     ] = None,
-    buckets: Annotated[
-        Optional[str], typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")
-    ] = None,
+    buckets: Annotated[str | None, typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")] = None,
     max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most buckets to propose for the traffic.")] = 8,
-    compile_seconds: Annotated[
-        Optional[float], typer.Option("--compile-seconds", help="Estimated compile time per graph, in seconds.")
-    ] = None,
-    max_compiles: Annotated[
-        int, typer.Option("--max-compiles", help="Most distinct shapes to compile on CPU as evidence.")
-    ] = 16,
+    compile_seconds: Annotated[float | None, typer.Option("--compile-seconds", help="Estimated compile time per graph, in seconds.")] = None,
+    max_compiles: Annotated[int, typer.Option("--max-compiles", help="Most distinct shapes to compile on CPU as evidence.")] = 16,
     fail_on_recompiles: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--fail-on-recompiles", help="Exit 1 when the static policy needs more than N graphs."),
     ] = None,
     timeout: Annotated[
@@ -188,32 +173,22 @@ def analyze(
         typer.Option("--timeout", help="Wall-clock limit of the whole analysis (the model code runs in a worker that is killed after it), seconds."),
     ] = 1800.0,
     max_memory: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--max-memory", help="Resident-memory limit of the analysis worker, e.g. 8G or 50% (default: 75% of the machine)."),
     ] = None,
-    op_timeout: Annotated[
-        float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")
-    ] = 600.0,
+    op_timeout: Annotated[float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")] = 600.0,
     audit_path: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--audit", help="Also audit this repository for CUDA assumptions; adds an audit section to the report."),
     ] = None,
     train: Annotated[
         bool,
         typer.Option("--train", help="Analyse one training step: forward, loss, backward, optimizer step and the loop."),
     ] = False,
-    optimizer: Annotated[
-        str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")
-    ] = "adamw",
-    optimizer_impl: Annotated[
-        str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")
-    ] = "for-loop",
-    dataset_size: Annotated[
-        Optional[int], typer.Option("--dataset-size", help="--train: examples per epoch (with --batch-size).")
-    ] = None,
-    batch_size: Annotated[
-        Optional[int], typer.Option("--batch-size", help="--train: batch size; a short last batch is one more graph.")
-    ] = None,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")] = "adamw",
+    optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
+    dataset_size: Annotated[int | None, typer.Option("--dataset-size", help="--train: examples per epoch (with --batch-size).")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="--train: batch size; a short last batch is one more graph.")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -272,9 +247,7 @@ def analyze(
             report.audit = audit_paths([audit_path], stack_for(target, None))
         if fail_on_recompiles is not None and report.recompiles is None:
             # A gate that cannot be evaluated must not pass silently.
-            raise _fail(
-                "--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file"
-            )
+            raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file")
 
         from neuronprobe.report.console import render_summary
 
@@ -306,9 +279,7 @@ def analyze(
         if fail_on_recompiles is not None and report.recompiles is not None:
             static = report.recompiles.predicted.get("static")
             if static is not None and static.graphs > fail_on_recompiles:
-                _err_console().print(
-                    f"gate failed: the static policy needs {static.graphs} graphs (limit {fail_on_recompiles})"
-                )
+                _err_console().print(f"gate failed: the static policy needs {static.graphs} graphs (limit {fail_on_recompiles})")
                 code = EXIT_GATE_FAILED
         if code:
             raise typer.Exit(code)
@@ -334,34 +305,28 @@ def _verdict_names() -> set[str]:
 
 @app.command()
 def audit(
-    paths: Annotated[
-        Optional[list[Path]], typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")
-    ] = None,
+    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")] = None,
     rules: Annotated[bool, typer.Option("--rules", help="List the rules with their fixes and sources, and exit.")] = False,
     stack: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--stack", help="Fixes for xla (torch-neuronx on trn1/inf2) or native (TorchNeuron on trn2/trn3); default from --target."),
     ] = None,
     target: Annotated[str, typer.Option(help="Neuron target: trn1, inf2 (stack xla), trn2 or trn3 (stack native).")] = "trn1",
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the findings as JSON here (also a --baseline).")] = None,
-    sarif_path: Annotated[Optional[Path], typer.Option("--sarif", help="Write SARIF 2.1.0 here, for GitHub code scanning.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the findings as JSON here (also a --baseline).")] = None,
+    sarif_path: Annotated[Path | None, typer.Option("--sarif", help="Write SARIF 2.1.0 here, for GitHub code scanning.")] = None,
     fail_on: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--fail-on", help="Exit 1 on a new finding at this severity or worse (error, warning, info), or of these rule ids."),
     ] = None,
-    baseline: Annotated[
-        Optional[Path], typer.Option("--baseline", help="A previous `audit --json`: only findings it lacks are new and gate.")
-    ] = None,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", help="Worker processes (default: one per core).")] = None,
-    include_vendored: Annotated[
-        bool, typer.Option("--include-vendored", help="Also audit vendored folders (vendor/, third_party/, ...).")
-    ] = False,
+    baseline: Annotated[Path | None, typer.Option("--baseline", help="A previous `audit --json`: only findings it lacks are new and gate.")] = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", help="Worker processes (default: one per core).")] = None,
+    include_vendored: Annotated[bool, typer.Option("--include-vendored", help="Also audit vendored folders (vendor/, third_party/, ...).")] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Find the CUDA assumptions in a repository and its CI that fail, or fail silently, on Trainium/Inferentia2."""
     with _errors(debug):
         from neuronprobe.audit.console import render_audit, render_rules
-        from neuronprobe.audit.engine import audit_paths, check_fail_on, gate
+        from neuronprobe.audit.engine import check_fail_on, gate
         from neuronprobe.audit.rules import STACKS, TARGET_STACK, stack_for
 
         if stack is not None and stack not in STACKS:
@@ -401,7 +366,7 @@ def audit(
             raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _audit_with_progress(paths: list[Path], stack: str, jobs: Optional[int], include_vendored: bool, baseline: Optional[Path]) -> Any:
+def _audit_with_progress(paths: list[Path], stack: str, jobs: int | None, include_vendored: bool, baseline: Path | None) -> Any:
     """Run the audit with a progress bar on stderr when stderr is a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -410,9 +375,7 @@ def _audit_with_progress(paths: list[Path], stack: str, jobs: Optional[int], inc
     err = _err_console()
     if not err.is_terminal:  # a CI log: no bar, and no stray blank line where it would have been
         return audit_paths(paths, stack, jobs=jobs, include_vendored=include_vendored, baseline=baseline)
-    with Progress(
-        TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True
-    ) as bar:
+    with Progress(TextColumn("auditing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
         task = bar.add_task("audit", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -427,17 +390,14 @@ def _audit_with_progress(paths: list[Path], stack: str, jobs: Optional[int], inc
 @app.command()
 def report(
     run: Annotated[Path, typer.Argument(metavar="RUN.json", help="A report JSON written by `neuronprobe analyze`.")],
-    output: Annotated[
-        Optional[Path], typer.Option("--output", "-o", help="The HTML file to write (default: RUN with .html).")
-    ] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="The HTML file to write (default: RUN with .html).")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Re-render the self-contained HTML report from a report JSON, on any machine."""
     with _errors(debug):
+        from neuronprobe.files import check_outputs
         from neuronprobe.report.html import render_html
         from neuronprobe.report.model import load_report
-
-        from neuronprobe.files import check_outputs
 
         out = output if output is not None else run.with_suffix(".html")
         if out.resolve() == run.resolve():
@@ -455,10 +415,8 @@ def report(
 def diff(
     base: Annotated[Path, typer.Argument(help="The baseline report JSON.")],
     new: Annotated[Path, typer.Argument(help="The new report JSON.")],
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the diff as JSON here.")] = None,
-    html_path: Annotated[
-        Optional[Path], typer.Option("--html", help="Write the NEW report as HTML here, with a 'changes since baseline' section.")
-    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the diff as JSON here.")] = None,
+    html_path: Annotated[Path | None, typer.Option("--html", help="Write the NEW report as HTML here, with a 'changes since baseline' section.")] = None,
     fail_on_regression: Annotated[
         bool,
         typer.Option(
@@ -474,9 +432,9 @@ def diff(
         import dataclasses
         import json
 
+        from neuronprobe.files import check_outputs
         from neuronprobe.report.diff import diff_reports, run_label
         from neuronprobe.report.diff_console import render_diff
-        from neuronprobe.files import check_outputs
         from neuronprobe.report.model import load_report
 
         check_outputs(
@@ -507,14 +465,10 @@ def diff(
 @app.command()
 def nightly(
     config: Annotated[Path, typer.Argument(help="The nightly CONFIG.toml: defaults, and one \\[\\[models]] table per model.")],
-    output_dir: Annotated[
-        Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html.")
-    ] = Path("reports"),
-    date: Annotated[
-        Optional[str], typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")
-    ] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html.")] = Path("reports"),
+    date: Annotated[str | None, typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")] = None,
     require_backend: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--require-backend", help="Fail with exit 2 unless this backend is really there (overrides the config)."),
     ] = None,
     debug: DebugOpt = False,
@@ -596,39 +550,30 @@ def _print_nightly(result: Any, index: Path) -> None:
 
 @app.command()
 def buckets(
-    lengths: Annotated[
-        Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")
-    ],
-    column: Annotated[Optional[str], typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
-    field_: Annotated[Optional[str], typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
-    max_buckets: Annotated[
-        int, typer.Option("--max-buckets", "-k", help="Most buckets (compiled graphs); the curve covers every k up to it.")
-    ] = 8,
+    lengths: Annotated[Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")],
+    column: Annotated[str | None, typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
+    field_: Annotated[str | None, typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
+    max_buckets: Annotated[int, typer.Option("--max-buckets", "-k", help="Most buckets (compiled graphs); the curve covers every k up to it.")] = 8,
     cost: Annotated[
         str,
         typer.Option("--cost", help="Padding cost f: tokens (x), attention (x^2), or A,B for A*x + B*x^2."),
     ] = "tokens",
     step_times: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--step-times", help="CSV with columns length,seconds: fit A,B of the cost from measured steps."),
     ] = None,
-    max_len: Annotated[
-        Optional[int], typer.Option("--max-len", help="The last bucket (default: the longest length).")
-    ] = None,
-    multiple_of: Annotated[
-        Optional[int], typer.Option("--multiple-of", help="Every edge a multiple of this (tile size, e.g. 128).")
-    ] = None,
-    min_bucket: Annotated[Optional[int], typer.Option("--min-bucket", help="The smallest allowed edge.")] = None,
+    max_len: Annotated[int | None, typer.Option("--max-len", help="The last bucket (default: the longest length).")] = None,
+    multiple_of: Annotated[int | None, typer.Option("--multiple-of", help="Every edge a multiple of this (tile size, e.g. 128).")] = None,
+    min_bucket: Annotated[int | None, typer.Option("--min-bucket", help="The smallest allowed edge.")] = None,
     fit: Annotated[
         str,
         typer.Option(
             "--fit",
-            help="inclusive: a length goes to the first edge >= it; strict: the first edge > it "
-            "(NxD Inference's runtime rule).",
+            help="inclusive: a length goes to the first edge >= it; strict: the first edge > it (NxD Inference's runtime rule).",
         ),
     ] = "inclusive",
     compile_seconds: Annotated[
-        Optional[float],
+        float | None,
         typer.Option("--compile-seconds", help="Compile time per graph: choose k by runtime + compile cost."),
     ] = None,
     compile_weight: Annotated[
@@ -636,14 +581,14 @@ def buckets(
         typer.Option("--compile-weight", help="Cost units one compile-second is worth (see README: choosing k)."),
     ] = 1.0,
     holdout: Annotated[
-        Optional[float],
+        float | None,
         typer.Option("--holdout", help="Fit on the first part (time order if there is a timestamp), score on this share."),
     ] = None,
     config: Annotated[
         str,
         typer.Option("--config", help="Snippet to print: nxd_inference, transformers_neuronx, vllm_neuron, list, all, none."),
     ] = "nxd_inference",
-    json_path: Annotated[Optional[Path], typer.Option("--json", help="Write the proposal as JSON here.")] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Write the proposal as JSON here.")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
@@ -691,7 +636,7 @@ def buckets(
 @app.command()
 def doctor(
     require_backend: Annotated[
-        Optional[str],
+        str | None,
         typer.Option("--require-backend", help="Exit 2 unless this backend is really there (neuron: the real SDK)."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the detected environment as JSON.")] = False,
@@ -766,7 +711,7 @@ def _doctor_table(detection: Any, chosen: Any) -> Any:
 def setup(
     backend: Annotated[str, typer.Argument(help="The backend to set up: xla-cpu.")],
     path: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu)."),
     ] = None,
     debug: DebugOpt = False,

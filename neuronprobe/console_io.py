@@ -17,6 +17,7 @@ process group is killed and temporary files are removed on the way out.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -56,10 +57,8 @@ class GuardedStdout:
 
     def _lost(self) -> None:
         _state["lost"] = True
-        try:
+        with contextlib.suppress(OSError, ValueError):
             _silence_fd(self._stream.fileno())
-        except (OSError, ValueError):
-            pass
 
     def write(self, text: str) -> int:
         if _state["lost"]:
@@ -100,25 +99,21 @@ def guard_streams() -> None:
             if fd == 1:
                 _state["lost"] = True
     if sys.stdout is None or _state["lost"]:
-        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - replaces the process's stream
     if sys.stderr is None:
-        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - replaces the process's stream
     if not isinstance(sys.stdout, GuardedStdout):
         sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread: leave the default
         signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread: leave the default
-        pass
 
 
 def final_exit_code(code: Any) -> Any:
     """The command's exit code, with a lost stdout replacing 0 and 1 (never report a gate on a broken pipe)."""
     if code is None:
         code = 0
-    try:
+    with contextlib.suppress(Exception):
         sys.stdout.flush()
-    except Exception:
-        pass
     if _state["lost"] and code in _REPLACED:
         return EXIT_STDOUT_CLOSED
     return code

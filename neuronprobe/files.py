@@ -14,6 +14,7 @@ Used by the CLI edge only; the library returns strings and objects.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -59,9 +60,7 @@ def _identity(path: Path) -> tuple[str, object]:
         return ("path", os.path.realpath(path))
 
 
-def check_outputs(
-    outputs: Iterable[tuple[str, str | os.PathLike[str]]], inputs: Iterable[str | os.PathLike[str] | None] = ()
-) -> None:
+def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike[str]]], inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
     """Refuse, before any work, outputs that would destroy an input, each other, or a non-regular file.
 
     ``outputs`` are (what, path) pairs (``("--json", "x.json")``) so the sentence can name the option.
@@ -108,10 +107,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         tmp = None
     finally:
         if tmp is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
     return target
 
 

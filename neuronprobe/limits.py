@@ -144,10 +144,7 @@ def check_lengths(lengths: np.ndarray, path: Path | str, module: Any, model: str
         return
     index = int(np.argmax(over))
     place = locate_item(Path(path), index, int(np.asarray(lengths)[index]))
-    raise InputError(
-        f"{path} {place}: a length above {ceiling} ({why}); "
-        "drop the longer requests, or analyse a model configured for them"
-    )
+    raise InputError(f"{path} {place}: a length above {ceiling} ({why}); drop the longer requests, or analyse a model configured for them")
 
 
 def locate_item(path: Path, index: int, value: int) -> str:

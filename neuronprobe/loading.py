@@ -56,9 +56,7 @@ def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, An
 
     if isinstance(inputs, torch.Tensor):
         return (inputs,), {}
-    raise InputError(
-        f"{where} returned {type(inputs).__name__}; return a tuple of positional arguments or a dict of keyword arguments"
-    )
+    raise InputError(f"{where} returned {type(inputs).__name__}; return a tuple of positional arguments or a dict of keyword arguments")
 
 
 def load_model(spec: str, overrides: Iterable[str] = ()) -> LoadedModel:
@@ -92,9 +90,7 @@ def _call_user(path: Path, fn: Callable[..., Any], name: str, *args: Any) -> Any
     try:
         return fn(*args)
     except Exception as exc:
-        raise ModelLoadError(
-            f"{_where(path, _user_frame(exc, path))}: {name}() raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise ModelLoadError(f"{_where(path, _user_frame(exc, path))}: {name}() raised {type(exc).__name__}: {exc}") from exc
 
 
 def import_model_file(path: Path) -> Any:
@@ -119,9 +115,7 @@ def import_model_file(path: Path) -> Any:
         raise ModelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
     except Exception as exc:
         sys.modules.pop(module_name, None)
-        raise ModelLoadError(
-            f"{_where(path, _user_frame(exc, path))}: importing the model file raised {type(exc).__name__}: {exc}"
-        ) from exc
+        raise ModelLoadError(f"{_where(path, _user_frame(exc, path))}: importing the model file raised {type(exc).__name__}: {exc}") from exc
     return module
 
 
@@ -129,10 +123,7 @@ def load_model_file(path: Path) -> LoadedModel:
     module = import_model_file(path)
     missing = [n for n in ("get_model", "get_example_inputs") if not callable(getattr(module, n, None))]
     if missing:
-        raise ModelLoadError(
-            f"{path}: defines no {' or '.join(m + '()' for m in missing)}; "
-            "a model file must define get_model() and get_example_inputs()"
-        )
+        raise ModelLoadError(f"{path}: defines no {' or '.join(m + '()' for m in missing)}; a model file must define get_model() and get_example_inputs()")
     model = _call_user(path, module.get_model, "get_model")
     import torch
 
@@ -148,9 +139,7 @@ def load_model_file(path: Path) -> LoadedModel:
         args=args,
         kwargs=kwargs,
         make_inputs=getattr(module, "make_inputs", None) if callable(getattr(module, "make_inputs", None)) else None,
-        sample_inputs=getattr(module, "sample_inputs", None)
-        if callable(getattr(module, "sample_inputs", None))
-        else None,
+        sample_inputs=getattr(module, "sample_inputs", None) if callable(getattr(module, "sample_inputs", None)) else None,
         path=path,
         train_step=_optional(module, "train_step"),
         get_optimizer=_optional(module, "get_optimizer"),
@@ -248,9 +237,7 @@ def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
     return config
 
 
-def load_hf(
-    model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta"
-) -> LoadedModel:
+def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta") -> LoadedModel:
     """Build ``model_type`` from its default config on the meta device (no weights allocated).
 
     ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker runs it).

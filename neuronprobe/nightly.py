@@ -181,13 +181,11 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
     _check_keys(table, {f.name for f in dataclasses.fields(ModelConfig)}, path, where)
     spec = table.get("model")
     if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"{path}: {where} needs `model = \"<model file or hf:<model_type>>\"`")
+        raise ConfigError(f'{path}: {where} needs `model = "<model file or hf:<model_type>>"`')
     name = table.get("name", _default_name(spec))
     model = _typed(ModelConfig, {**table, "name": name}, path, where)
     if not NAME_RE.match(model.name):
-        raise ConfigError(
-            f"{path}: {where}.name {model.name!r} cannot be a file name; use letters, digits, '.', '-' or '_'"
-        )
+        raise ConfigError(f"{path}: {where}.name {model.name!r} cannot be a file name; use letters, digits, '.', '-' or '_'")
     where = f"models[{index}] ({model.name})"
     if model.target is not None:
         _check_choice(model.target, TARGETS, path, f"{where}.target")
@@ -231,9 +229,7 @@ def _typed(cls: type, data: dict[str, Any], path: Path, where: str) -> Any:
 def _check_keys(table: dict[str, Any], allowed: set[str], path: Path, where: str) -> None:
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise ConfigError(
-            f"{path}: unknown key {unknown[0]!r} in {where}; known keys: {', '.join(sorted(allowed))}"
-        )
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} in {where}; known keys: {', '.join(sorted(allowed))}")
 
 
 def _check_choice(value: str, choices: tuple[str, ...], path: Path, key: str) -> None:
@@ -398,9 +394,7 @@ def isolated_analyze(config: NightlyConfig) -> AnalyzeFn:
     limits = worker_limits(config)
 
     def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
-        return analyze_in_worker(
-            model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits
-        )
+        return analyze_in_worker(model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits)
 
     return run
 
@@ -416,7 +410,7 @@ def input_files(config: NightlyConfig) -> list[str]:
 def output_files(config: NightlyConfig, date: str) -> list[str]:
     """Every file the night may write, relative to the reports folder."""
     out = [f"{date}/{m.name}.{ext}" for m in config.models for ext in ("json", "html")]
-    return out + [f"{date}/{SUMMARY_FILE}", INDEX_FILE]
+    return [*out, f"{date}/{SUMMARY_FILE}", INDEX_FILE]
 
 
 def _render_report_html(report: Report) -> str:
@@ -463,9 +457,7 @@ def find_baseline(reports_dir: Path, name: str, new: Report, date: str, warnings
     return None
 
 
-def load_history(
-    reports_dir: Path, nights: int, warnings: list[str], replace: tuple[str, set[str]] | None = None
-) -> list[NightReport]:
+def load_history(reports_dir: Path, nights: int, warnings: list[str], replace: tuple[str, set[str]] | None = None) -> list[NightReport]:
     """Every model report of the last ``nights`` nights on disk (except those tonight replaces)."""
     out = []
     for night in night_dirs(reports_dir)[-nights:]:

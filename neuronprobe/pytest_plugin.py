@@ -31,9 +31,7 @@ ENV = "NEURONPROBE_REQUIRED_ACCELERATOR"
 ACCELERATORS = ("neuron",)
 EXIT_UNUSABLE = 2
 # Skip reasons that mean "no accelerator here" (or "no CUDA here", which on a Neuron runner is the same lie).
-ACCELERATOR_SKIP = re.compile(
-    r"\b(cuda|gpus?|accelerators?|nvidia|neuron|trainium|inferentia|torch_xla|torch_neuronx|torch\.cuda)\b|no device", re.I
-)
+ACCELERATOR_SKIP = re.compile(r"\b(cuda|gpus?|accelerators?|nvidia|neuron|trainium|inferentia|torch_xla|torch_neuronx|torch\.cuda)\b|no device", re.I)
 
 _declared_key = pytest.StashKey[str]()
 _converted_key = pytest.StashKey[list[str]]()
@@ -71,8 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     detection = detection_module.detect()
     if not detection.is_real:
         pytest.exit(
-            f"neuronprobe: {OPTION} {declared} but the real Neuron SDK is not here: detected "
-            f"{detection.summary(with_hint=True)}",
+            f"neuronprobe: {OPTION} {declared} but the real Neuron SDK is not here: detected {detection.summary(with_hint=True)}",
             returncode=EXIT_UNUSABLE,
         )
     config.stash[_declared_key] = declared
@@ -115,8 +112,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     declared = config.stash[_declared_key]
     terminalreporter.section("neuronprobe: accelerator skips turned into failures", sep="=", red=True)
-    terminalreporter.write_line(
-        f"{len(converted)} test(s) skipped for lack of an accelerator on a runner declared to have {declared}:"
-    )
+    terminalreporter.write_line(f"{len(converted)} test(s) skipped for lack of an accelerator on a runner declared to have {declared}:")
     for nodeid in converted:
         terminalreporter.write_line(f"  {nodeid}")

@@ -55,7 +55,7 @@ from neuronprobe.capture import (
     user_frame_from_traceback,
 )
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.report.model import Finding, PhaseSummary, RecompileCause, RecompileSection, PolicyPrediction, TrainInfo
+from neuronprobe.report.model import Finding, PhaseSummary, PolicyPrediction, RecompileCause, RecompileSection, TrainInfo
 from neuronprobe.support import Classification
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "loop")
@@ -162,9 +162,7 @@ def check_options(options: TrainOptions) -> TrainOptions:
     if options.optimizer not in OPTIMIZERS:
         raise InputError(f"--optimizer {options.optimizer!r}: unknown optimizer; use {', '.join(OPTIMIZERS)}")
     if options.optimizer_impl not in OPTIMIZER_IMPLS:
-        raise InputError(
-            f"--optimizer-impl {options.optimizer_impl!r}: unknown implementation; use {', '.join(OPTIMIZER_IMPLS)}"
-        )
+        raise InputError(f"--optimizer-impl {options.optimizer_impl!r}: unknown implementation; use {', '.join(OPTIMIZER_IMPLS)}")
     if (options.dataset_size is None) != (options.batch_size is None):
         raise InputError("--dataset-size and --batch-size go together: give both, e.g. --dataset-size 1000 --batch-size 32")
     for name, value in (("--dataset-size", options.dataset_size), ("--batch-size", options.batch_size)):
@@ -196,8 +194,13 @@ def training_rules() -> tuple[tuple[TrainingRule, ...], tuple[str, ...]]:
     doc = json.loads(resources.files("neuronprobe.support").joinpath("data", "training_rules.json").read_text("utf-8"))
     rules = tuple(
         TrainingRule(
-            id=r["id"], verdict=r["verdict"], phases=frozenset(r["phases"]), ops=frozenset(r["ops"]),
-            message=r["message"], fix=r["fix"], fixes=dict(r.get("fixes", {})),
+            id=r["id"],
+            verdict=r["verdict"],
+            phases=frozenset(r["phases"]),
+            ops=frozenset(r["ops"]),
+            message=r["message"],
+            fix=r["fix"],
+            fixes=dict(r.get("fixes", {})),
         )
         for r in doc["rules"]
     )
@@ -259,9 +262,7 @@ class _State:
         (a Python method of the fake tensor that reads element by element)."""
         frame: Any = sys._getframe(2)
         tolist = None
-        while frame is not None and (
-            frame.f_code.co_filename.startswith(_NEURONPROBE_DIR) or frame.f_code.co_filename.endswith(_DISPATCH_FILES)
-        ):
+        while frame is not None and (frame.f_code.co_filename.startswith(_NEURONPROBE_DIR) or frame.f_code.co_filename.endswith(_DISPATCH_FILES)):
             if frame.f_code.co_filename.endswith(_FAKE_TENSOR_FILE) and frame.f_code.co_name == "tolist":
                 tolist = frame
             frame = frame.f_back
@@ -382,9 +383,7 @@ def _record_read(state: _State, kind: str, tensor: Any) -> None:
         return
     branch = kind == "bool" or bool(site.source_line and _BRANCH_LINE.search(site.source_line))
     meta = _tensor_metas(tensor)[0]
-    state.reads.append(
-        HostRead(kind, site.file, site.line, site.source_line, meta.nbytes or 0, branch, str(meta))
-    )
+    state.reads.append(HostRead(kind, site.file, site.line, site.source_line, meta.nbytes or 0, branch, str(meta)))
 
 
 def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -483,24 +482,19 @@ def check_trainable(module: Any, name: str) -> None:
             f"{type(module).__name__} (a traced or scripted module is eval-only): return the nn.Module itself from get_model()"
         )
     if not any(p.requires_grad for p in module.parameters()):
-        raise InputError(
-            f"{name}: --train needs a torch.nn.Module with parameters to train; {type(module).__name__} has no parameter "
-            "with requires_grad=True"
-        )
+        raise InputError(f"{name}: --train needs a torch.nn.Module with parameters to train; {type(module).__name__} has no parameter with requires_grad=True")
 
 
 def _loss_of(output: Any) -> tuple[Any, str]:
     """The training loss of a model's output: a scalar output as it is, else the sum of its float outputs."""
     import torch
-    from torch.utils._pytree import tree_flatten_with_path, keystr
+    from torch.utils._pytree import keystr, tree_flatten_with_path
 
     leaves, _ = tree_flatten_with_path(output)
     tensors = [(keystr(path) or "output", t) for path, t in leaves if isinstance(t, torch.Tensor)]
     usable = [(n, t) for n, t in tensors if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
     if not usable:
-        names = ", ".join(
-            f"the model's output{n if n != 'output' else ''} ({_tensor_metas(t)[0]})" for n, t in tensors
-        ) or "the model's output (not a tensor)"
+        names = ", ".join(f"the model's output{n if n != 'output' else ''} ({_tensor_metas(t)[0]})" for n, t in tensors) or "the model's output (not a tensor)"
         raise InputError(
             f"--train: {names} has no gradient path to the parameters (no float output with requires_grad): "
             "return a float tensor computed from the parameters, or define train_step(model, optimizer, batch)"
@@ -534,10 +528,9 @@ def _constructor_site(state: _State, fn: Callable[[], Any]) -> tuple[Any, _Site 
         if event != "call" or found or frame.f_code.co_name != "__init__":
             return
         caller = frame.f_back
-        if isinstance(frame.f_locals.get("self"), torch.optim.Optimizer) and caller is not None:
-            if not state.is_library(caller.f_code.co_filename):
-                file, line = caller.f_code.co_filename, caller.f_lineno
-                found.append(_Site(file, line, source_line(file, line), None, None))
+        if isinstance(frame.f_locals.get("self"), torch.optim.Optimizer) and caller is not None and not state.is_library(caller.f_code.co_filename):
+            file, line = caller.f_code.co_filename, caller.f_lineno
+            found.append(_Site(file, line, source_line(file, line), None, None))
 
     previous = sys.getprofile()
     sys.setprofile(profile)
@@ -676,19 +669,34 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
         if r.kind == "grad_scaler":
             out.append(
                 Finding(
-                    op=HOST_READ_OP[r.kind], verdict="cpu_fallback", file=relative_path(r.file), line=r.line, module=None,
+                    op=HOST_READ_OP[r.kind],
+                    verdict="cpu_fallback",
+                    file=relative_path(r.file),
+                    line=r.line,
+                    module=None,
                     message="GradScaler.step reads found_inf on the host every step to decide whether to step "
                     f"(measured on torch-xla 2.9: one aten::_local_scalar_dense per step, with AdamW and with "
                     f"torch_xla.amp.syncfree.AdamW): a device sync, so each step runs as {graphs_without_reads + syncs} "
                     f"graph executions instead of {graphs_without_reads}",
-                    fix=GRAD_SCALER_FIX, rule="grad-scaler-sync", source_line=r.source_line, count=r.count,
-                    bytes_per_call=r.nbytes, shapes=r.shape, phase="loop",
+                    fix=GRAD_SCALER_FIX,
+                    rule="grad-scaler-sync",
+                    source_line=r.source_line,
+                    count=r.count,
+                    bytes_per_call=r.nbytes,
+                    shapes=r.shape,
+                    phase="loop",
                 )
             )
             continue
         what = {
-            "item": ".item()", "print": "print/format of a tensor", "cpu": ".cpu()", "tolist": ".tolist()",
-            "numpy": ".numpy()", "bool": "a Python truth test of a tensor", "float": "float(tensor)", "int": "int(tensor)",
+            "item": ".item()",
+            "print": "print/format of a tensor",
+            "cpu": ".cpu()",
+            "tolist": ".tolist()",
+            "numpy": ".numpy()",
+            "bool": "a Python truth test of a tensor",
+            "float": "float(tensor)",
+            "int": "int(tensor)",
         }[r.kind]
         cost = (
             f"reads {r.shape} on the host every step ({what}): torch-xla executes the pending graph first "
@@ -699,18 +707,36 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
             out.append(
                 Finding(
                     op=HOST_READ_OP[r.kind] if r.kind != "bool" else "<python branch on tensor value>",
-                    verdict="control_flow", file=relative_path(r.file), line=r.line, module=None,
+                    verdict="control_flow",
+                    file=relative_path(r.file),
+                    line=r.line,
+                    module=None,
                     message=f"a Python branch on a device value in the training step: {cost}",
-                    fix=BRANCH_FIX, rule="branch-on-metric", source_line=r.source_line, count=r.count,
-                    bytes_per_call=r.nbytes, shapes=r.shape, phase="loop",
+                    fix=BRANCH_FIX,
+                    rule="branch-on-metric",
+                    source_line=r.source_line,
+                    count=r.count,
+                    bytes_per_call=r.nbytes,
+                    shapes=r.shape,
+                    phase="loop",
                 )
             )
         else:
             out.append(
                 Finding(
-                    op=HOST_READ_OP[r.kind], verdict="cpu_fallback", file=relative_path(r.file), line=r.line, module=None,
-                    message=cost, fix=HOST_READ_FIX, rule="host-read", source_line=r.source_line, count=r.count,
-                    bytes_per_call=r.nbytes, shapes=r.shape, phase="loop",
+                    op=HOST_READ_OP[r.kind],
+                    verdict="cpu_fallback",
+                    file=relative_path(r.file),
+                    line=r.line,
+                    module=None,
+                    message=cost,
+                    fix=HOST_READ_FIX,
+                    rule="host-read",
+                    source_line=r.source_line,
+                    count=r.count,
+                    bytes_per_call=r.nbytes,
+                    shapes=r.shape,
+                    phase="loop",
                 )
             )
     return out

@@ -88,10 +88,7 @@ def user_exit_guard(label: str, model_file: str | os.PathLike[str] | None) -> It
     except SystemExit as exc:
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         line = line_in_traceback(text, model_file)
-        raise ModelLoadError(
-            f"{where(label, line)}: the model code called {exit_text(exc.code)}; "
-            "a model file must return, not exit"
-        ) from None
+        raise ModelLoadError(f"{where(label, line)}: the model code called {exit_text(exc.code)}; a model file must return, not exit") from None
 
 
 __all__ = [

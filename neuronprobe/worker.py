@@ -19,6 +19,7 @@ in their own process.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -178,10 +179,7 @@ def _failure_message(result: Any, label: str, model_file: Path | None, limits: W
 
     if result.status == STATUS_TIMEOUT:
         line = line_in_stack_dump(result.stacks, model_file)
-        return (
-            f"{where(label, line)}: the analysis did not finish within --timeout {limits.timeout_s:g} s and was "
-            "stopped; fix the loop, or raise --timeout"
-        )
+        return f"{where(label, line)}: the analysis did not finish within --timeout {limits.timeout_s:g} s and was stopped; fix the loop, or raise --timeout"
     if result.status == STATUS_MEMORY:
         line = line_in_stack_dump(result.stacks, model_file)
         return (
@@ -198,10 +196,8 @@ def _failure_message(result: Any, label: str, model_file: Path | None, limits: W
     kind, message = result.error_type, result.error.partition(": ")[2]
     if kind == "SystemExit":
         code: Any = message
-        try:
+        with contextlib.suppress(ValueError):
             code = int(message) if message else None
-        except ValueError:
-            pass
         return f"{where(label, line)}: the model code called {exit_text(code)}; a model file must return, not exit"
     if kind == "KeyboardInterrupt":
         return f"{where(label, line)}: the model code raised KeyboardInterrupt"
@@ -248,9 +244,13 @@ def run_in_worker(
             raise _reraise(value["error"])
         return Report.from_json(value["report"])
     failure: Exception = WorkerFailure(_failure_message(result, label, file, limits, memory))
-    if result.status == STATUS_ERROR and result.error_type not in ("SystemExit", "KeyboardInterrupt", "MemoryError"):
-        if line_in_traceback(result.traceback, file) is None and _is_internal(result.traceback):
-            failure = _internal_error(result.error_type, result.error.partition(": ")[2])
+    if (
+        result.status == STATUS_ERROR
+        and result.error_type not in ("SystemExit", "KeyboardInterrupt", "MemoryError")
+        and line_in_traceback(result.traceback, file) is None
+        and _is_internal(result.traceback)
+    ):
+        failure = _internal_error(result.error_type, result.error.partition(": ")[2])
     # --debug shows the parent's traceback; the worker's own (or its stacks at the kill) go with it as a note.
     detail = result.traceback or result.stacks
     if detail and hasattr(failure, "add_note"):
@@ -258,9 +258,7 @@ def run_in_worker(
     raise failure
 
 
-def limits_from_options(
-    timeout: float, max_memory: str | int | None, names: tuple[str, str] = ("--timeout", "--max-memory")
-) -> WorkerLimits:
+def limits_from_options(timeout: float, max_memory: str | int | None, names: tuple[str, str] = ("--timeout", "--max-memory")) -> WorkerLimits:
     """The worker's limits from the command's options, validated (exit 2 before any work)."""
     seconds = check_timeout(timeout, names[0])
     memory = parse_memory(max_memory, names[1]) if max_memory is not None else None
@@ -280,15 +278,15 @@ def analyze_in_worker(spec: str, call: Callable[[], Any], limits: WorkerLimits) 
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "analyze_in_worker",
-    "limits_from_options",
-    "spec_model_file",
     "WorkerFailure",
     "WorkerInternalError",
     "WorkerLimits",
+    "analyze_in_worker",
     "check_timeout",
     "default_max_memory",
     "human_bytes",
+    "limits_from_options",
     "parse_memory",
     "run_in_worker",
+    "spec_model_file",
 ]

@@ -41,15 +41,15 @@ CITE = re.compile(r"([\w/]+\.cpp)((?:\s*,?\s*:\d+(?:-\d+)?)+)")
 
 
 def git_show(git_dir: Path, rev: str, path: str) -> str:
-    return subprocess.run(
-        ["git", "--git-dir", str(git_dir), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True
-    ).stdout
+    return subprocess.run(["git", "--git-dir", str(git_dir), "show", f"{rev}:{path}"], check=True, capture_output=True, text=True).stdout
 
 
 def git_files(git_dir: Path, rev: str, prefix: str) -> list[str]:
     out = subprocess.run(
         ["git", "--git-dir", str(git_dir), "ls-tree", "-r", "--name-only", rev, prefix],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return out.split()
 
@@ -99,14 +99,11 @@ def cover_sites(sites: list[dict[str, Any]], rules: Any, notes: dict[str, Any]) 
     out = []
     for site in sites:
         name = site["file"].rsplit("/", 1)[-1]
-        covering = [
-            rule for rule, c in cites if any(site["function_line"] <= n <= site["line"] for n in c.get(name, ()))
-        ]
+        covering = [rule for rule, c in cites if any(site["function_line"] <= n <= site["line"] for n in c.get(name, ()))]
         note = notes.get(site_key(site), {})
         entry = {**site, "key": site_key(site)}
         if covering:
-            entry.update(status="rule", rules=[r.id for r in covering],
-                         condition="; ".join(c.describe() for r in covering for c in r.when) or None)
+            entry.update(status="rule", rules=[r.id for r in covering], condition="; ".join(c.describe() for r in covering for c in r.when) or None)
         elif "rule" in note:
             entry.update(status="rule", rules=[note["rule"]], condition=None)
         elif "reason" in note:
@@ -185,15 +182,23 @@ def main() -> int:
             if SITE.search(text):
                 sites.extend(fallback_sites(path, text))
     xla = cover_sites(sites, rules, notes["xla_sites"])
-    sdk_commit = subprocess.run(["git", "--git-dir", str(args.sdk_git), "rev-parse", args.sdk_rev],
-                                check=True, capture_output=True, text=True).stdout.strip()
+    sdk_commit = subprocess.run(["git", "--git-dir", str(args.sdk_git), "rev-parse", args.sdk_rev], check=True, capture_output=True, text=True).stdout.strip()
     ncc = cover_codes(error_codes(args.sdk_git, args.sdk_rev), rules, notes["ncc_codes"])
     OUT.mkdir(exist_ok=True)
-    (OUT / "xla_fallbacks.json").write_text(json.dumps({
-        "source": f"pytorch/xla {args.tag} {CSRC}*.cpp", "summary": summary(xla), "sites": xla}, indent=1) + "\n")
-    (OUT / "ncc_error_codes.json").write_text(json.dumps({
-        "source": f"aws-neuron/aws-neuron-sdk {sdk_commit} compiler/error-codes/",
-        "summary": summary(ncc, lambda e: e["kind"] in TIED_KINDS), "codes": ncc}, indent=1) + "\n")
+    (OUT / "xla_fallbacks.json").write_text(
+        json.dumps({"source": f"pytorch/xla {args.tag} {CSRC}*.cpp", "summary": summary(xla), "sites": xla}, indent=1) + "\n"
+    )
+    (OUT / "ncc_error_codes.json").write_text(
+        json.dumps(
+            {
+                "source": f"aws-neuron/aws-neuron-sdk {sdk_commit} compiler/error-codes/",
+                "summary": summary(ncc, lambda e: e["kind"] in TIED_KINDS),
+                "codes": ncc,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     for name, entries in (("xla", xla), ("ncc", ncc)):
         missing = [e.get("key") or e["code"] for e in entries if e["status"] == "uncovered"]
         print(f"{name}: {summary(entries)}" + (f"; uncovered: {', '.join(missing)}" if missing else ""), file=sys.stderr)

@@ -12,6 +12,7 @@ Used by tests/test_report_browser.py and benchmarks/bench_report.py.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -91,10 +92,9 @@ class Browser:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - Chromium's log, read when it fails; closed in close()
         self.proc = subprocess.Popen(
-            [find_chromium(), *FLAGS, f"--user-data-dir={self._profile}", f"--window-size={width},{height}",
-             "--remote-debugging-pipe", "about:blank"],
+            [find_chromium(), *FLAGS, f"--user-data-dir={self._profile}", f"--window-size={width},{height}", "--remote-debugging-pipe", "about:blank"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=self._log,
@@ -112,8 +112,7 @@ class Browser:
             self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
             for domain in ("Page", "Network", "Runtime", "Log"):
                 self.page(f"{domain}.enable")
-            self.page("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+            self.page("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
         except BaseException:
             self.close()
             raise
@@ -225,10 +224,8 @@ class Browser:
             self.proc.wait(timeout=10)
         finally:
             for fd in (self._to_browser, self._from_browser):
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
             self._log.close()
             shutil.rmtree(self._profile, ignore_errors=True)
 

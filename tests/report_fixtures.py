@@ -105,13 +105,67 @@ def rich_report() -> Report:
         calls=200,
         distinct_signatures=37,
         predicted={
-            "static": PolicyPrediction(graphs=37, compile_seconds=37 * 95.0, first_seen=[0, 1, 2, 4, 5, 7, 9, 12, 15, 19, 22, 26, 30, 35, 41, 47, 52, 60, 66, 73, 80, 88, 95, 101, 110, 118, 125, 133, 140, 149, 157, 163, 171, 178, 185, 192, 199], note="one graph per distinct shape"),
+            "static": PolicyPrediction(
+                graphs=37,
+                compile_seconds=37 * 95.0,
+                first_seen=[
+                    0,
+                    1,
+                    2,
+                    4,
+                    5,
+                    7,
+                    9,
+                    12,
+                    15,
+                    19,
+                    22,
+                    26,
+                    30,
+                    35,
+                    41,
+                    47,
+                    52,
+                    60,
+                    66,
+                    73,
+                    80,
+                    88,
+                    95,
+                    101,
+                    110,
+                    118,
+                    125,
+                    133,
+                    140,
+                    149,
+                    157,
+                    163,
+                    171,
+                    178,
+                    185,
+                    192,
+                    199,
+                ],
+                note="one graph per distinct shape",
+            ),
             "bucketed": PolicyPrediction(graphs=4, compile_seconds=4 * 95.0, first_seen=[0, 1, 5, 22], note="edges 128, 256, 384, 512"),
         },
-        observed=ObservedCompiles(compiles=16, graph_hashes=["a1", "b2"], source="dynamo-cpu", shapes_run=16, matches_static=True, note="compiled 16 of 37 shapes on CPU as evidence"),
+        observed=ObservedCompiles(
+            compiles=16, graph_hashes=["a1", "b2"], source="dynamo-cpu", shapes_run=16, matches_static=True, note="compiled 16 of 37 shapes on CPU as evidence"
+        ),
         causes=[
-            RecompileCause(reason="sequence length changes the input shape (dim 1 of input_ids)", count=36, file=MODEL_FILE, line=30, graph_changes_with_shape=True, source_line="def forward(self, input_ids):"),
-            RecompileCause(reason="guard on a Python int derived from the batch size", count=2, file=MODEL_FILE, line=33, source_line="if input_ids.shape[0] > 4:"),
+            RecompileCause(
+                reason="sequence length changes the input shape (dim 1 of input_ids)",
+                count=36,
+                file=MODEL_FILE,
+                line=30,
+                graph_changes_with_shape=True,
+                source_line="def forward(self, input_ids):",
+            ),
+            RecompileCause(
+                reason="guard on a Python int derived from the batch size", count=2, file=MODEL_FILE, line=33, source_line="if input_ids.shape[0] > 4:"
+            ),
         ],
         buckets=[128, 256, 384, 512],
         compile_seconds_per_graph=95.0,
@@ -150,7 +204,12 @@ def rich_report() -> Report:
     return Report(
         model="tiny_encoder",
         target="trn1",
-        backend=BackendInfo(name="static", kind="static", versions={"torch": "2.13.0", "support-table": "2.9.0"}, detail="no Neuron SDK found; predictions from the bundled support table"),
+        backend=BackendInfo(
+            name="static",
+            kind="static",
+            versions={"torch": "2.13.0", "support-table": "2.9.0"},
+            detail="no Neuron SDK found; predictions from the bundled support table",
+        ),
         summary=Summary(
             ops_total=49,
             distinct_ops=7,
@@ -165,7 +224,9 @@ def rich_report() -> Report:
         findings=findings,
         graph_breaks=[GraphBreak(reason="Tensor.item() called on a traced tensor", file=MODEL_FILE, line=71, source_line="if score.item() > 0.5:")],
         capture=CaptureInfo(method="export+dynamo", export_error="torch.export failed: data-dependent branch at tiny_encoder.py:71", seconds=1.25, nodes=49),
-        support_table=SupportTableInfo(version="2.9.0-1", target="trn1", provenance=["torch-xla 2.9.0 xla_native_functions.yaml", "neuronx-cc 2.21 operator constraints"]),
+        support_table=SupportTableInfo(
+            version="2.9.0-1", target="trn1", provenance=["torch-xla 2.9.0 xla_native_functions.yaml", "neuronx-cc 2.21 operator constraints"]
+        ),
         metadata=RunMetadata(
             tool_version="0.1.0",
             time="2026-01-15T09:30:00+00:00",
@@ -184,7 +245,9 @@ def rich_report() -> Report:
         recompiles=recompiles,
         buckets=buckets,
         prediction_diff=PredictionDiff(
-            predicted_ok_observed_failing=[PredictionMismatch("aten::_unique2", "lowered", "cpu_fallback", MODEL_FILE, 88, "torch-xla counted aten::_unique2 on the host")],
+            predicted_ok_observed_failing=[
+                PredictionMismatch("aten::_unique2", "lowered", "cpu_fallback", MODEL_FILE, 88, "torch-xla counted aten::_unique2 on the host")
+            ],
             predicted_failing_observed_ok=[],
         ),
         baseline_diff=RunDiff(

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from helpers import MODELS, expectations
 
 import neuronprobe
-from helpers import MODELS, expectations
 
 CASES = [
     "index_put_accumulate.py",
@@ -182,9 +182,7 @@ def test_custom_op_without_a_fake_kernel_is_found_at_its_line(tmp_path):
         "def get_example_inputs():\n    return (torch.randn(4),)\n"
     )
     report = neuronprobe.analyze(str(model), backend="static")
-    assert [(f.op, f.verdict, f.rule, f.line) for f in report.findings] == [
-        ("npt_nofake::twice", "cpu_fallback", "custom-op", 7)
-    ]
+    assert [(f.op, f.verdict, f.rule, f.line) for f in report.findings] == [("npt_nofake::twice", "cpu_fallback", "custom-op", 7)]
     assert "register_fake" in report.findings[0].fix
     assert any(limit.what == "torch.export capture" for limit in report.not_analysed)
 

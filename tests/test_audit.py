@@ -10,9 +10,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from helpers import TESTS
 from typer.testing import CliRunner
 
-from helpers import TESTS
 from neuronprobe.audit.engine import audit_paths
 from neuronprobe.audit.python_scan import scan_python
 from neuronprobe.audit.rules import load_rules
@@ -168,9 +168,7 @@ def test_sarif_is_valid_sarif_2_1_0(section) -> None:
 
 def test_cli_writes_json_and_sarif_and_gates_on_errors(tmp_path: Path) -> None:
     out_json, out_sarif = tmp_path / "audit.json", tmp_path / "audit.sarif"
-    result = runner.invoke(
-        app, ["audit", str(REPO), "--json", str(out_json), "--sarif", str(out_sarif), "--fail-on", "error", "-j", "1"]
-    )
+    result = runner.invoke(app, ["audit", str(REPO), "--json", str(out_json), "--sarif", str(out_sarif), "--fail-on", "error", "-j", "1"])
     assert result.exit_code == 1, result.output
     assert "gate failed" in result.output and "silent-cpu-fallback" in result.output
     data = json.loads(out_json.read_text())
@@ -298,7 +296,5 @@ def test_several_roots_name_each_file_by_its_root(tmp_path: Path) -> None:
     single = tmp_path / "single.py"
     single.write_text("import torch\nx = torch.zeros(1).cuda()\n")
     section = audit_paths([tmp_path / "a", tmp_path / "b", single], jobs=1)
-    assert [f.file for f in section.findings] == sorted(
-        [f"{(tmp_path / 'a').as_posix()}/m.py", f"{(tmp_path / 'b').as_posix()}/m.py", single.as_posix()]
-    )
+    assert [f.file for f in section.findings] == sorted([f"{(tmp_path / 'a').as_posix()}/m.py", f"{(tmp_path / 'b').as_posix()}/m.py", single.as_posix()])
     assert section.files_scanned == 3

@@ -35,7 +35,11 @@ def _cli(args: list[str], pythonpath: list[Path], **env: str) -> subprocess.Comp
     environment["COLUMNS"] = "200"  # rich wraps tables at the terminal width
     environment.update(env)
     return subprocess.run(
-        [sys.executable, "-m", "neuronprobe.cli", *args], cwd=ROOT, env=environment, capture_output=True, text=True,
+        [sys.executable, "-m", "neuronprobe.cli", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
 
@@ -48,8 +52,9 @@ def _fixture(tmp_path: Path, data: dict) -> str:
 
 def test_require_backend_neuron_with_the_pypi_placeholder_exits_2_before_any_work(tmp_path):
     out = tmp_path / "reports"
-    done = _cli(["analyze", MLP, "--require-backend", "neuron", "-o", str(out)], [FAKE_HIDE, FAKE_PLACEHOLDER],
-                FAKE_NEURON_HIDE="torch_xla,neuronxcc,libneuronxla")
+    done = _cli(
+        ["analyze", MLP, "--require-backend", "neuron", "-o", str(out)], [FAKE_HIDE, FAKE_PLACEHOLDER], FAKE_NEURON_HIDE="torch_xla,neuronxcc,libneuronxla"
+    )
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: --require-backend neuron: torch-neuronx is the PyPI placeholder")
@@ -58,8 +63,9 @@ def test_require_backend_neuron_with_the_pypi_placeholder_exits_2_before_any_wor
 
 
 def test_backend_neuron_with_a_partial_stack_exits_2_and_names_the_missing_package(tmp_path):
-    done = _cli(["analyze", MLP, "--backend", "neuron", "-o", str(tmp_path)], [FAKE_HIDE, FAKE_ROOT],
-                FAKE_NEURON_HIDE="torch_xla", NEURONPROBE_ALLOW_FAKE_SDK="1")
+    done = _cli(
+        ["analyze", MLP, "--backend", "neuron", "-o", str(tmp_path)], [FAKE_HIDE, FAKE_ROOT], FAKE_NEURON_HIDE="torch_xla", NEURONPROBE_ALLOW_FAKE_SDK="1"
+    )
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith("error: --backend neuron: the XLA-era torch-neuronx is installed but torch-xla is missing")
@@ -69,8 +75,10 @@ def test_backend_neuron_with_a_partial_stack_exits_2_and_names_the_missing_packa
 def test_analyze_with_the_fake_reports_the_disagreement_and_gates_on_it(tmp_path):
     report_path = tmp_path / "mlp.json"
     done = _cli(
-        ["analyze", MLP, "--json", str(report_path), "--no-html", "--fail-on", "compile_error"], [FAKE_ROOT],
-        NEURONPROBE_ALLOW_FAKE_SDK="1", FAKE_NEURON_FIXTURE=_fixture(tmp_path, DISAGREE),
+        ["analyze", MLP, "--json", str(report_path), "--no-html", "--fail-on", "compile_error"],
+        [FAKE_ROOT],
+        NEURONPROBE_ALLOW_FAKE_SDK="1",
+        FAKE_NEURON_FIXTURE=_fixture(tmp_path, DISAGREE),
     )
     assert done.returncode == 1, done.stderr  # the observed compile error trips --fail-on
     assert "backend neuron" in done.stdout and "FAKE" in done.stdout
@@ -97,9 +105,7 @@ def test_auto_without_permission_never_drives_the_fake(fake_sdk, tmp_path, monke
 def test_a_compiler_hang_via_the_cli_is_a_limitation_not_a_failure(fake_sdk, tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_NEURON_FIXTURE", _fixture(tmp_path, {"hang": ["trace"]}))
     report_path = tmp_path / "mlp.json"
-    result = CliRunner().invoke(
-        app, ["analyze", MLP, "--backend", "neuron", "--op-timeout", "1", "--json", str(report_path), "--no-html"]
-    )
+    result = CliRunner().invoke(app, ["analyze", MLP, "--backend", "neuron", "--op-timeout", "1", "--json", str(report_path), "--no-html"])
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
     assert report["backend"]["steps"]["trace"] == "timeout after 1s"

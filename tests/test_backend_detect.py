@@ -102,7 +102,7 @@ def test_a_finder_that_raises_does_not_crash_detection(clean_path):
 
 
 def test_require_neuron_refuses_the_fake_even_when_it_is_allowed(fake_sdk):
-    with pytest.raises(BackendUnavailable, match="test fake .* not hardware"):
+    with pytest.raises(BackendUnavailable, match=r"test fake .* not hardware"):
         resolve_backend("auto", "neuron")
 
 
@@ -116,13 +116,13 @@ def test_require_neuron_refuses_the_placeholder_and_says_how_to_install(only_tor
 
 
 def test_require_neuron_refuses_nothing(clean_path):
-    with pytest.raises(BackendUnavailable, match="^--require-backend neuron: torch-neuronx is not installed"):
+    with pytest.raises(BackendUnavailable, match=r"^--require-backend neuron: torch-neuronx is not installed"):
         resolve_backend("auto", "neuron")
 
 
 def test_require_neuron_refuses_a_partial_stack(fake_sdk, hide_modules):
     hide_modules("torch_xla")
-    with pytest.raises(BackendUnavailable, match="torch-xla is missing"):
+    with pytest.raises(BackendUnavailable, match=r"torch-xla is missing"):
         resolve_backend("neuron", "neuron")
 
 
@@ -137,7 +137,7 @@ def test_auto_uses_the_fake_only_when_tests_allow_it(fake_sdk, monkeypatch):
     resolved = resolve_backend("auto")
     assert resolved.live is None and resolved.info.name == "static"
     assert "test fake Neuron SDK was found but not used" in resolved.info.detail
-    with pytest.raises(BackendUnavailable, match="NEURONPROBE_ALLOW_FAKE_SDK=1"):
+    with pytest.raises(BackendUnavailable, match=r"NEURONPROBE_ALLOW_FAKE_SDK=1"):
         resolve_backend("neuron")
 
 
@@ -145,7 +145,7 @@ def test_auto_falls_back_to_static_and_says_why(clean_path):
     resolved = resolve_backend("auto")
     assert resolved.live is None
     assert resolved.info.detail.startswith("predicted from the bundled support table; no Neuron SDK found; xla-cpu not used: ")
-    with pytest.raises(BackendUnavailable, match="^--backend neuron: torch-neuronx is not installed"):
+    with pytest.raises(BackendUnavailable, match=r"^--backend neuron: torch-neuronx is not installed"):
         resolve_backend("neuron")
 
 

@@ -77,8 +77,12 @@ def test_trace_has_the_documented_signature_and_fixed_shapes(tmp_path):
     assert out["dynamic_batch"] == [7, 4]
     assert "only varies dim 0" in out["other_dim"]
     assert out["partitioner"] == {
-        "trace_kwargs": None, "model_support_percentage_threshold": 0.5, "min_subgraph_size": -1,
-        "max_subgraph_count": -1, "ops_to_partition": None, "analyze_parameters": None,
+        "trace_kwargs": None,
+        "model_support_percentage_threshold": 0.5,
+        "min_subgraph_size": -1,
+        "max_subgraph_count": -1,
+        "ops_to_partition": None,
+        "analyze_parameters": None,
     }
 
 
@@ -97,10 +101,14 @@ def check_analyze_and_failure(tmp: str, progress) -> dict:
 
 def test_analyze_returns_the_documented_dict_and_trace_fails_like_neuronx_cc(tmp_path, monkeypatch):
     fixture = tmp_path / "fixture.json"
-    fixture.write_text(json.dumps({
-        "analyze_unsupported": {"aten::gelu": "neuronx-cc", "aten::layer_norm": "Lowering to HLO"},
-        "compile_errors": {"aten::gelu": {"code": "NCC_EVRF001", "message": "Operation gelu is not supported on trn1."}},
-    }))
+    fixture.write_text(
+        json.dumps(
+            {
+                "analyze_unsupported": {"aten::gelu": "neuronx-cc", "aten::layer_norm": "Lowering to HLO"},
+                "compile_errors": {"aten::gelu": {"code": "NCC_EVRF001", "message": "Operation gelu is not supported on trn1."}},
+            }
+        )
+    )
     monkeypatch.setenv("FAKE_NEURON_FIXTURE", str(fixture))
     out, log = _in_child(check_analyze_and_failure, tmp_path)
     report = out["report"]

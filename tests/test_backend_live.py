@@ -85,9 +85,7 @@ def test_an_op_predicted_failing_but_accepted_by_the_sdk_appears_in_prediction_d
 def test_a_compiler_failure_becomes_an_observed_compile_error_with_its_ncc_code(fake_sdk, fixture_file):
     fixture_file(
         {
-            "compile_errors": {
-                "aten::linear": {"code": "NCC_EVRF009", "message": "Size of total input and output tensors exceeds HBM limit of Trn1"}
-            },
+            "compile_errors": {"aten::linear": {"code": "NCC_EVRF009", "message": "Size of total input and output tensors exceeds HBM limit of Trn1"}},
             "compile_status": 1,
         }
     )

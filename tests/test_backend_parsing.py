@@ -11,6 +11,7 @@ import os
 import pytest
 
 from neuronprobe.analysis import prediction_diff
+from neuronprobe.backends.isolation import StepResult
 from neuronprobe.backends.neuron import (
     _Builder,
     apply_analyze,
@@ -21,7 +22,6 @@ from neuronprobe.backends.neuron import (
     parse_compiler_log,
     parse_support_percentage,
 )
-from neuronprobe.backends.isolation import StepResult
 from neuronprobe.report.model import Finding, OpSummary, Report
 
 # The docs' example for a model whose only op fails (torch.fft.fft).
@@ -36,8 +36,7 @@ FFT_REPORT = {
             "failureAt": "neuronx-cc",
             "call": "test.py(6): fft\n/opt/venv/lib/python3.10/site-packages/torch_neuronx/xla_impl/analyze.py(35): forward\n"
             "/opt/venv/lib/python3.10/site-packages/torch/nn/modules/module.py(1182): _slow_forward\ntest.py(11): <module>\n",
-            "opGraph": "graph(%x : Long(4, strides=[1], requires_grad=0, device=cpu)):\n  %neuron_7 = aten::fft_fft(%x)\n"
-            "  return (%neuron_7)\n",
+            "opGraph": "graph(%x : Long(4, strides=[1], requires_grad=0, device=cpu)):\n  %neuron_7 = aten::fft_fft(%x)\n  return (%neuron_7)\n",
         }
     ],
 }
@@ -111,8 +110,9 @@ def test_compiler_log_gives_ncc_codes_and_the_exit_status():
     assert [code for code, _ in parsed.diagnostics] == ["NCC_EVRF029", "XTP003"]
     assert parsed.status == 1
     training = parse_compiler_log(
-        "", "RuntimeError: Bad StatusOr access: INTERNAL: RunNeuronCCImpl: error condition error != 0: "
-        "<class 'subprocess.CalledProcessError'>: Command '...' returned non-zero exit status 70."
+        "",
+        "RuntimeError: Bad StatusOr access: INTERNAL: RunNeuronCCImpl: error condition error != 0: "
+        "<class 'subprocess.CalledProcessError'>: Command '...' returned non-zero exit status 70.",
     )
     assert training.status == 70 and training.diagnostics == []
 
@@ -127,7 +127,8 @@ def test_a_diagnostic_is_tied_to_the_op_it_names():
 def test_compile_failure_without_an_op_is_one_whole_graph_finding():
     builder = _Builder(model_file="model.py")
     failure = StepResult(
-        "error", error="RuntimeError: neuronx-cc failed with 1",
+        "error",
+        error="RuntimeError: neuronx-cc failed with 1",
         log="[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit of Trn1\n",
     )
     builder.compile_failure("trace", failure, "torch_neuronx.trace")
@@ -140,15 +141,11 @@ def test_the_temporary_cache_replaces_a_users_cache_dir_flag(tmp_path):
     env = isolated_cache_env(tmp_path, {"NEURON_CC_FLAGS": "--model-type=transformer --cache_dir=/home/me/cache -O1"})
     assert env["NEURON_COMPILE_CACHE_URL"] == str(tmp_path)
     assert env["NEURON_CC_FLAGS"] == f"--model-type=transformer -O1 --cache_dir={tmp_path}"
-    assert isolated_cache_env(tmp_path, {}) == {
-        "NEURON_COMPILE_CACHE_URL": str(tmp_path), "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "native-neff")
-    }
+    assert isolated_cache_env(tmp_path, {}) == {"NEURON_COMPILE_CACHE_URL": str(tmp_path), "TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "native-neff")}
 
 
 def _report(ops: list[tuple[str, str]], findings: list[Finding] = ()) -> Report:
-    return Report(
-        model="m", target="trn1", ops=[OpSummary(op=op, count=1, verdict=v) for op, v in ops], findings=list(findings)
-    )
+    return Report(model="m", target="trn1", ops=[OpSummary(op=op, count=1, verdict=v) for op, v in ops], findings=list(findings))
 
 
 def test_prediction_diff_matches_sdk_names_to_captured_overloads():
@@ -157,9 +154,7 @@ def test_prediction_diff_matches_sdk_names_to_captured_overloads():
         [Finding("aten::nonzero", "dynamic_shape", "m.py", 7, None, "", "", "dynamic-output-shape")],
     )
     diff = prediction_diff(report, {"aten::softmax": "compile_error", "aten::gelu": "lowered", "aten::nonzero": "lowered"})
-    assert [(m.op, m.predicted, m.observed) for m in diff.predicted_ok_observed_failing] == [
-        ("aten::softmax", "decomposed", "compile_error")
-    ]
+    assert [(m.op, m.predicted, m.observed) for m in diff.predicted_ok_observed_failing] == [("aten::softmax", "decomposed", "compile_error")]
     assert [(m.op, m.predicted, m.observed, m.file, m.line) for m in diff.predicted_failing_observed_ok] == [
         ("aten::nonzero", "dynamic_shape", "lowered", "m.py", 7)
     ]

@@ -24,7 +24,11 @@ def _pytest(args: list[str], pythonpath: list, **env: str) -> subprocess.Complet
     environment.update(env)
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -44,7 +48,9 @@ def test_declared_tier_with_the_fake_stops_before_collecting(tmp_path):
 
 def test_declared_tier_without_any_sdk_says_what_is_missing():
     done = _pytest(
-        [HARDWARE_TESTS], [FAKE_HIDE], NEURONPROBE_REQUIRED_BACKEND="neuron",
+        [HARDWARE_TESTS],
+        [FAKE_HIDE],
+        NEURONPROBE_REQUIRED_BACKEND="neuron",
         FAKE_NEURON_HIDE="torch_neuronx,torch_xla,neuronxcc,libneuronxla",
     )
     assert done.returncode == 2

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import MODELS, ROOT, expectations
+
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
 from neuronprobe.backends.xla_env import MARKER, find_env, inspect_managed, setup_env
@@ -32,7 +32,11 @@ def _analyze(name: str, **options) -> object:
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "COLUMNS": "200", **env}
     return subprocess.run(
-        [sys.executable, "-m", "neuronprobe.cli", *args], cwd=ROOT, env=environment, capture_output=True, text=True,
+        [sys.executable, "-m", "neuronprobe.cli", *args],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
         timeout=300,
     )
 
@@ -40,7 +44,7 @@ def _cli(*args: str, **env: str) -> subprocess.CompletedProcess:
 def test_a_conditional_fallback_is_observed_at_the_users_line(xla_env):
     # adaptive_avg_pool with output 3 over an input of 8 falls back; the even pool (4) lowers.
     report = _analyze("xla_adaptive_pool.py")
-    (line, verdict, op), = expectations(MODELS / "xla_adaptive_pool.py")
+    ((line, verdict, op),) = expectations(MODELS / "xla_adaptive_pool.py")
     (finding,) = _observed(report)
     assert (finding.op, finding.verdict, finding.file, finding.line) == (op, verdict, "tests/models/xla_adaptive_pool.py", line)
     assert finding.count == 1 and finding.rule == "observed-fallback"
@@ -57,7 +61,7 @@ def test_a_conditional_fallback_is_observed_at_the_users_line(xla_env):
 
 def test_a_boolean_mask_read_falls_back_to_nonzero(xla_env):
     report = _analyze("xla_bool_mask.py")
-    (line, verdict, op), = expectations(MODELS / "xla_bool_mask.py")
+    ((line, verdict, op),) = expectations(MODELS / "xla_bool_mask.py")
     (finding,) = _observed(report)
     assert (finding.op, finding.verdict, finding.line) == (op, verdict, line)
     assert "EXPECT" in (finding.source_line or "")
@@ -68,7 +72,7 @@ def test_a_boolean_mask_read_falls_back_to_nonzero(xla_env):
 
 def test_an_int64_matmul_is_a_compile_error_seen_in_the_hlo(xla_env):
     report = _analyze("xla_int64_matmul.py")
-    (line, verdict, op), = expectations(MODELS / "xla_int64_matmul.py")
+    ((line, verdict, op),) = expectations(MODELS / "xla_int64_matmul.py")
     (finding,) = _observed(report)
     assert (finding.op, finding.verdict, finding.line, finding.ncc_code) == (op, verdict, line, "NCC_EVRF035")
     assert finding.rule == "hlo-dot-int64" and "s64" in finding.message
@@ -84,7 +88,10 @@ def test_the_traffic_compile_count_is_observed_exactly(xla_env):
     report = _analyze("xla_traffic.py")
     observed = report.recompiles.observed
     assert (observed.source, observed.compiles, observed.shapes_run, observed.matches_static) == (
-        "torch_xla-cpu", 4, 4, True,
+        "torch_xla-cpu",
+        4,
+        4,
+        True,
     )
     assert report.recompiles.predicted["static"].graphs == 4
     assert "UncachedCompile=4" in observed.note
@@ -128,12 +135,10 @@ def test_setup_reuses_a_complete_environment(xla_python, tmp_path):
 
 def test_no_environment_is_one_line_exit_2_and_auto_falls_back(tmp_path):
     missing = tmp_path / "none"
-    done = _cli("analyze", str(MODELS / "mlp.py"), "--backend", "xla-cpu", "-o", str(tmp_path / "r"),
-                NEURONPROBE_XLA_ENV=str(missing))
+    done = _cli("analyze", str(MODELS / "mlp.py"), "--backend", "xla-cpu", "-o", str(tmp_path / "r"), NEURONPROBE_XLA_ENV=str(missing))
     assert done.returncode == 2
     assert done.stderr.strip() == f"error: --backend xla-cpu: no xla-cpu environment at {missing}; run `neuronprobe setup xla-cpu`"
-    done = _cli("analyze", str(MODELS / "mlp.py"), "--require-backend", "xla-cpu", "-o", str(tmp_path / "r"),
-                NEURONPROBE_XLA_ENV=str(missing))
+    done = _cli("analyze", str(MODELS / "mlp.py"), "--require-backend", "xla-cpu", "-o", str(tmp_path / "r"), NEURONPROBE_XLA_ENV=str(missing))
     assert done.returncode == 2 and "--require-backend xla-cpu: no xla-cpu environment" in done.stderr
     resolved = resolve_backend("auto")
     assert resolved.info.name == "static" and "xla-cpu not used: no xla-cpu environment" in resolved.info.detail
@@ -143,7 +148,7 @@ def test_a_partial_environment_is_named_and_never_used(tmp_path, monkeypatch):
     (tmp_path / "venv" / "bin").mkdir(parents=True)  # an interrupted set-up: no completeness marker
     assert inspect_managed(tmp_path).state == "partial"
     monkeypatch.setenv("NEURONPROBE_XLA_ENV", str(tmp_path))
-    with pytest.raises(BackendUnavailable, match="is incomplete .*interrupted or failed set-up"):
+    with pytest.raises(BackendUnavailable, match=r"is incomplete .*interrupted or failed set-up"):
         resolve_backend("xla-cpu")
     (tmp_path / MARKER).write_text(json.dumps({"versions": {"torch": "2.9.0"}, "requirements": "other pins"}))
     (tmp_path / "venv" / "bin" / "python").write_text("")
@@ -194,7 +199,7 @@ def test_a_wrong_torch_or_a_placeholder_package_is_named(tmp_path, monkeypatch):
 
 def test_a_program_the_dispatch_mode_breaks_is_observed_at_the_function_level(xla_env):
     report = _analyze("xla_mixed_device_inplace.py")
-    (line, verdict, op), = expectations(MODELS / "xla_mixed_device_inplace.py")
+    ((line, _verdict, op),) = expectations(MODELS / "xla_mixed_device_inplace.py")
     fallbacks = _observed(report, "cpu_fallback")
     assert [(f.op, f.line) for f in fallbacks] == [(op, line)]
     assert "called as torch.unique" in fallbacks[0].message

@@ -42,11 +42,7 @@ def _place(length: int, edges: list[int], fit: str) -> int | None:
 def _brute_force(lengths, k, max_len, fit, multiple_of, min_bucket, cost):
     a, b = COSTS[cost]
     f = lambda x: a * x + b * x * x  # noqa: E731
-    allowed = [
-        e
-        for e in range(1, max_len)
-        if (multiple_of is None or e % multiple_of == 0) and (min_bucket is None or e >= min_bucket)
-    ]
+    allowed = [e for e in range(1, max_len) if (multiple_of is None or e % multiple_of == 0) and (min_bucket is None or e >= min_bucket)]
     best = None
     for r in range(k):
         for combo in itertools.combinations(allowed, r):
@@ -81,9 +77,7 @@ def small_cases(draw):
 @given(small_cases())
 def test_every_k_equals_brute_force_for_every_cost_and_constraint(case):
     lengths, k, max_len, fit, multiple_of, min_bucket, cost = case
-    proposal = propose_buckets(
-        lengths, k, cost=cost, max_len=max_len, fit=fit, multiple_of=multiple_of, min_bucket=min_bucket
-    )
+    proposal = propose_buckets(lengths, k, cost=cost, max_len=max_len, fit=fit, multiple_of=multiple_of, min_bucket=min_bucket)
     for point in proposal.curve:
         want_cost, want_edges = _brute_force(lengths, point.k, max_len, fit, multiple_of, min_bucket, cost)
         assert Fraction(point.cost) == want_cost, (point, want_edges)
@@ -96,7 +90,7 @@ def _plain_dp(values, counts, cands, cost: CostModel, k):
     edges, cover = cands.edges.tolist(), [0, *cands.cover.tolist()]
     m = len(edges)
     pre_c = np.concatenate(([0], np.cumsum(counts))).tolist()
-    pre_s = np.concatenate(([0], np.cumsum([c * f(v) for v, c in zip(values.tolist(), counts.tolist())]))).tolist()
+    pre_s = np.concatenate(([0], np.cumsum([c * f(v) for v, c in zip(values.tolist(), counts.tolist(), strict=False)]))).tolist()
 
     def w(a, b):
         return f(edges[b - 1]) * (pre_c[cover[b]] - pre_c[cover[a]]) - (pre_s[cover[b]] - pre_s[cover[a]])
@@ -158,8 +152,8 @@ def test_invariants_hold_on_random_traffic(lengths, k, fit, cost):
     a, b = (1, 0) if cost == "tokens" else (0, 1) if cost == "attention" else (0.5, 0.125)
     f = lambda x: a * x + b * x * x  # noqa: E731
     placed = [bucket_for(n, proposal.edges, fit=fit) for n in lengths]
-    assert all(edge >= n for edge, n in zip(placed, lengths))
-    assert sum(f(e) - f(n) for e, n in zip(placed, lengths)) == pytest.approx(proposal.cost, rel=1e-12)
+    assert all(edge >= n for edge, n in zip(placed, lengths, strict=False))
+    assert sum(f(e) - f(n) for e, n in zip(placed, lengths, strict=False)) == pytest.approx(proposal.cost, rel=1e-12)
     tokens = 100 * (sum(placed) - sum(lengths)) / sum(lengths)
     assert proposal.overhead.tokens == pytest.approx(tokens, abs=1e-4)
 
@@ -174,7 +168,7 @@ def test_strict_edges_never_pad_a_length_equal_to_its_edge_into_that_edge(length
     # and the same edges read inclusively never cost more: every length fits at least as low
     inclusive = [bucket_for(n, proposal.edges, fit="inclusive") for n in lengths]
     strict = [bucket_for(n, proposal.edges, fit="strict") for n in lengths]
-    assert all(i <= s for i, s in zip(inclusive, strict))
+    assert all(i <= s for i, s in zip(inclusive, strict, strict=False))
 
 
 def test_ties_break_toward_smaller_edges():

@@ -16,9 +16,7 @@ from neuronprobe.shape_buckets.propose import HISTOGRAM_MAX_DISTINCT
 
 # A conversation-like mix: a short body, a dense cluster just above 1024 and a long tail.
 rng = np.random.default_rng(7)
-TRAFFIC = np.concatenate(
-    [rng.integers(100, 600, 3000), rng.integers(1025, 1190, 2500), rng.integers(2000, 9000, 800)]
-).astype(int)
+TRAFFIC = np.concatenate([rng.integers(100, 600, 3000), rng.integers(1025, 1190, 2500), rng.integers(2000, 9000, 800)]).astype(int)
 
 
 def test_the_public_lazy_export_is_this_function():
@@ -110,7 +108,7 @@ def test_compile_cost_picks_the_k_that_minimises_runtime_plus_compile():
     assert mid.k == 1 + objectives.index(min(objectives))
     runtime_k1 = sum(TRAFFIC.max() for _ in TRAFFIC)
     assert mid.curve[0].objective == pytest.approx(runtime_k1 + 0.5 * 2e6 * 1)
-    savings = [a.cost - b.cost for a, b in zip(mid.curve, mid.curve[1:])]
+    savings = [a.cost - b.cost for a, b in zip(mid.curve, mid.curve[1:], strict=False)]
     assert mid.k == 1 + sum(1 for s in savings if s > 1e6) == 4
 
 

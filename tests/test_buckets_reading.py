@@ -28,9 +28,9 @@ def test_a_clean_file_and_a_messy_file_read_the_same(tmp_path):
     clean = _write(tmp_path, "clean.txt", "12\n40\n\n7 \n")
     messy = _write(tmp_path, "messy.txt", "# header comment\n12\n40\n\n7 \n")
     assert read_lengths(clean).lengths.tolist() == read_lengths(messy).lengths.tolist() == [12, 40, 7]
-    with pytest.raises(InputError, match="line 2: not an integer length$"):
+    with pytest.raises(InputError, match=r"line 2: not an integer length$"):
         read_lengths(_write(tmp_path, "two.txt", "12\n40 41\n"))
-    with pytest.raises(InputError, match="line 2: too large"):
+    with pytest.raises(InputError, match=r"line 2: too large"):
         read_lengths(_write(tmp_path, "huge.txt", "12\n99999999999999999999\n"))
 
 
@@ -38,9 +38,7 @@ def test_csv_column_with_a_timestamp_column_detected(tmp_path):
     path = _write(
         tmp_path,
         "trace.csv",
-        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-        "2023-11-16 18:15:50.9951690,396,109\n"
-        "2023-11-16 18:15:46.6805900,374,44\n",
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:50.9951690,396,109\n2023-11-16 18:15:46.6805900,374,44\n",
     )
     data = read_lengths(path, column="ContextTokens")
     assert data.lengths.tolist() == [396, 374]
@@ -106,9 +104,9 @@ def test_unusable_files_give_one_clear_sentence(tmp_path, name, text, kwargs, me
 
 
 def test_a_missing_file_and_a_folder(tmp_path):
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match=r"no such file"):
         read_lengths(tmp_path / "nope.txt")
-    with pytest.raises(InputError, match="is a folder"):
+    with pytest.raises(InputError, match=r"is a folder"):
         read_lengths(tmp_path)
 
 
@@ -118,7 +116,7 @@ def test_a_missing_parquet_column_names_the_columns(tmp_path):
 
     path = tmp_path / "t.parquet"
     pq.write_table(pa.table({"n": [1, 2]}), path)
-    with pytest.raises(InputError, match="has no column 'm'; it has 'n'"):
+    with pytest.raises(InputError, match=r"has no column 'm'; it has 'n'"):
         read_lengths(path, column="m")
 
 
@@ -127,5 +125,5 @@ def test_step_times_csv(tmp_path):
     lengths, seconds = read_step_times(path)
     assert np.array_equal(lengths, [128, 256]) and np.allclose(seconds, [0.01, 0.02])
     bad = _write(tmp_path, "bad.csv", "len,s\n1,2\n")
-    with pytest.raises(InputError, match="need columns 'length' and 'seconds'"):
+    with pytest.raises(InputError, match=r"need columns 'length' and 'seconds'"):
         read_step_times(bad)

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from helpers import BROKEN, EXAMPLES, MODELS, ROOT, marker_line
 
 PY = sys.executable
@@ -16,9 +15,7 @@ PY = sys.executable
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run(
-        [PY, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=300
-    )
+    return subprocess.run([PY, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=cwd or ROOT, env=env, timeout=300)
 
 
 def test_analyze_writes_json_and_prints_findings(tmp_path):

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import typer
+from helpers import ROOT
 from typer.testing import CliRunner
 
-from helpers import ROOT
 from neuronprobe import __version__
 from neuronprobe.cli import app
 

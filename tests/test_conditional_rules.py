@@ -9,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from helpers import MODELS, ROOT, expectations
 
 import neuronprobe
-from helpers import MODELS, ROOT, expectations
 from neuronprobe.capture import OpCall, TensorMeta
 from neuronprobe.errors import InputError
 from neuronprobe.support import BUILTIN_RULES, classify, load_table
@@ -30,9 +30,7 @@ INVENTORIES = ROOT / "scripts" / "inventories"
 
 @pytest.fixture(scope="module")
 def reports():
-    return {
-        (name, sdk): neuronprobe.analyze(str(MODELS / name), backend="static", sdk=sdk) for name, sdk in CASES
-    }
+    return {(name, sdk): neuronprobe.analyze(str(MODELS / name), backend="static", sdk=sdk) for name, sdk in CASES}
 
 
 @pytest.mark.parametrize("name,sdk", CASES)
@@ -135,8 +133,7 @@ def test_a_bad_rule_is_named(tmp_path, change, words):
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=300)
+    return subprocess.run([sys.executable, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
 
 
 def test_cli_bad_sdk_and_bad_rule_file_exit_2_with_one_line(tmp_path):
@@ -153,8 +150,17 @@ def test_cli_bad_sdk_and_bad_rule_file_exit_2_with_one_line(tmp_path):
 
 def test_a_user_rule_file_adds_a_verdict(tmp_path):
     rule = {**BASE, "id": "no-int-mm", "ops": ["matmul"], "when": [{"tensor": "self", "dtype_in": ["int64"]}]}
-    proc = _cli("analyze", str(MODELS / "int_matmul.py"), "--backend", "static", "--rules",
-                str(_rule_file(tmp_path, rule)), "--json", str(tmp_path / "r.json"), "--no-html")
+    proc = _cli(
+        "analyze",
+        str(MODELS / "int_matmul.py"),
+        "--backend",
+        "static",
+        "--rules",
+        str(_rule_file(tmp_path, rule)),
+        "--json",
+        str(tmp_path / "r.json"),
+        "--no-html",
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert {f["rule"] for f in report["findings"]} == {"no-int-mm"}  # before the bundled integer-dot
@@ -177,13 +183,10 @@ def test_inventories_and_the_table_agree():
     ncc = json.loads((INVENTORIES / "ncc_error_codes.json").read_text())
     fields = ("file", "line", "function", "function_line", "fallback_op")
     sites = inv.cover_sites([{k: s[k] for k in fields} for s in xla["sites"]], table.rules, notes["xla_sites"])
-    codes = inv.cover_codes([{k: c[k] for k in ("code", "page", "message")} for c in ncc["codes"]], table.rules,
-                            notes["ncc_codes"])
+    codes = inv.cover_codes([{k: c[k] for k in ("code", "page", "message")} for c in ncc["codes"]], table.rules, notes["ncc_codes"])
     # The committed inventories are what the current table and notes produce (regenerate them after a change).
-    assert [(s["key"], s["status"], s.get("rules")) for s in sites] == [
-        (s["key"], s["status"], s.get("rules")) for s in xla["sites"]]
-    assert [(c["code"], c["status"], c.get("rules")) for c in codes] == [
-        (c["code"], c["status"], c.get("rules")) for c in ncc["codes"]]
+    assert [(s["key"], s["status"], s.get("rules")) for s in sites] == [(s["key"], s["status"], s.get("rules")) for s in xla["sites"]]
+    assert [(c["code"], c["status"], c.get("rules")) for c in codes] == [(c["code"], c["status"], c.get("rules")) for c in ncc["codes"]]
     for entry in [*sites, *codes]:
         assert entry["status"] in ("rule", "reason"), f"uncovered without a stated reason: {entry}"
         assert set(entry.get("rules", ())) <= known

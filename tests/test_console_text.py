@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from helpers import MODELS
+from typer.testing import CliRunner
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
+
 from neuronprobe.cli import app
 from neuronprobe.console_io import EXIT_STDOUT_CLOSED
 
@@ -57,7 +57,9 @@ def test_a_closed_stdout_is_the_same_case(tmp_path):
     lengths.write_text("5\n9\n")
     done = subprocess.run(
         ["bash", "-c", f'"{sys.executable}" -m neuronprobe.cli buckets L.txt --json out.json >&-'],
-        cwd=tmp_path, timeout=120, stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        timeout=120,
+        stderr=subprocess.PIPE,
     )
     assert done.returncode == EXIT_STDOUT_CLOSED
     assert done.stderr == b""

@@ -26,9 +26,7 @@ def write(tmp_path: Path, name: str, report: Report) -> Path:
 
 
 def run_diff(tmp_path: Path, base: Report, new: Report, *args: str):
-    return runner.invoke(
-        app, ["diff", str(write(tmp_path, "base.json", base)), str(write(tmp_path, "new.json", new)), *args]
-    )
+    return runner.invoke(app, ["diff", str(write(tmp_path, "base.json", base)), str(write(tmp_path, "new.json", new)), *args])
 
 
 # --- the gate, end to end through the CLI -------------------------------------------------

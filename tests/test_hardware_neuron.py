@@ -56,7 +56,11 @@ def test_the_real_stack_is_detected_with_its_versions(stack):
 def test_doctor_accepts_the_real_stack(stack):
     done = subprocess.run(
         [sys.executable, "-m", "neuronprobe.cli", "doctor", "--require-backend", "neuron"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert done.returncode == 0, done.stderr
     assert "THE TEST FAKE" not in done.stdout

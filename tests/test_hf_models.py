@@ -76,8 +76,7 @@ def test_a_7b_config_allocates_no_weights():
         "r = neuronprobe.analyze('hf:llama', backend='static')\n"
         "print(r.summary.support_percentage, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 0, proc.stderr
     support, rss_kib = proc.stdout.split()
     assert float(support) == 100.0

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from helpers import TESTS, marker_line
+from typer.testing import CliRunner
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
+
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
 from neuronprobe.limits import MAX_BATCH_SIZE, MAX_DIM, MAX_MODULE_COUNT, MAX_SEQ_LEN

@@ -14,14 +14,14 @@ import threading
 from pathlib import Path
 
 import pytest
+from helpers import MODELS, TESTS, marker_line
 from typer.testing import CliRunner
+from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 
 import neuronprobe
 from neuronprobe.cli import app
 from neuronprobe.errors import ModelLoadError
 from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
-from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
-from helpers import MODELS, TESTS, marker_line
 
 runner = CliRunner()
 HOSTILE = TESTS / "hostile"
@@ -81,9 +81,7 @@ def test_sys_exit_0_in_forward_is_an_error_not_a_silent_success(tmp_path):
     model = HOSTILE / "exit_in_forward.py"
     result, out = _analyze(tmp_path, model, "--fail-on-recompiles", "1")
     line = _one_line_error(result)
-    assert line == (
-        f"error: {model}:{marker_line(model)}: the model code called sys.exit(0); a model file must return, not exit"
-    )
+    assert line == (f"error: {model}:{marker_line(model)}: the model code called sys.exit(0); a model file must return, not exit")
     assert not out.exists()
 
 
@@ -158,11 +156,7 @@ set = ["n_layer=abc"]
 
 def test_a_nightly_with_three_hostile_models_still_writes_the_good_report_and_the_index(tmp_path):
     config = tmp_path / "nightly.toml"
-    config.write_text(
-        NIGHTLY.format(
-            good=MODELS / "mlp.py", exits=HOSTILE / "exit_in_forward.py", dies=HOSTILE / "os_exit_at_import.py"
-        )
-    )
+    config.write_text(NIGHTLY.format(good=MODELS / "mlp.py", exits=HOSTILE / "exit_in_forward.py", dies=HOSTILE / "os_exit_at_import.py"))
     reports = tmp_path / "reports"
     result = runner.invoke(app, ["nightly", str(config), "-o", str(reports), "--date", "2025-06-01"])
     assert result.exit_code == 2, result.output  # the worst of the models: one could not be analysed

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 import neuronprobe.nightly as nightly
 from neuronprobe.cli import app
-from neuronprobe.errors import BackendUnavailable, ConfigError, ModelLoadError
+from neuronprobe.errors import ConfigError, ModelLoadError
 from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE, load_config, run_nightly
 from neuronprobe.report.model import Report, load_report
 
@@ -112,8 +112,22 @@ def test_config_loads_with_paths_resolved_against_its_folder(config_path):
         ("[[models]\nmodel = 'alpha.py'\n", "not valid TOML"),
         ("[[models]]\nmodel = 'alpha.py'\nset = ['n_layer=2']\n", "set applies to hf: models only"),
     ],
-    ids=["model-key", "top-key", "int-type", "float-type", "target", "require", "no-models", "no-spec",
-         "missing-file", "duplicate", "bad-name", "empty-buckets", "toml-syntax", "set-on-a-file"],
+    ids=[
+        "model-key",
+        "top-key",
+        "int-type",
+        "float-type",
+        "target",
+        "require",
+        "no-models",
+        "no-spec",
+        "missing-file",
+        "duplicate",
+        "bad-name",
+        "empty-buckets",
+        "toml-syntax",
+        "set-on-a-file",
+    ],
 )
 def test_bad_config_is_one_clear_sentence_and_exit_2(config_path, tmp_path, text, message):
     config_path.write_text(text)

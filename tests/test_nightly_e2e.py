@@ -16,7 +16,7 @@ from neuronprobe.report.model import load_report
 runner = CliRunner()
 REPO = Path(__file__).parent.parent
 
-MODEL_V1 = '''\
+MODEL_V1 = """\
 import torch
 
 
@@ -36,7 +36,7 @@ def get_model():
 
 def get_example_inputs():
     return (torch.randn(2, 16),)
-'''
+"""
 
 # The same model a day later: someone added a spectral feature, which has no Neuron lowering.
 MODEL_V2 = MODEL_V1.replace(

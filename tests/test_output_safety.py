@@ -7,10 +7,10 @@ import stat
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from diff_fixtures import make_report
 from helpers import MODELS
+from typer.testing import CliRunner
+
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
 from neuronprobe.files import check_outputs, write_atomic

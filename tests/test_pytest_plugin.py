@@ -88,9 +88,7 @@ def test_declared_but_missing_exits_2_before_collecting(
     assert "collected" not in out and "test_needs_cuda" not in out
 
 
-def test_declared_by_environment_and_present_fails_accelerator_skips(
-    suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_declared_by_environment_and_present_fails_accelerator_skips(suite: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _detected(monkeypatch, REAL_XLA)
     monkeypatch.setenv("NEURONPROBE_REQUIRED_ACCELERATOR", "neuron")
     result = suite.runpytest()

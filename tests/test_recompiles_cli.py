@@ -116,8 +116,13 @@ def test_console_summary_lists_policies_observed_and_causes() -> None:
         observed=ObservedCompiles(compiles=16, source="dynamo-cpu", shapes_run=16, matches_static=True),
         causes=[
             RecompileCause(
-                reason="x.shape[1] is specialised here", count=36, file="model.py", line=30,
-                graph_changes_with_shape=True, source_line="for i in range(x.shape[1]):", kind="specialization",
+                reason="x.shape[1] is specialised here",
+                count=36,
+                file="model.py",
+                line=30,
+                graph_changes_with_shape=True,
+                source_line="for i in range(x.shape[1]):",
+                kind="specialization",
                 fix="use tensor ops",
             )
         ],
@@ -150,9 +155,27 @@ def test_the_neuron_live_backend_counts_compiles_for_the_traffic_against_the_fak
     env.update(PYTHONPATH=str(TESTS / "fake_backend"), NEURONPROBE_ALLOW_FAKE_SDK="1", FAKE_NEURON_FIXTURE=str(fixture))
     out = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "neuronprobe.cli", "analyze", STATIC, "--backend", "neuron", "--shapes", SHAPES,
-         "--json", str(out), "--no-html", "--fail-on-recompiles", "5"],
-        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "neuronprobe.cli",
+            "analyze",
+            STATIC,
+            "--backend",
+            "neuron",
+            "--shapes",
+            SHAPES,
+            "--json",
+            str(out),
+            "--no-html",
+            "--fail-on-recompiles",
+            "5",
+        ],
+        cwd=TESTS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr
     section = json.loads(out.read_text())["recompiles"]

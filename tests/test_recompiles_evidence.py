@@ -172,8 +172,7 @@ def test_lengths_with_batch_sizes_use_make_inputs() -> None:
 def test_hf_models_on_the_meta_device_are_compiled_without_weights(tmp_path: Path) -> None:
     loaded = load_hf(
         "llama",
-        ["hidden_size=32", "intermediate_size=64", "num_hidden_layers=1", "num_attention_heads=2",
-         "num_key_value_heads=1", "vocab_size=100"],
+        ["hidden_size=32", "intermediate_size=64", "num_hidden_layers=1", "num_attention_heads=2", "num_key_value_heads=1", "vocab_size=100"],
     )
     assert loaded.on_meta
     path = shapes_file(tmp_path, ['{"input_ids": [1, 16]}', '{"input_ids": [1, 40]}', '{"input_ids": [1, 16]}'])
@@ -204,9 +203,7 @@ def test_a_live_backend_counts_real_compiles_and_its_timing_is_used() -> None:
     live = FakeLive()
     assert hasattr(live, LIVE_HOOK)
     loaded = load_model(str(MODELS / "recompile_static.py"))
-    section = analyze_traffic(
-        loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl"), live=live, timeout=60.0
-    ).recompiles
+    section = analyze_traffic(loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl"), live=live, timeout=60.0).recompiles
     # one call per distinct shape, in stream order, in get_example_inputs() form (here: keyword inputs)
     assert [tuple(call["input_ids"].shape) for call in live.calls] == [(1, 8), (1, 16), (4, 32), (1, 100), (4, 8)]
     assert section.observed is not None and section.observed.source == "torch_xla"
@@ -219,9 +216,7 @@ def test_a_live_backend_counts_real_compiles_and_its_timing_is_used() -> None:
 
 def test_a_live_backend_without_the_hook_leaves_the_cpu_count_and_says_so() -> None:
     loaded = load_model(str(MODELS / "recompile_static.py"))
-    result = analyze_traffic(
-        loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl", max_compiles=2), live=object()
-    )
+    result = analyze_traffic(loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl", max_compiles=2), live=object())
     assert result.recompiles.observed is not None and result.recompiles.observed.source == "dynamo-cpu"
     assert any(LIVE_HOOK in lim.why for lim in result.limitations)
 

@@ -145,9 +145,7 @@ def test_a_traffic_whose_sequence_dim_never_changes_has_nothing_to_bucket() -> N
 
 
 def test_two_sequence_inputs_of_one_call_count_one_length_each_distinct_value() -> None:
-    traffic = named_traffic(
-        [{"input_ids": [1, n], "attention_mask": [1, n]} for n in (8, 20, 8, 50)]
-    )
+    traffic = named_traffic([{"input_ids": [1, n], "attention_mask": [1, n]} for n in (8, 20, 8, 50)])
     p = predict(traffic, max_buckets=2)
     assert p.proposal is not None and p.proposal.n_lengths == 4
     assert sorted(p.proposal.edges) == p.proposal.edges and p.proposal.edges[-1] == 50
@@ -208,9 +206,7 @@ def test_one_signature_has_no_recompiles() -> None:
 
 # --- properties ----------------------------------------------------------------------------------
 
-shapes_strategy = st.lists(
-    st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(min_value=1, max_value=600)), min_size=1, max_size=200
-)
+shapes_strategy = st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(min_value=1, max_value=600)), min_size=1, max_size=200)
 
 
 @settings(max_examples=60, deadline=None)

@@ -44,9 +44,7 @@ def test_report_with_findings_loads_offline_without_errors(browser: Browser) -> 
     page = browser.load(_write("report.html", render_html(rich_report())))
     assert page.foreign_requests() == [], "the report fetched something"
     assert page.errors == [], f"console errors: {page.errors}"
-    assert browser.evaluate("document.querySelector('.np-report').dataset.npReady") == "1", (
-        "our script did not run (is the CSP hash right?)"
-    )
+    assert browser.evaluate("document.querySelector('.np-report').dataset.npReady") == "1", "our script did not run (is the CSP hash right?)"
     text = browser.evaluate("document.body.innerText").lower()  # innerText applies text-transform
     for key in (
         "Will not compile on trn1 as it is",
@@ -58,9 +56,7 @@ def test_report_with_findings_loads_offline_without_errors(browser: Browser) -> 
         "Legend: verdicts",
     ):
         assert key.lower() in text, key
-    sizes = browser.evaluate(
-        "Array.from(document.querySelectorAll('svg.np-plot')).map(s => s.getBoundingClientRect().height)"
-    )
+    sizes = browser.evaluate("Array.from(document.querySelectorAll('svg.np-plot')).map(s => s.getBoundingClientRect().height)")
     assert len(sizes) == 3 and all(h > 100 for h in sizes), "plots are drawn at a readable size"
     shot = browser.screenshot(ARTIFACTS / "report.png")
     assert shot.stat().st_size > 20_000
@@ -75,13 +71,16 @@ def test_op_table_sorts_and_filters(browser: Browser) -> None:
     assert browser.evaluate(first_op) == "aten::addmm"
     browser.evaluate("document.querySelectorAll('table.np-ops th button')[2].click()")  # ascending
     assert browser.evaluate("document.querySelectorAll('table.np-ops th')[2].getAttribute('aria-sort')") == "ascending"
-    assert browser.evaluate(
-        "Array.from(document.querySelectorAll('table.np-ops tbody tr')).map(r => Number(r.cells[2].dataset.sort))"
-    ) == [1, 1, 1, 2, 8, 12, 24]
-    browser.evaluate(
-        "(() => { const i = document.querySelector('.np-filter-text'); i.value = 'nonzero';"
-        " i.dispatchEvent(new Event('input')); })()"
-    )
+    assert browser.evaluate("Array.from(document.querySelectorAll('table.np-ops tbody tr')).map(r => Number(r.cells[2].dataset.sort))") == [
+        1,
+        1,
+        1,
+        2,
+        8,
+        12,
+        24,
+    ]
+    browser.evaluate("(() => { const i = document.querySelector('.np-filter-text'); i.value = 'nonzero'; i.dispatchEvent(new Event('input')); })()")
     assert browser.evaluate(visible) == 1
     assert browser.evaluate("document.querySelector('.np-filter-shown').textContent") == "1 of 7 ops"
     browser.evaluate(
@@ -102,7 +101,7 @@ def test_copy_buttons_are_shown_and_copy_the_snippet(browser: Browser) -> None:
 
 
 def test_injected_markup_in_paths_and_messages_does_not_run(browser: Browser) -> None:
-    evil = "<script>window.__pwned=1</script>\"'<img src=x onerror=\"window.__pwned=2\">"
+    evil = '<script>window.__pwned=1</script>"\'<img src=x onerror="window.__pwned=2">'
     report = rich_report()
     for f in report.findings:
         f.file = f"/tmp/{evil}/model.py"
@@ -142,11 +141,7 @@ def test_notebook_table_styles_do_not_restyle_the_report(browser: Browser) -> No
         ".out tr, .out th, .out td { text-align: right; border: 2px solid red; }"
         ".out tbody tr:nth-child(odd) { background: rgb(255, 255, 0); }"
     )
-    html = (
-        f"<!DOCTYPE html><html><head><style>{jupyter_css}</style></head><body><div class=out>"
-        + rich_report()._repr_html_()
-        + "</div></body></html>"
-    )
+    html = f"<!DOCTYPE html><html><head><style>{jupyter_css}</style></head><body><div class=out>" + rich_report()._repr_html_() + "</div></body></html>"
     browser.load(_write("jupyter-like.html", html))
     look = browser.evaluate(
         "(() => { const t = document.querySelector('table.np-ops'); const td = t.querySelector('tbody td');"

@@ -79,9 +79,7 @@ def test_truncated_json_from_a_killed_run_exits_2(run_json: Path, tmp_path: Path
     assert result.exit_code == 2 and "not valid JSON" in result.output
 
 
-def test_cli_report_carries_no_environment_variables(
-    run_json: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cli_report_carries_no_environment_variables(run_json: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "SENTINEL123")
     out = tmp_path / "out.html"
     assert runner.invoke(app, ["report", str(run_json), "-o", str(out)]).exit_code == 0

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from neuronprobe.cli import app
 
 MODELS = Path(__file__).resolve().parent / "models"
-HOSTILE_FOLDER = "x<script>alert(\"np\")'y"
+HOSTILE_FOLDER = 'x<script>alert("np")\'y'
 
 
 @pytest.fixture()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import EXAMPLES, MODELS
 
 import neuronprobe
 from neuronprobe.errors import ReportFormatError
 from neuronprobe.report.model import Report, load_report
-from helpers import EXAMPLES, MODELS
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from helpers import ROOT
+
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import VERDICTS
 from neuronprobe.support import TARGETS, check_target, load_table

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from helpers import BROKEN, MODELS, expectations, marker_line
 from typer.testing import CliRunner
 
 import neuronprobe
-from helpers import BROKEN, MODELS, expectations, marker_line
 from neuronprobe.cli import app
 from neuronprobe.report.model import PHASES, SCHEMA_VERSION, Report, load_report
 
@@ -168,8 +168,7 @@ def _cli(*args: str):
 def test_partial_last_batch_is_an_extra_graph(tmp_path):
     model = str(MODELS / "train_partial_batch.py")
     out = tmp_path / "r.json"
-    res = _cli(model, "--train", "--dataset-size", "1000", "--batch-size", "64", "--json", str(out), "--no-html",
-               "--fail-on-recompiles", "1")
+    res = _cli(model, "--train", "--dataset-size", "1000", "--batch-size", "64", "--json", str(out), "--no-html", "--fail-on-recompiles", "1")
     assert res.exit_code == 1, res.output  # the gate sees the second graph
     assert "partial last batch" in res.output and "drop_last=True" in res.output
     section = json.loads(out.read_text())["recompiles"]
@@ -261,14 +260,9 @@ def test_phase_filter_works_in_a_browser(reports, tmp_path):
         assert page.errors == [] and page.foreign_requests() == []
         visible = "document.querySelectorAll('table.np-ops tbody tr:not([hidden])').length"
         assert browser.evaluate(visible) == len(report.ops)
-        browser.evaluate(
-            "(() => { const s = document.querySelector('.np-filter-phase'); s.value = 'backward';"
-            " s.dispatchEvent(new Event('change')); })()"
-        )
+        browser.evaluate("(() => { const s = document.querySelector('.np-filter-phase'); s.value = 'backward'; s.dispatchEvent(new Event('change')); })()")
         assert browser.evaluate(visible) == len([r for r in report.ops if r.phase == "backward"])
-        shown = browser.evaluate(
-            "Array.from(document.querySelectorAll('table.np-ops tbody tr:not([hidden])')).map(r => r.cells[1].textContent)"
-        )
+        shown = browser.evaluate("Array.from(document.querySelectorAll('table.np-ops tbody tr:not([hidden])')).map(r => r.cells[1].textContent)")
         assert set(shown) == {"backward"}
     finally:
         browser.close()

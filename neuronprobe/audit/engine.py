@@ -140,9 +140,7 @@ def audit_paths(
             section.problems.append(AuditProblem(r.display, line, kind, detail))
         for rule_id, line, col, snippet in r.findings:
             rule = rules[rule_id]
-            section.findings.append(
-                AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet)
-            )
+            section.findings.append(AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet))
     section.findings.sort(key=lambda f: (f.file, f.line, f.column, SEVERITY_RANK[f.severity], f.rule))
     if known_baseline is not None and baseline is not None:
         apply_baseline(section, known_baseline, str(baseline))
@@ -154,9 +152,7 @@ def gate(section: AuditSection, fail_on: Sequence[str]) -> list[AuditFinding]:
     wanted_rules = {v for v in fail_on if v in load_rules()}
     levels = {v for v in fail_on if v in ("error", "warning", "info")}
     worst = max((SEVERITY_RANK[v] for v in levels), default=-1)
-    return [
-        f for f in section.findings if f.new and (f.rule in wanted_rules or SEVERITY_RANK[f.severity] <= worst)
-    ]
+    return [f for f in section.findings if f.new and (f.rule in wanted_rules or SEVERITY_RANK[f.severity] <= worst)]
 
 
 def check_fail_on(values: Sequence[str]) -> None:

@@ -17,6 +17,7 @@ import bisect
 import gc
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import ClassVar
 
 Hit = tuple[str, int, int]  # rule id, 1-based line, 1-based column
 
@@ -25,16 +26,45 @@ PROBES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count"})
 GENERIC_DEVICE_NAMES = frozenset({"xla", "neuron"})
 GENERIC_PREFIXES = ("torch.accelerator", "torch_xla", "torch_neuronx")
 RUNTIME_API = frozenset(
-    """set_device current_device device_count get_device_name get_device_properties get_device_capability
-    memory_allocated max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats
-    reset_max_memory_allocated empty_cache mem_get_info memory_stats memory_summary manual_seed manual_seed_all
-    seed seed_all Stream stream current_stream default_stream device CUDAGraph graph make_graphed_callables
-    set_per_process_memory_fraction ipc_collect get_rng_state set_rng_state get_rng_state_all set_rng_state_all
-    utilization""".split()
+    [
+        "set_device",
+        "current_device",
+        "device_count",
+        "get_device_name",
+        "get_device_properties",
+        "get_device_capability",
+        "memory_allocated",
+        "max_memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "reset_peak_memory_stats",
+        "reset_max_memory_allocated",
+        "empty_cache",
+        "mem_get_info",
+        "memory_stats",
+        "memory_summary",
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "Stream",
+        "stream",
+        "current_stream",
+        "default_stream",
+        "device",
+        "CUDAGraph",
+        "graph",
+        "make_graphed_callables",
+        "set_per_process_memory_fraction",
+        "ipc_collect",
+        "get_rng_state",
+        "set_rng_state",
+        "get_rng_state_all",
+        "set_rng_state_all",
+        "utilization",
+    ]
 )
-AMP_NAMES = frozenset(
-    {"torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd"}
-)
+AMP_NAMES = frozenset({"torch.cuda.amp.autocast", "torch.cuda.amp.GradScaler", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd"})
 DEVICE_AMP_CALLS = frozenset({"torch.autocast", "torch.amp.autocast", "torch.amp.GradScaler", "torch.GradScaler"})
 PROCESS_GROUP_INIT = frozenset({"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"})
 BACKEND_KEYWORDS = frozenset({"backend", "process_group_backend", "dist_backend", "ddp_backend", "distributed_backend"})
@@ -49,9 +79,7 @@ DDP_NAMES = frozenset(
 KERNEL_LIBS = frozenset({"triton", "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "xformers", "apex"})
 INDUCTOR_MODES = frozenset({"reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})
 GPU_COMPILE_BACKENDS = frozenset({"inductor", "cudagraphs"})
-SKIP_DECORATORS = frozenset(
-    {"pytest.mark.skipif", "unittest.skipIf", "unittest.skipUnless", "unittest.case.skipIf", "unittest.case.skipUnless"}
-)
+SKIP_DECORATORS = frozenset({"pytest.mark.skipif", "unittest.skipIf", "unittest.skipUnless", "unittest.case.skipIf", "unittest.case.skipUnless"})
 SKIP_CALLS = frozenset({"pytest.skip", "unittest.SkipTest", "unittest.case.SkipTest"})
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"})
 # A variable holds a probe's answer only when assigned a boolean expression (not the device it chose).
@@ -129,7 +157,7 @@ class _Scanner(ast.NodeVisitor):
         self.probe_vars: set[str] = set()
 
     # -- dispatch (ast.NodeVisitor's, with the method lookup cached per node class) ----------
-    _methods: dict[type, Callable[[_Scanner, ast.AST], None]] = {}
+    _methods: ClassVar[dict[type, Callable[[_Scanner, ast.AST], None]]] = {}
 
     def visit(self, node: ast.AST) -> None:
         cls = type(node)
@@ -163,9 +191,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _record_probe_variable(self, targets: list[ast.expr], value: ast.AST | None) -> None:
         """``use_cuda = torch.cuda.is_available()``: the variable now stands for the probe."""
-        if isinstance(value, BOOLEAN_EXPRESSIONS) and any(
-            isinstance(n, ast.Call) and self.qual(n.func) in PROBES for n in ast.walk(value)
-        ):
+        if isinstance(value, BOOLEAN_EXPRESSIONS) and any(isinstance(n, ast.Call) and self.qual(n.func) in PROBES for n in ast.walk(value)):
             self.probe_vars.update(d for d in (_dotted(t) for t in targets) if d)
 
     def has_probe(self, expr: ast.AST) -> bool:
@@ -181,13 +207,7 @@ class _Scanner(ast.NodeVisitor):
         for n in ast.walk(expr):
             if isinstance(n, ast.Compare) and any(_str(c) == "cuda" for c in [n.left, *n.comparators]):
                 return True
-            if (
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Attribute)
-                and n.func.attr == "startswith"
-                and n.args
-                and _str(n.args[0]) == "cuda"
-            ):
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "startswith" and n.args and _str(n.args[0]) == "cuda":
                 return True
         return False
 
@@ -199,9 +219,7 @@ class _Scanner(ast.NodeVisitor):
     def is_cuda(self, node: ast.AST | None) -> bool:
         if _is_cuda_device(node):
             return True
-        return (
-            isinstance(node, ast.Call) and self.qual(node.func) == "torch.device" and bool(node.args) and _is_cuda_device(node.args[0])
-        )
+        return isinstance(node, ast.Call) and self.qual(node.func) == "torch.device" and bool(node.args) and _is_cuda_device(node.args[0])
 
     def is_generic(self, nodes: Iterable[ast.AST]) -> bool:
         """Mentions a Neuron/XLA device or torch.accelerator: the branch is not CUDA-only."""
@@ -246,8 +264,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Try(self, node: ast.Try) -> None:
         catches = any(
-            h.type is None
-            or any((_dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]))
+            h.type is None or any((_dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]))
             for h in node.handlers
         )
         self.guarded += catches
@@ -321,9 +338,7 @@ class _Scanner(ast.NodeVisitor):
             self.hit("cuda-only-branch", node)
         if probe and self._skips(node.body):
             self.hit("cuda-test-skip", node)
-        availability = any(
-            isinstance(n, ast.Call) and re.search(r"available|find_spec", _dotted(n.func) or "") for n in ast.walk(node.test)
-        )
+        availability = any(isinstance(n, ast.Call) and re.search(r"available|find_spec", _dotted(n.func) or "") for n in ast.walk(node.test))
         self.visit_condition(node.test)
         guard = availability or bool(node.orelse)
         self.guarded += guard
@@ -336,17 +351,15 @@ class _Scanner(ast.NodeVisitor):
     def _calls_any(self, body: list[ast.stmt], qualnames: frozenset[str], bare: set[str]) -> bool:
         for stmt in body:
             for n in ast.walk(stmt):
-                if isinstance(n, ast.Call):
-                    if self.qual(n.func) in qualnames or (_dotted(n.func) or "").split(".")[-1] in bare:
-                        return True
+                if isinstance(n, ast.Call) and (self.qual(n.func) in qualnames or (_dotted(n.func) or "").split(".")[-1] in bare):
+                    return True
         return False
 
     def _skips(self, body: list[ast.stmt]) -> bool:
         for stmt in body:
             for n in ast.walk(stmt):
-                if isinstance(n, ast.Call):
-                    if self.qual(n.func) in SKIP_CALLS or (_dotted(n.func) or "").endswith(".skipTest"):
-                        return True
+                if isinstance(n, ast.Call) and (self.qual(n.func) in SKIP_CALLS or (_dotted(n.func) or "").endswith(".skipTest")):
+                    return True
         return False
 
     # -- imports ----------------------------------------------------------------
@@ -370,9 +383,7 @@ class _Scanner(ast.NodeVisitor):
             self.hit("cuda-synchronize", node)
         elif q == "torch.cuda.Event":
             self.hit("cuda-event-timing", node)
-        elif q in AMP_NAMES:
-            self.hit("cuda-amp", node)
-        elif q in DEVICE_AMP_CALLS and (_str(first) == "cuda" or _str(kw.get("device_type")) == "cuda" or _str(kw.get("device")) == "cuda"):
+        elif q in AMP_NAMES or (q in DEVICE_AMP_CALLS and (_str(first) == "cuda" or _str(kw.get("device_type")) == "cuda" or _str(kw.get("device")) == "cuda")):
             self.hit("cuda-amp", node)
         elif q.startswith(("torch.cuda.nvtx", "torch.cuda.profiler")):
             self.hit("cuda-profiler", node)
@@ -397,9 +408,10 @@ class _Scanner(ast.NodeVisitor):
             text = _str(first)
             if (text is not None and "cuda" in text) or self.has_probe(condition):
                 self.hit("cuda-test-skip", node)
-        if q in PROCESS_GROUP_INIT or attr == "init_process_group" or (isinstance(node.func, ast.Name) and node.func.id == "init_process_group"):
-            if (_str(first) or "").lower() == "nccl":
-                self.hit("nccl-backend", first)
+        if (q in PROCESS_GROUP_INIT or attr == "init_process_group" or (isinstance(node.func, ast.Name) and node.func.id == "init_process_group")) and (
+            _str(first) or ""
+        ).lower() == "nccl":
+            self.hit("nccl-backend", first)
         for name, value in kw.items():
             text = (_str(value) or "").lower()
             if text == "nccl" and (name in BACKEND_KEYWORDS or name == "default") and id(value) not in self.consumed:
@@ -449,9 +461,9 @@ class _Scanner(ast.NodeVisitor):
 
     def _defaults(self, args: ast.arguments) -> Iterator[tuple[str, ast.AST]]:
         positional = [*args.posonlyargs, *args.args]
-        for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults):
+        for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False):
             yield arg.arg, default
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults):
+        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
             if default is not None:
                 yield arg.arg, default
 

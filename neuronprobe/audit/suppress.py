@@ -55,7 +55,11 @@ def load_baseline(path: Path) -> list[AuditFinding]:
     for n, item in enumerate(items):
         if not isinstance(item, dict) or not all(isinstance(item.get(k), str) for k in ("rule", "file", "snippet")):
             raise InputError(f"--baseline {path}: findings[{n}] lacks rule, file or snippet")
-        findings.append(AuditFinding(rule=item["rule"], severity=str(item.get("severity", "")), file=item["file"], line=int(item.get("line", 0) or 0), snippet=item["snippet"]))
+        findings.append(
+            AuditFinding(
+                rule=item["rule"], severity=str(item.get("severity", "")), file=item["file"], line=int(item.get("line", 0) or 0), snippet=item["snippet"]
+            )
+        )
     return findings
 
 

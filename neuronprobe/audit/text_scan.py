@@ -22,9 +22,7 @@ KIND_CI = "ci"
 
 CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#]*\+cu\d{2,3}\b")
 CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*(?:[-_.]|$)|cudnn", re.I)
-CUDA_ONLY_WHEEL = re.compile(
-    r"""^\s*(?:name\s*=\s*)?["']?(nvidia-[a-z0-9-]+-cu\d+|triton|cupy-cuda\w*|flash[-_]attn)\b""", re.I
-)
+CUDA_ONLY_WHEEL = re.compile(r"""^\s*(?:name\s*=\s*)?["']?(nvidia-[a-z0-9-]+-cu\d+|triton|cupy-cuda\w*|flash[-_]attn)\b""", re.I)
 BACKEND_NAMED = re.compile(r"cuda|gpu|nvidia|cu\d{2,3}", re.I)
 FROM_LINE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(?P<image>\S+)(?:\s+AS\s+(?P<stage>\S+))?", re.I)
 IMAGE_KEY = re.compile(r"^\s*-?\s*(?:image|container)\s*:\s*['\"]?(?P<image>[^\s'\"#{}]+)", re.I)
@@ -46,9 +44,7 @@ def classify(relpath: str) -> str | None:
         return KIND_LOCKFILE
     if lower == "pyproject.toml":
         return KIND_PYPROJECT
-    if lower.endswith((".txt", ".in")) and (
-        lower.startswith(("requirements", "constraints", "requires")) or "requirements" in parents
-    ):
+    if lower.endswith((".txt", ".in")) and (lower.startswith(("requirements", "constraints", "requires")) or "requirements" in parents):
         return KIND_REQUIREMENTS
     if lower.endswith((".yml", ".yaml")):
         joined = "/".join(parents)
@@ -147,7 +143,7 @@ def _pyproject(lines: list[str]) -> list[Hit]:
     for i, raw in enumerate(lines, 1):
         line = _code(raw)
         t = TOML_TABLE.match(line)
-        if t and not line.strip().startswith(("[\"", "['")):
+        if t and not line.strip().startswith(('["', "['")):
             table = t.group(1).strip().strip('"')
             in_dependencies = table == "tool.poetry.dependencies"
             continue

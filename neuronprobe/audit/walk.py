@@ -18,8 +18,23 @@ from neuronprobe.audit.text_scan import classify
 
 SKIPPED_DIRS = frozenset(
     {
-        ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".env", "env", "node_modules", "__pycache__",
-        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "site-packages", "dist-packages",
+        ".git",
+        ".hg",
+        ".svn",
+        ".tox",
+        ".nox",
+        ".venv",
+        "venv",
+        ".env",
+        "env",
+        "node_modules",
+        "__pycache__",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".eggs",
+        "site-packages",
+        "dist-packages",
     }
 )
 VENDORED_DIRS = frozenset({"vendor", "vendored", "_vendor", "third_party", "third-party", "thirdparty", "external", "extern"})

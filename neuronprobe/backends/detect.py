@@ -252,8 +252,7 @@ def detect() -> Detection:
         if missing:
             return result(
                 STACK_PARTIAL,
-                f"the XLA-era torch-neuronx is installed but {' and '.join(missing)} "
-                f"{'is' if len(missing) == 1 else 'are'} missing",
+                f"the XLA-era torch-neuronx is installed but {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing",
                 fake,
             )
         if not found["libneuronxla"].found and not fake:
@@ -263,4 +262,4 @@ def detect() -> Detection:
     return result(flavour, None, fake)
 
 
-__all__ = ["Detection", "PackageInfo", "detect", "locate", "INSTALL_HINT", "FAKE_MARKER"]
+__all__ = ["FAKE_MARKER", "INSTALL_HINT", "Detection", "PackageInfo", "detect", "locate"]

@@ -123,9 +123,15 @@ def parse_hlo(text: str) -> HloModule:
             else:
                 meta[mm.group("key")] = mm.group("value")
         inst = HloInstruction(
-            name=m.group("name"), opcode=m.group("opcode"), result_type=m.group("type"),
-            operand_types=_split_operands(m.group("operands")), computation=computation, attributes=rest,
-            op_type=meta["op_type"] or "", op_name=meta["op_name"] or "", source_file=meta["source_file"],
+            name=m.group("name"),
+            opcode=m.group("opcode"),
+            result_type=m.group("type"),
+            operand_types=_split_operands(m.group("operands")),
+            computation=computation,
+            attributes=rest,
+            op_type=meta["op_type"] or "",
+            op_name=meta["op_name"] or "",
+            source_file=meta["source_file"],
             source_line=source_line,
         )
         module.instructions.append(inst)
@@ -183,9 +189,8 @@ class HloHit:
 
 def _matches(rule: HloRule, inst: HloInstruction, module: HloModule) -> dict[str, str] | None:
     """The message fields when ``rule`` fires on ``inst``, else None."""
-    if rule.opcodes and inst.opcode not in rule.opcodes:
-        if not (rule.dynamic_dims and "<=" in inst.result_type):
-            return None
+    if rule.opcodes and inst.opcode not in rule.opcodes and not (rule.dynamic_dims and "<=" in inst.result_type):
+        return None
     if rule.op_types:
         op = inst.aten_op() or ""
         if not any(op == t or op.startswith(t + ".") for t in rule.op_types):
@@ -240,8 +245,14 @@ def summarize_hits(hits: list[HloHit]) -> list[dict[str, Any]]:
         entry = groups.setdefault(
             key,
             {
-                "rule": h.rule.id, "ncc_code": h.rule.ncc_code, "message": h.message, "fix": h.rule.fix,
-                "file": h.file, "line": h.line, "aten_op": h.aten_op, "count": 0,
+                "rule": h.rule.id,
+                "ncc_code": h.rule.ncc_code,
+                "message": h.message,
+                "fix": h.rule.fix,
+                "file": h.file,
+                "line": h.line,
+                "aten_op": h.aten_op,
+                "count": 0,
                 "example": f"{h.instruction.result_type} {h.instruction.opcode}({', '.join(h.instruction.operand_types)})",
                 "aten_ops": [],
             },
@@ -254,4 +265,4 @@ def summarize_hits(hits: list[HloHit]) -> list[dict[str, Any]]:
     return list(groups.values())
 
 
-__all__ = ["parse_hlo", "check_hlo", "load_rules", "summarize_hits", "HloHit", "HloRule", "HloInstruction"]
+__all__ = ["HloHit", "HloInstruction", "HloRule", "check_hlo", "load_rules", "parse_hlo", "summarize_hits"]

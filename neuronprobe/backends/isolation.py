@@ -25,6 +25,7 @@ exactly as the user built it, including modules defined in a notebook.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import multiprocessing
 import os
@@ -114,13 +115,11 @@ def _child(
     working folder; ``stack_path`` set arms a faulthandler dump on SIGUSR1.
     """
     global _stack_file
-    try:
+    with contextlib.suppress(OSError):
         os.setsid()
-    except OSError:
-        pass
     try:
         if stack_path is not None:
-            _stack_file = open(stack_path, "w", encoding="utf-8")
+            _stack_file = open(stack_path, "w", encoding="utf-8")  # noqa: SIM115 - faulthandler writes to it until the worker exits
             faulthandler.register(STACK_SIGNAL, file=_stack_file, all_threads=True, chain=False)
         sys.stdout.flush()
         sys.stderr.flush()
@@ -130,8 +129,8 @@ def _child(
             os.dup2(fd, 2)
             os.close(fd)
             # sys.stdout/err may not be fds 1/2 (pytest's capture, a notebook's streams): point them at the log too.
-            sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-            sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+            sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the worker's stream
+            sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the worker's stream
         os.environ.update(env)
         _single_threaded_torch()
         if workdir is not None:
@@ -168,20 +167,14 @@ def _kill_group(process: Any) -> None:
     if pid is None:
         return
     own = os.getpgrp()
-    for member, pgrp in sorted(_tree(pid).items()):
+    for _member, pgrp in sorted(_tree(pid).items()):
         if pgrp not in (pid, own):
-            try:
+            with contextlib.suppress(OSError):
                 os.killpg(pgrp, signal.SIGKILL)
-            except OSError:
-                pass
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    try:
+    with contextlib.suppress(Exception):
         process.kill()
-    except Exception:
-        pass
     process.join(REAP_SECONDS)
 
 
@@ -389,13 +382,22 @@ def run_isolated(
         return StepResult(
             STATUS_MEMORY,
             error=f"the worker's resident memory passed {max_rss_bytes} bytes",
-            log=log, seconds=seconds, progress=progress, stacks=stacks, peak_rss_bytes=peak,
+            log=log,
+            seconds=seconds,
+            progress=progress,
+            stacks=stacks,
+            peak_rss_bytes=peak,
         )
     if reply is None:
         code = process.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return StepResult(
-            STATUS_DIED, error=f"the worker died ({how})", log=log, seconds=seconds, progress=progress, exit_code=code,
+            STATUS_DIED,
+            error=f"the worker died ({how})",
+            log=log,
+            seconds=seconds,
+            progress=progress,
+            exit_code=code,
             peak_rss_bytes=peak,
         )
     kind, payload = reply
@@ -414,4 +416,4 @@ def run_isolated(
     )
 
 
-__all__ = ["StepResult", "run_isolated", "fork_available", "group_rss_bytes"]
+__all__ = ["StepResult", "fork_available", "group_rss_bytes", "run_isolated"]

@@ -69,9 +69,7 @@ _CALL_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _ATEN = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
 # Frames inside the Neuron SDK's packages (or any installed torch) are library code,
 # like this torch's and neuronprobe's own (capture.is_library_file).
-_SDK_FRAME = re.compile(
-    r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]"
-)
+_SDK_FRAME = re.compile(r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]")
 
 FIX = {
     "compile_error": "the Neuron compiler rejects this op: rewrite it with ops it supports "
@@ -235,9 +233,12 @@ def op_in_message(message: str, vocabulary: list[str]) -> str | None:
     lowered = message.lower()
     for op in vocabulary:
         name = _base(op).split("::", 1)[-1].lower()
-        if len(name) > 2 and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", lowered):
-            if best is None or len(name) > len(_base(best).split("::", 1)[-1]):
-                best = op
+        if (
+            len(name) > 2
+            and re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", lowered)
+            and (best is None or len(name) > len(_base(best).split("::", 1)[-1]))
+        ):
+            best = op
     return best
 
 
@@ -273,8 +274,15 @@ class _Builder:
         return None
 
     def add(
-        self, op: str, verdict: str, message: str, rule: str, ncc_code: str | None = None, count: int = 1,
-        file: str | None = None, line: int | None = None,
+        self,
+        op: str,
+        verdict: str,
+        message: str,
+        rule: str,
+        ncc_code: str | None = None,
+        count: int = 1,
+        file: str | None = None,
+        line: int | None = None,
     ) -> None:
         """A new observed finding, or more evidence on an existing one for the same op (and place)."""
         existing = self.finding_for(op, file, line) if not op.startswith("<") else None
@@ -290,8 +298,16 @@ class _Builder:
             file = self.model_file
         self.findings.append(
             Finding(
-                op=op, verdict=verdict, file=file, line=line, module=None, message=message,
-                fix=FIX.get(verdict, FIX["compile_error"]), rule=rule, ncc_code=ncc_code, count=count,
+                op=op,
+                verdict=verdict,
+                file=file,
+                line=line,
+                module=None,
+                message=message,
+                fix=FIX.get(verdict, FIX["compile_error"]),
+                rule=rule,
+                ncc_code=ncc_code,
+                count=count,
                 origin="observed",
             )
         )
@@ -339,7 +355,10 @@ class _Builder:
         if unattributed or not log.diagnostics:
             said = "; ".join(f"[{c}] {m}" for c, m in unattributed) or result.error
             self.add(
-                whole, "compile_error", f"{what} failed{status}: {said}"[:2000], f"observed-{step}",
+                whole,
+                "compile_error",
+                f"{what} failed{status}: {said}"[:2000],
+                f"observed-{step}",
                 unattributed[0][0] if unattributed else None,
             )
 
@@ -370,9 +389,13 @@ def apply_analyze(builder: _Builder, report: Any) -> None:
         sites[key] = sites.get(key, 0) + 1
     for (kind, failure, file, line), n in sites.items():
         builder.add(
-            kind, FAILURE_AT_VERDICT.get(failure, UNKNOWN_FAILURE_VERDICT),
-            f"{kind}: torch_neuronx.analyze reports it unsupported (failed at {failure})", "observed-analyze",
-            count=n, file=file, line=line,
+            kind,
+            FAILURE_AT_VERDICT.get(failure, UNKNOWN_FAILURE_VERDICT),
+            f"{kind}: torch_neuronx.analyze reports it unsupported (failed at {failure})",
+            "observed-analyze",
+            count=n,
+            file=file,
+            line=line,
         )
 
 
@@ -469,14 +492,17 @@ class NeuronLiveBackend:
         d = self.detection
         versions = {"python": platform.python_version(), **d.versions}
         cc = d.versions.get("neuronx-cc")
-        detail = f"live: {d.kind_label}, torch-neuronx {d.versions.get('torch-neuronx', '?')}" + (
-            f", neuronx-cc {cc}" if cc else ""
-        )
+        detail = f"live: {d.kind_label}, torch-neuronx {d.versions.get('torch-neuronx', '?')}" + (f", neuronx-cc {cc}" if cc else "")
         if d.fake:
             detail += " (THE TEST FAKE from tests/fake_backend, not hardware)"
         return BackendInfo(
-            name="neuron", kind=d.stack, versions=versions, detail=detail, fake=d.fake,
-            steps=dict(self._steps), observed_support_percentage=self._support,
+            name="neuron",
+            kind=d.stack,
+            versions=versions,
+            detail=detail,
+            fake=d.fake,
+            steps=dict(self._steps),
+            observed_support_percentage=self._support,
         )
 
     def _env(self, workdir: Path) -> dict[str, str]:
@@ -504,8 +530,12 @@ class NeuronLiveBackend:
                     builder.skipped(name, f"the whole-run timeout of {timeout:g} s was spent")
                     continue
                 result = run_isolated(
-                    fn, (loaded.module, loaded.args, loaded.kwargs, str(workdir), target),
-                    limit_s=limit, workdir=workdir, name=name, env=env,
+                    fn,
+                    (loaded.module, loaded.args, loaded.kwargs, str(workdir), target),
+                    limit_s=limit,
+                    workdir=workdir,
+                    name=name,
+                    env=env,
                 )
                 budget.spent += result.seconds
                 builder.record(name, result, limit)
@@ -519,9 +549,7 @@ class NeuronLiveBackend:
             if result.status == STATUS_OK:
                 apply_analyze(builder, result.value)
             elif result.status == STATUS_ERROR:
-                builder.limitations.append(
-                    Limitation("neuron backend: analyze", f"torch_neuronx.analyze failed: {result.error[:500]}")
-                )
+                builder.limitations.append(Limitation("neuron backend: analyze", f"torch_neuronx.analyze failed: {result.error[:500]}"))
         elif name == "trace":
             if result.status == STATUS_ERROR:
                 builder.compile_failure("trace", result, "torch_neuronx.trace")
@@ -547,8 +575,12 @@ class NeuronLiveBackend:
             cache = workdir / "neuron-compile-cache"
             env = {} if self.use_user_cache else isolated_cache_env(cache)
             result = run_isolated(
-                fn, (loaded.module, list(inputs_per_call), str(workdir)),
-                limit_s=timeout, workdir=workdir, name="compiles", env=env,
+                fn,
+                (loaded.module, list(inputs_per_call), str(workdir)),
+                limit_s=timeout,
+                workdir=workdir,
+                name="compiles",
+                env=env,
             )
             modules = sorted(p.name for p in cache.glob("*/MODULE_*")) if not self.use_user_cache else []
         last = result.progress[-1] if result.progress else {"calls": 0, "compiles": 0}
@@ -556,8 +588,10 @@ class NeuronLiveBackend:
         if result.status != STATUS_OK:
             what = f"stopped after {timeout:g} s" if result.status == STATUS_TIMEOUT else f"failed: {result.error[:300]}"
             return ObservedCompiles(
-                compiles=int(last["compiles"]), graph_hashes=[m.removeprefix("MODULE_") for m in modules],
-                source=source, shapes_run=int(last["calls"]),
+                compiles=int(last["compiles"]),
+                graph_hashes=[m.removeprefix("MODULE_") for m in modules],
+                source=source,
+                shapes_run=int(last["calls"]),
                 note=f"the run {what}; counted over the first {last['calls']} of {len(inputs_per_call)} call(s){fake}",
             )
         value = result.value
@@ -577,12 +611,12 @@ class NeuronLiveBackend:
 
 
 __all__ = [
-    "resolve",
+    "ALLOW_FAKE_ENV",
     "NeuronLiveBackend",
+    "call_site",
+    "isolated_cache_env",
+    "op_in_message",
     "parse_analyze_report",
     "parse_compiler_log",
-    "call_site",
-    "op_in_message",
-    "isolated_cache_env",
-    "ALLOW_FAKE_ENV",
+    "resolve",
 ]

@@ -35,9 +35,7 @@ def _materialise(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             return torch.zeros(value.shape, dtype=value.dtype)
         return value
 
-    if any(p.device.type == "meta" for p in module.parameters()) or any(
-        b.device.type == "meta" for b in module.buffers()
-    ):
+    if any(p.device.type == "meta" for p in module.parameters()) or any(b.device.type == "meta" for b in module.buffers()):
         module = module.to_empty(device="cpu")
     return module, tuple(real(a) for a in args), {k: real(v) for k, v in kwargs.items()}
 
@@ -58,7 +56,7 @@ def positional_model(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
 
         def forward(self, *tensors: Any) -> Any:
             values = [v for _, v in slots]
-            for position, tensor in zip(tensor_positions, tensors):
+            for position, tensor in zip(tensor_positions, tensors, strict=False):
                 values[position] = tensor
             positional = values[: len(args)]
             keywords = {k: values[len(args) + i] for i, (k, _) in enumerate(slots[len(args) :])}

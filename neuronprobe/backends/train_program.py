@@ -77,4 +77,4 @@ def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = Non
     return run
 
 
-__all__ = ["train_program", "build_optimizer"]
+__all__ = ["build_optimizer", "train_program"]

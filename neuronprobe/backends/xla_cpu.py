@@ -18,6 +18,7 @@ What it reports, with ``origin="observed"``:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,6 +31,7 @@ from typing import Any
 
 from neuronprobe.backends import Observation
 from neuronprobe.backends.hlo_checks import load_rules
+from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_findings import (
     fallback_findings,
     hlo_findings,
@@ -38,7 +40,6 @@ from neuronprobe.backends.xla_findings import (
     rel_path,
     run_verdicts,
 )
-from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedCompiles
@@ -51,7 +52,6 @@ TIMED_STEPS = frozenset({"observe", "compiles"})
 REAP_S = 5.0
 MAX_LOG_CHARS = 20_000
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # neuronprobe/, imported by the worker from source
-
 
 
 # --- running the worker ------------------------------------------------------------------
@@ -123,19 +123,13 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):  # a process that survives SIGKILL
         proc.wait(REAP_S)
-    except subprocess.TimeoutExpired:  # pragma: no cover - a process that survives SIGKILL
-        pass
 
 
-def run_worker(
-    python: str, request: dict[str, Any], workdir: Path, *, timeout: float, op_timeout: float, save_graphs: bool = True
-) -> WorkerRun:
+def run_worker(python: str, request: dict[str, Any], workdir: Path, *, timeout: float, op_timeout: float, save_graphs: bool = True) -> WorkerRun:
     """Run the worker; kill its process group when an observation step exceeds ``op_timeout``
     or the whole run ``timeout``."""
     events_path = workdir / "events.jsonl"
@@ -148,8 +142,12 @@ def run_worker(
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [python, "-m", "neuronprobe.backends.xla_worker", str(request_path)],
-            cwd=str(workdir), env=worker_env(workdir, save_graphs), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True,
+            cwd=str(workdir),
+            env=worker_env(workdir, save_graphs),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
         offset = 0
         current: str | None = None
@@ -190,8 +188,13 @@ def _apply_event(run: WorkerRun, e: dict[str, Any], current: str | None, step_st
         return step, time.monotonic()
     if kind == "done":
         run.steps[step] = StepOutcome(
-            str(e.get("status")), float(e.get("seconds", 0.0)), e.get("value"), str(e.get("error", "")),
-            e.get("file"), e.get("line"), {"traceback": e.get("traceback", "")},
+            str(e.get("status")),
+            float(e.get("seconds", 0.0)),
+            e.get("value"),
+            str(e.get("error", "")),
+            e.get("file"),
+            e.get("line"),
+            {"traceback": e.get("traceback", "")},
         )
         return None, step_start
     if kind == "progress":
@@ -241,20 +244,18 @@ class XlaCpuBackend:
         elif getattr(loaded, "path", None) is not None:
             spec = str(Path(loaded.path).resolve())
         else:
-            raise InputError(
-                "--backend xla-cpu runs the model in its own torch 2.9 interpreter: give a model file or an hf: spec, "
-                "not a model object"
-            )
+            raise InputError("--backend xla-cpu runs the model in its own torch 2.9 interpreter: give a model file or an hf: spec, not a model object")
         return {
-            "spec": spec, "overrides": list(getattr(loaded, "overrides", []) or []), "program": self.program, "steps": steps,
+            "spec": spec,
+            "overrides": list(getattr(loaded, "overrides", []) or []),
+            "program": self.program,
+            "steps": steps,
         }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         return self._observe(self._request(loaded, ["observe"]), loaded, target, timeout=timeout, op_timeout=op_timeout)
 
-    def observe_training(
-        self, loaded: Any, target: str, options: dict[str, Any], *, timeout: float, op_timeout: float
-    ) -> Observation:
+    def observe_training(self, loaded: Any, target: str, options: dict[str, Any], *, timeout: float, op_timeout: float) -> Observation:
         """One training step on the XLA device (``--train``): the worker's ``train`` program."""
         request = {**self._request(loaded, ["observe"]), "program": "train", "program_options": options}
         return self._observe(request, loaded, target, timeout=timeout, op_timeout=op_timeout)
@@ -291,12 +292,15 @@ class XlaCpuBackend:
                 )
             obs.findings.append(
                 Finding(
-                    op="<forward on the XLA device>", verdict="compile_error", file=rel_path(step.file), line=step.line,
+                    op="<forward on the XLA device>",
+                    verdict="compile_error",
+                    file=rel_path(step.file),
+                    line=step.line,
                     module=None,
                     message=f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
-                    fix="every tensor the model creates must be on the input's device (pass device=x.device), and "
-                    "ops must have an XLA lowering",
-                    rule="observed-xla-error", origin="observed",
+                    fix="every tensor the model creates must be on the input's device (pass device=x.device), and ops must have an XLA lowering",
+                    rule="observed-xla-error",
+                    origin="observed",
                 )
             )
             obs.op_verdicts = observed_verdicts(obs.findings)
@@ -306,8 +310,7 @@ class XlaCpuBackend:
             obs.limitations.append(
                 Limitation(
                     "xla-cpu backend: observe",
-                    f"{step.error or step.status}; its ops are only predicted"
-                    + (f" (the worker's last output: {last[:200]})" if last else ""),
+                    f"{step.error or step.status}; its ops are only predicted" + (f" (the worker's last output: {last[:200]})" if last else ""),
                 )
             )
             return obs
@@ -365,7 +368,9 @@ class XlaCpuBackend:
         if step is None or step.status != "ok":
             what = (step.error if step else None) or next((s.error for s in run.steps.values() if s.error), "did not run")
             return ObservedCompiles(
-                compiles=int(last["compiles"]), source="torch_xla-cpu", shapes_run=int(last["calls"]),
+                compiles=int(last["compiles"]),
+                source="torch_xla-cpu",
+                shapes_run=int(last["calls"]),
                 note=f"the xla-cpu run stopped ({what[:300]}); counted over the first {last['calls']} of {len(calls)} call(s)",
             )
         value = step.value
@@ -373,7 +378,9 @@ class XlaCpuBackend:
         # compile-time estimate per graph is not taken from it.
         cpu_compile_s = int(value.get("compile_time_ns", 0)) / 1e9
         return ObservedCompiles(
-            compiles=int(value["uncached"]), source="torch_xla-cpu", shapes_run=int(value["calls"]),
+            compiles=int(value["uncached"]),
+            source="torch_xla-cpu",
+            shapes_run=int(value["calls"]),
             note=f"torch-xla 2.9 on the host CPU: UncachedCompile={value['uncached']}, CachedCompile={value['cached']}, "
             f"host reads={value.get('host_syncs', 0)} (XLA's CPU compiler took {cpu_compile_s:.1f} s: not a neuronx-cc time)",
         )
@@ -407,4 +414,4 @@ def _step_text(step: StepOutcome) -> str:
     return f"{step.status}: {step.error[:300]}"
 
 
-__all__ = ["XlaCpuBackend", "run_worker", "BACKEND_NAME"]
+__all__ = ["BACKEND_NAME", "XlaCpuBackend", "run_worker"]

@@ -58,7 +58,11 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
         ops = ", ".join(sorted({op for op, _ in at_line}))
         diff.predicted_ok_observed_failing.append(
             PredictionMismatch(
-                f.op, _worst([v for _, v in at_line]), f.verdict, f.file, f.line,
+                f.op,
+                _worst([v for _, v in at_line]),
+                f.verdict,
+                f.file,
+                f.line,
                 f"the table predicted {ops} on this line to be fine; observed: {f.message}",
             )
         )
@@ -72,10 +76,14 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
             continue
         diff.predicted_failing_observed_ok.append(
             PredictionMismatch(
-                p.op, p.verdict, "lowered", p.file, p.line,
+                p.op,
+                p.verdict,
+                "lowered",
+                p.file,
+                p.line,
                 "torch-xla ran every op of this line on the device: no CPU fallback and no host read",
             )
         )
 
 
-__all__ = ["refine_diff", "place_key", "OBSERVABLE_VERDICTS"]
+__all__ = ["OBSERVABLE_VERDICTS", "place_key", "refine_diff"]

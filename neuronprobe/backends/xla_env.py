@@ -166,9 +166,7 @@ def _run_probe(python: str, code: str, timeout: float) -> tuple[dict | None, str
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("PJRT_DEVICE", "CPU")
     try:
-        done = subprocess.run(
-            [python, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False
-        )
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False)
     except subprocess.TimeoutExpired:
         return None, f"{python} did not answer within {timeout:g} s"
     except OSError as exc:
@@ -194,13 +192,21 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
     if data.get("placeholder"):
         names = " and ".join(data["placeholder"])
         return XlaEnv(
-            STATE_BROKEN, python, path, source, versions,
+            STATE_BROKEN,
+            python,
+            path,
+            source,
+            versions,
             problem=f"{source}: {python} has the PyPI placeholder {names}, whose import raises ImportError('WRONG PACKAGE ...')",
         )
     missing = [d for d in data.get("missing", []) if d in REQUIRED_VERSIONS]
     if missing:
         return XlaEnv(
-            STATE_BROKEN, python, path, source, versions,
+            STATE_BROKEN,
+            python,
+            path,
+            source,
+            versions,
             problem=f"{source}: {python} has no {' and no '.join(missing)} (the xla-cpu backend needs torch 2.9 and torch-xla 2.9)",
         )
     wrong = check_versions(versions)
@@ -225,22 +231,31 @@ def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
     marker = _read_marker(path)
     if marker is None:
         return XlaEnv(
-            STATE_PARTIAL, str(python), str(path),
-            problem=f"the xla-cpu environment at {path} is incomplete (no {MARKER}: an interrupted or failed set-up); "
-            f"{SETUP_HINT} again",
+            STATE_PARTIAL,
+            str(python),
+            str(path),
+            problem=f"the xla-cpu environment at {path} is incomplete (no {MARKER}: an interrupted or failed set-up); {SETUP_HINT} again",
         )
     versions = {str(k): str(v) for k, v in marker.get("versions", {}).items()}
     seconds = marker.get("setup_seconds")
     if not python.exists():
-        return XlaEnv(STATE_BROKEN, str(python), str(path), versions=versions,
-                      problem=f"the xla-cpu environment at {path} has lost its interpreter {python}; {SETUP_HINT} again")
+        return XlaEnv(
+            STATE_BROKEN,
+            str(python),
+            str(path),
+            versions=versions,
+            problem=f"the xla-cpu environment at {path} has lost its interpreter {python}; {SETUP_HINT} again",
+        )
     wanted = requirements_digest(requirements or requirements_file())
     if wanted and marker.get("requirements") != wanted:
-        return XlaEnv(STATE_OUTDATED, str(python), str(path), versions=versions,
-                      problem=f"the xla-cpu environment at {path} was built from other pins than requirements/xla-cpu.txt; "
-                      f"{SETUP_HINT} again")
-    return XlaEnv(STATE_READY, str(python), str(path), versions=versions,
-                  setup_seconds=float(seconds) if isinstance(seconds, (int, float)) else None)
+        return XlaEnv(
+            STATE_OUTDATED,
+            str(python),
+            str(path),
+            versions=versions,
+            problem=f"the xla-cpu environment at {path} was built from other pins than requirements/xla-cpu.txt; {SETUP_HINT} again",
+        )
+    return XlaEnv(STATE_READY, str(python), str(path), versions=versions, setup_seconds=float(seconds) if isinstance(seconds, (int, float)) else None)
 
 
 def find_env(environ: dict[str, str] | None = None) -> XlaEnv:
@@ -277,7 +292,7 @@ def _stream(cmd: list[str], progress: Callable[[str], None], env: dict[str, str]
     for line in proc.stdout:
         line = line.rstrip()
         if line:
-            tail = (tail + [line])[-20:]
+            tail = ([*tail, line])[-20:]
             progress(line)
     return proc.wait(), tail
 
@@ -315,13 +330,9 @@ def setup_env(
             if code != 0:
                 raise BackendUnavailable(f"creating the venv at {path / VENV_DIR} failed: {tail[-1] if tail else code}")
         progress(f"installing {requirements.name} (torch 2.9 brings its CUDA libraries: several GB)")
-        code, tail = _stream(
-            [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements)], progress, env
-        )
+        code, tail = _stream([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements)], progress, env)
         if code != 0:
-            raise BackendUnavailable(
-                f"pip install -r {requirements} into {path / VENV_DIR} failed: {tail[-1] if tail else code}"
-            )
+            raise BackendUnavailable(f"pip install -r {requirements} into {path / VENV_DIR} failed: {tail[-1] if tail else code}")
         progress("checking: import torch, torch_xla and one op on the XLA CPU device")
         checked = inspect_python(str(python), source="setup", path=str(path))
         if not checked.usable:
@@ -344,13 +355,13 @@ def setup_env(
 
 
 __all__ = [
-    "PYTHON_ENV",
     "DIR_ENV",
+    "PYTHON_ENV",
     "XlaEnv",
     "default_env_path",
     "find_env",
     "inspect_managed",
     "inspect_python",
-    "setup_env",
     "requirements_file",
+    "setup_env",
 ]

@@ -17,10 +17,7 @@ FIX_FALLBACK = (
     "torch-xla has no lowering for this call, so it runs on the host with a device round trip each time: "
     "replace it with ops that lower (for pooling: an output size that divides the input), or move it out of the model"
 )
-FIX_HOST_SYNC = (
-    "keep the value on the device: use it in tensor arithmetic or torch.where instead of .item(), a Python "
-    "if on a tensor, or printing it"
-)
+FIX_HOST_SYNC = "keep the value on the device: use it in tensor arithmetic or torch.where instead of .item(), a Python if on a tensor, or printing it"
 
 
 def rel_path(path: str | None) -> str | None:
@@ -46,17 +43,24 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         placed[op] = placed.get(op, 0) + count
         per_call = int(site.get("bytes", 0)) // max(count, 1)
         unplaced = (
-            "; no frame of the model's code called it (an autograd or device thread): placed by op name where the "
-            "capture has the op, else unplaced"
+            "; no frame of the model's code called it (an autograd or device thread): placed by op name where the capture has the op, else unplaced"
             if site.get("file") is None
             else ""
         )
         findings.append(
             Finding(
-                op=op, verdict="cpu_fallback", file=rel_path(site.get("file")), line=site.get("line"), module=None,
+                op=op,
+                verdict="cpu_fallback",
+                file=rel_path(site.get("file")),
+                line=site.get("line"),
+                module=None,
                 message=f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
                 f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)}{unplaced})",
-                fix=FIX_FALLBACK, rule="observed-fallback", count=count, origin="observed", bytes_per_call=per_call,
+                fix=FIX_FALLBACK,
+                rule="observed-fallback",
+                count=count,
+                origin="observed",
+                bytes_per_call=per_call,
                 source_line=line_text(site.get("file"), site.get("line")),
             )
         )
@@ -68,10 +72,17 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         if missing > 0:
             findings.append(
                 Finding(
-                    op=op, verdict="cpu_fallback", file=None, line=None, module=None,
+                    op=op,
+                    verdict="cpu_fallback",
+                    file=None,
+                    line=None,
+                    module=None,
                     message=f"{op} ran on the CPU under torch-xla ({source}: {missing} call(s) that no aten call of the "
                     "program accounts for: placed by op name, not by the call)",
-                    fix=FIX_FALLBACK, rule="observed-fallback", count=missing, origin="observed",
+                    fix=FIX_FALLBACK,
+                    rule="observed-fallback",
+                    count=missing,
+                    origin="observed",
                 )
             )
     return findings, limitations
@@ -83,11 +94,17 @@ def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
         count = int(site.get("count", 1))
         out.append(
             Finding(
-                op=HOST_SYNC_OP, verdict="dynamic_shape", file=rel_path(site.get("file")), line=site.get("line"),
+                op=HOST_SYNC_OP,
+                verdict="dynamic_shape",
+                file=rel_path(site.get("file")),
+                line=site.get("line"),
                 module=None,
                 message=f"a host read of a tensor value ({HOST_SYNC_OP}, {count} per run): torch-xla runs the "
                 "pending graph here and starts a new one, and a Neuron trace freezes the value",
-                fix=FIX_HOST_SYNC, rule="observed-host-sync", count=count, origin="observed",
+                fix=FIX_HOST_SYNC,
+                rule="observed-host-sync",
+                count=count,
+                origin="observed",
                 source_line=line_text(site.get("file"), site.get("line")),
             )
         )
@@ -101,13 +118,11 @@ def _only_place(op: str | None, op_lines: dict[str, list[list[Any]]]) -> tuple[s
     places = {tuple(p) for name, ps in op_lines.items() if name == op or name.startswith(op + ".") for p in ps}
     if len(places) != 1:
         return None, None
-    (file, line), = places
+    ((file, line),) = places
     return str(file), int(line)
 
 
-def hlo_findings(
-    graphs: list[dict[str, str]], target: str, op_lines: dict[str, list[list[Any]]] | None = None
-) -> tuple[list[Finding], int, set[str]]:
+def hlo_findings(graphs: list[dict[str, str]], target: str, op_lines: dict[str, list[list[Any]]] | None = None) -> tuple[list[Finding], int, set[str]]:
     """compile_error findings from every checked graph's HLO; the number of graphs checked; every aten op
     that built a rejected instruction (one finding per line may stand for several ops).
 
@@ -132,10 +147,17 @@ def hlo_findings(
         ops.update(e["aten_ops"])
         out.append(
             Finding(
-                op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>", verdict="compile_error",
-                file=rel_path(e["file"]), line=e["line"], module=None,
+                op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>",
+                verdict="compile_error",
+                file=rel_path(e["file"]),
+                line=e["line"],
+                module=None,
                 message=f"{e['message']} (HLO: {e['example']}; {e['count']} instruction(s))",
-                fix=e["fix"], rule=e["rule"], ncc_code=e["ncc_code"], count=1, origin="observed",
+                fix=e["fix"],
+                rule=e["rule"],
+                ncc_code=e["ncc_code"],
+                count=1,
+                origin="observed",
                 source_line=line_text(e["file"], e["line"]),
             )
         )
@@ -169,4 +191,4 @@ def run_verdicts(value: dict[str, Any], findings: list[Finding], rejected_ops: s
     return verdicts
 
 
-__all__ = ["run_verdicts", "fallback_findings", "host_sync_findings", "hlo_findings", "observed_verdicts", "rel_path"]
+__all__ = ["fallback_findings", "hlo_findings", "host_sync_findings", "observed_verdicts", "rel_path", "run_verdicts"]

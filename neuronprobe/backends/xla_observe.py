@@ -30,10 +30,12 @@ hit), including the graphs cut short by a fallback or a host read.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 TAG_PREFIX = "np@"  # op_name prefix "np@FILE:LINE@aten::op@": the user's line and the dispatched op, in the HLO
@@ -49,9 +51,18 @@ _NEURONPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HELPER_PARTS = tuple(
     os.sep + "transformers" + os.sep + part
     for part in (
-        "utils" + os.sep, "integrations" + os.sep, "generation" + os.sep, "modeling_utils.py", "masking_utils.py",
-        "pytorch_utils.py", "activations.py", "modeling_layers.py", "modeling_rope_utils.py",
-        "modeling_attn_mask_utils.py", "cache_utils.py", "modeling_flash_attention_utils.py",
+        "utils" + os.sep,
+        "integrations" + os.sep,
+        "generation" + os.sep,
+        "modeling_utils.py",
+        "masking_utils.py",
+        "pytorch_utils.py",
+        "activations.py",
+        "modeling_layers.py",
+        "modeling_rope_utils.py",
+        "modeling_attn_mask_utils.py",
+        "cache_utils.py",
+        "modeling_flash_attention_utils.py",
     )
 )
 
@@ -108,9 +119,7 @@ def op_name(func: Any) -> str:
 
 
 def _fallback_counts(met: Any) -> dict[str, int]:
-    names = met.executed_fallback_ops() if hasattr(met, "executed_fallback_ops") else [
-        n for n in met.counter_names() if n.startswith("aten::")
-    ]
+    names = met.executed_fallback_ops() if hasattr(met, "executed_fallback_ops") else [n for n in met.counter_names() if n.startswith("aten::")]
     return {n: int(met.counter_value(n) or 0) for n in names}
 
 
@@ -181,10 +190,8 @@ def _recorder_classes() -> tuple[Any, Any]:
                 tag = f"{TAG_PREFIX}{file}:{line}@{name if aten else ''}@"
                 for t in tree_leaves(out):
                     if isinstance(t, torch.Tensor) and t.device.type == "xla" and may_tag(t):
-                        try:
+                        with contextlib.suppress(Exception):  # a tag is a convenience; never break the user's program
                             set_prefix(t, tag, 1)
-                        except Exception:  # a tag is a convenience; never break the user's program
-                            pass
             return out
 
     class DispatchRecorder(Record, TorchDispatchMode):
@@ -228,7 +235,7 @@ def read_saved_graphs(path: str | None) -> list[dict[str, str]]:
     graphs: list[dict[str, str]] = []
     for name in sorted(glob.glob(path + "*")):
         try:
-            text = open(name, encoding="utf-8", errors="replace").read()
+            text = Path(name).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         for block in text.split("## BEGIN_GRAPH")[1:]:
@@ -244,10 +251,8 @@ def reset_saved_graphs(path: str | None) -> None:
     import glob
 
     for name in glob.glob(path + "*"):
-        try:
+        with contextlib.suppress(OSError):
             os.remove(name)
-        except OSError:
-            pass
 
 
 def sync(wait: bool = True) -> None:
@@ -281,9 +286,7 @@ def _xla_leaves(value: Any) -> list[Any]:
     return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.device.type == "xla"]
 
 
-def observe(
-    program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None, execute: bool = True
-) -> dict[str, Any]:
+def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: str | None = None, execute: bool = True) -> dict[str, Any]:
     """Run ``program`` once on the XLA device and report what torch-xla did with it.
 
     Returns ``fallbacks`` (one entry per op and user line: count, bytes moved),
@@ -336,9 +339,7 @@ def observe(
         "fallbacks": [s for s in sites if s["op"] != HOST_SYNC_OP],
         "host_syncs": [s for s in sites if s["op"] == HOST_SYNC_OP],
         "fallback_totals": totals,
-        "counter_source": "torch-xla executed_fallback_ops()"
-        if hasattr(met, "executed_fallback_ops")
-        else "torch-xla aten:: counters",
+        "counter_source": "torch-xla executed_fallback_ops()" if hasattr(met, "executed_fallback_ops") else "torch-xla aten:: counters",
         "compiles": compile_counters(met),
         "graphs": read_saved_graphs(save_file) + pending,
         "op_calls": recorder.calls,
@@ -364,4 +365,4 @@ def count_compiles(run_call: Callable[[Any], Any], calls: list[Any], progress: C
     return {"calls": len(calls), **compile_counters(met), "host_syncs": int(met.counter_value(HOST_SYNC_OP) or 0)}
 
 
-__all__ = ["observe", "count_compiles", "user_frame", "is_library_path", "DEBUG_ENV", "TAG_PREFIX", "read_saved_graphs"]
+__all__ = ["DEBUG_ENV", "TAG_PREFIX", "count_compiles", "is_library_path", "observe", "read_saved_graphs", "user_frame"]

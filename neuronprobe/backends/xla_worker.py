@@ -107,7 +107,7 @@ class Events:
     """The JSON-lines channel back to the parent (a file: the user's prints go to stdout)."""
 
     def __init__(self, path: str) -> None:
-        self.fh = open(path, "a", encoding="utf-8", buffering=1)
+        self.fh = open(path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - the event log is written until the worker exits
 
     def emit(self, **event: Any) -> None:
         self.fh.write(json.dumps(event, default=str) + "\n")
@@ -123,9 +123,15 @@ def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, An
     except BaseException as exc:  # the step's failure is data for the parent
         file, line = _user_place(exc)
         events.emit(
-            event="done", step=name, status="error", seconds=round(time.monotonic() - start, 3),
-            error=f"{type(exc).__name__}: {exc}"[:4000], error_type=type(exc).__name__,
-            file=file, line=line, traceback=traceback.format_exc()[-8000:],
+            event="done",
+            step=name,
+            status="error",
+            seconds=round(time.monotonic() - start, 3),
+            error=f"{type(exc).__name__}: {exc}"[:4000],
+            error_type=type(exc).__name__,
+            file=file,
+            line=line,
+            traceback=traceback.format_exc()[-8000:],
         )
         return False, exc
     events.emit(event="done", step=name, status="ok", seconds=round(time.monotonic() - start, 3), value=value)

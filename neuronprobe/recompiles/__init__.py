@@ -89,8 +89,7 @@ def check_options(options: Any, loaded: Any) -> None:
         check_edges(options.buckets)
     if options.lengths is not None and loaded.make_inputs is None:
         raise InputError(
-            f"{loaded.source}: --lengths needs make_inputs(batch_size, seq_len) in the model file to build "
-            "inputs of each length; define it, or give --shapes"
+            f"{loaded.source}: --lengths needs make_inputs(batch_size, seq_len) in the model file to build inputs of each length; define it, or give --shapes"
         )
 
 

@@ -127,7 +127,7 @@ def choose_shapes(traffic: Traffic, max_compiles: int) -> list[int]:
     if n <= max_compiles:
         return list(range(n))
     by_size = sorted(range(n), key=lambda i: (_size(traffic.signatures[i]), i))
-    picks = {by_size[int(round(x))] for x in np.linspace(0, n - 1, max_compiles)}
+    picks = {by_size[round(x)] for x in np.linspace(0, n - 1, max_compiles)}
     return sorted(picks)
 
 
@@ -396,7 +396,7 @@ def _evaluate(expr: Any, symbols: Sequence[Any], row: Sequence[int]) -> bool | N
     import sympy
 
     try:
-        value = expr.xreplace({s: sympy.Integer(int(v)) for s, v in zip(symbols, row)})
+        value = expr.xreplace({s: sympy.Integer(int(v)) for s, v in zip(symbols, row, strict=False)})
     except Exception:
         return None
     if value in (sympy.true, True):
@@ -501,7 +501,7 @@ def _graph_changes(cause: _GuardCause, result: Sweep, params: dict[Key, str]) ->
 def _pretty(expr: Any, cause: _GuardCause) -> str:
     import sympy
 
-    names = {s: sympy.Symbol(f"{p}.shape[{d}]") for s, (p, d) in zip(cause.symbols, cause.dims)}
+    names = {s: sympy.Symbol(f"{p}.shape[{d}]") for s, (p, d) in zip(cause.symbols, cause.dims, strict=False)}
     return str(expr.xreplace(names))
 
 
@@ -512,16 +512,10 @@ def _cause_from_guard(cause: _GuardCause, changes: bool | None) -> RecompileCaus
     unconfirmed = " (not confirmed by a compiled graph: the shapes compiled did not cover two sides)" if changes is None else ""
     if cause.kind == "specialization":
         if changes is False:
-            reason = (
-                f"{size} is read as a Python number here: each of its {n} sizes bakes a different constant "
-                "into the same ops"
-            )
+            reason = f"{size} is read as a Python number here: each of its {n} sizes bakes a different constant into the same ops"
             fix = "buckets fix it: the graph's ops do not change with the size"
         else:
-            reason = (
-                f"{size} is specialised here (a Python loop or number over a size): each of its {n} sizes "
-                f"traces a different graph{unconfirmed}"
-            )
+            reason = f"{size} is specialised here (a Python loop or number over a size): each of its {n} sizes traces a different graph{unconfirmed}"
             fix = (
                 "use tensor ops over the whole sequence (a fixed maximum length with a mask, cumsum, a scan) "
                 "instead of a Python loop over the size: buckets only bound the graph count, every bucket still "
@@ -531,10 +525,7 @@ def _cause_from_guard(cause: _GuardCause, changes: bool | None) -> RecompileCaus
     else:
         sides = Counter(cause.outcomes.values())
         guard = _pretty(cause.expr, cause)
-        reason = (
-            f"Python branch on {size}: the traffic has {sides[True]} size(s) where {guard} holds and "
-            f"{sides[False]} where it does not{unconfirmed}"
-        )
+        reason = f"Python branch on {size}: the traffic has {sides[True]} size(s) where {guard} holds and {sides[False]} where it does not{unconfirmed}"
         if changes is False:
             reason += "; both sides trace the same ops"
         fix = (
@@ -569,8 +560,7 @@ def _diff_cause(result: Sweep) -> RecompileCause | None:
     )
     file, line = changed[0] if changed else (None, None)
     return RecompileCause(
-        reason=f"the captured graph changes with the input shape: {len(hashes)} different graphs over "
-        f"{len(result.shapes)} shapes compiled",
+        reason=f"the captured graph changes with the input shape: {len(hashes)} different graphs over {len(result.shapes)} shapes compiled",
         count=len(hashes) - 1,
         file=file,
         line=line,
@@ -687,8 +677,7 @@ def collect_evidence(
         limitations.append(
             Limitation(
                 "recompile evidence",
-                f"{shape.label}: the forward raised {type(exc).__name__} under dynamo ({_first_line(exc)}); "
-                "this shape is left out of the CPU evidence",
+                f"{shape.label}: the forward raised {type(exc).__name__} under dynamo ({_first_line(exc)}); this shape is left out of the CPU evidence",
             )
         )
     observed = observed_from(result, len(traffic.signatures), max_compiles, on_meta)
@@ -700,7 +689,8 @@ def collect_evidence(
             limitations.append(
                 Limitation(
                     "recompile causes",
-                    "the symbolic-size probe failed on " + "; ".join(errors[:2])
+                    "the symbolic-size probe failed on "
+                    + "; ".join(errors[:2])
                     + ": places where the graph changes with the shape come from the graphs' stack traces only",
                 )
             )
@@ -715,8 +705,16 @@ def collect_evidence(
     _, other = shape_reason_counts(result)
     for reason, n in other.items():
         causes.append(
-            RecompileCause(reason=reason, count=n, file=file, line=line, source_line=code, kind="guard", observed=n,
-                           fix="see the guard: dynamo recompiled because this changed between calls")
+            RecompileCause(
+                reason=reason,
+                count=n,
+                file=file,
+                line=line,
+                source_line=code,
+                kind="guard",
+                observed=n,
+                fix="see the guard: dynamo recompiled because this changed between calls",
+            )
         )
     for c in causes:
         if c.file and not is_library_file(c.file):

@@ -173,7 +173,7 @@ def _bucketed_pairs(traffic: Traffic, edges: np.ndarray) -> np.ndarray:
     index: dict[Signature, int] = {}
     cache: dict[tuple[int, int], int] = {}
     keys = np.full(len(traffic.pairs), -1, dtype=np.int64)
-    for i, ((b, _), e) in enumerate(zip(traffic.pairs, idx.tolist())):
+    for i, ((b, _), e) in enumerate(zip(traffic.pairs, idx.tolist(), strict=False)):
         if e >= edges.size:
             continue
         pair = (b, int(edges[e]))
@@ -267,7 +267,7 @@ def _layout_differences(first: Signature, sig: Signature) -> list[tuple[Key, int
         elif len(x) != len(y):
             out.append((key, "rank"))
         else:
-            out.extend((key, d) for d, (u, v) in enumerate(zip(x, y)) if u != v)
+            out.extend((key, d) for d, (u, v) in enumerate(zip(x, y, strict=False)) if u != v)
     return out
 
 

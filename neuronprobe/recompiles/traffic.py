@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +45,8 @@ class Const:
 
 
 Shape = tuple[int, ...]
-Entry = Union[Shape, Const]
-Key = Union[str, int]  # a keyword name, or a positional index
+Entry = Shape | Const
+Key = str | int  # a keyword name, or a positional index
 Signature = tuple[tuple[Key, Entry], ...]
 
 
@@ -127,9 +127,7 @@ def signature_of(args: Sequence[Any], kwargs: dict[str, Any], where: str) -> Sig
             entries.append((key, Const(value)))
         else:
             label = f"input {key!r}" if isinstance(key, str) else f"positional input {key}"
-            raise InputError(
-                f"{where}: {label} is a {type(value).__name__}; traffic inputs must be tensors or Python scalars"
-            )
+            raise InputError(f"{where}: {label} is a {type(value).__name__}; traffic inputs must be tensors or Python scalars")
     return tuple(entries)
 
 
@@ -190,7 +188,7 @@ def parse_shapes_line(line: str, where: str) -> Signature:
         raise InputError(f"{where}: JSON nested too deep") from None
     if isinstance(obj, dict):
         if not obj:
-            raise InputError(f"{where}: an empty object; give each input's shape, e.g. {{\"input_ids\": [1, 384]}}")
+            raise InputError(f'{where}: an empty object; give each input\'s shape, e.g. {{"input_ids": [1, 384]}}')
         return tuple((str(k), _shape(v, where, f"input {k!r}")) for k, v in sorted(obj.items()))
     if isinstance(obj, list):
         if not obj:
@@ -198,12 +196,10 @@ def parse_shapes_line(line: str, where: str) -> Signature:
         if all(isinstance(v, int) and not isinstance(v, bool) for v in obj):
             raise InputError(
                 f"{where}: {json.dumps(obj)} is a list of numbers; a line of positional inputs is a list of "
-                f"shapes, e.g. [{json.dumps(obj)}], and named inputs are an object, e.g. {{\"input_ids\": {json.dumps(obj)}}}"
+                f'shapes, e.g. [{json.dumps(obj)}], and named inputs are an object, e.g. {{"input_ids": {json.dumps(obj)}}}'
             )
         return tuple((i, _shape(v, where, f"positional input {i}")) for i, v in enumerate(obj))
-    raise InputError(
-        f"{where}: {json.dumps(obj)} is not a call; give an object of named shapes or a list of positional shapes"
-    )
+    raise InputError(f"{where}: {json.dumps(obj)} is not a call; give an object of named shapes or a list of positional shapes")
 
 
 def _read_text(p: Path, what: str) -> str:
@@ -241,9 +237,7 @@ def read_shapes(path: str | Path) -> Traffic:
             if form is None:
                 form = (kind, lineno)
             elif form[0] != kind:
-                raise InputError(
-                    f"{where}: {kind} inputs, but line {form[1]} gives {form[0]} inputs; use one form for every call"
-                )
+                raise InputError(f"{where}: {kind} inputs, but line {form[1]} gives {form[0]} inputs; use one form for every call")
             sid = index.get(sig)
             if sid is None:
                 sid = index[sig] = len(index)

@@ -89,9 +89,7 @@ def render_summary(report: Report) -> Any:
             parts.append(render_recompiles(report.recompiles))
     if report.buckets is not None:
         b = report.buckets
-        parts.append(
-            Text(f"buckets: {b.edges} ({b.k} graphs) pad {b.overhead.tokens:.1f}% tokens under {b.cost_model} cost")
-        )
+        parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {b.overhead.tokens:.1f}% tokens under {b.cost_model} cost"))
     if report.prediction_diff is not None:
         d = report.prediction_diff
         parts.append(
@@ -130,7 +128,5 @@ def _training_lines(report: Report) -> list[Any]:
         if phase == "loop":
             lines.append(Text(f"  {phase:<9} {p.findings} host read(s) in train_step, each a device sync per step"))
             continue
-        lines.append(
-            Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {p.support_percentage:5.1f}% · {p.findings} finding(s)")
-        )
+        lines.append(Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {p.support_percentage:5.1f}% · {p.findings} finding(s)"))
     return lines

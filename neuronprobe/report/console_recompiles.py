@@ -76,8 +76,7 @@ def render_recompiles(section: RecompileSection) -> Any:
     if section.compile_seconds_per_graph:
         parts.append(
             Text(
-                f"compile time per graph: {human_seconds(section.compile_seconds_per_graph)} "
-                f"({section.compile_seconds_source or 'estimate'})",
+                f"compile time per graph: {human_seconds(section.compile_seconds_per_graph)} ({section.compile_seconds_source or 'estimate'})",
                 style="dim",
             )
         )

@@ -77,6 +77,7 @@ _METADATA_FIELDS: tuple[str, ...] = (
     "host",
 )
 
+
 def diff_reports(base: Report, new: Report, *, base_label: str = "", new_label: str = "") -> RunDiff:
     """Compare ``new`` against its baseline ``base``; pure, no I/O."""
     new_findings, removed, moved = match_findings(base.findings, new.findings)
@@ -132,9 +133,7 @@ def run_metrics(base: Report, new: Report) -> dict[str, list[float | None]]:
     return {name: [metric(base, name), metric(new, name)] for name in METRICS}
 
 
-def match_findings(
-    base: list[Finding], new: list[Finding]
-) -> tuple[list[Finding], list[Finding], list[tuple[Finding, Finding]]]:
+def match_findings(base: list[Finding], new: list[Finding]) -> tuple[list[Finding], list[Finding], list[tuple[Finding, Finding]]]:
     """Split findings into (new, removed, moved pairs); see the module docstring for the rule."""
     base_left, new_left = _match_exact(base, new)
     moved: list[tuple[Finding, Finding]] = []
@@ -243,9 +242,7 @@ def _delta(pair: list[float | None]) -> float | None:
 
 def _regressions(new_findings: list[Finding], metrics: dict[str, list[float | None]]) -> list[str]:
     """One sentence per regression, in a stable order."""
-    out = [
-        f"new {f.verdict}: {f.op} at {location(f)}" for f in new_findings if f.verdict in PROBLEM_VERDICTS
-    ]
+    out = [f"new {f.verdict}: {f.op} at {location(f)}" for f in new_findings if f.verdict in PROBLEM_VERDICTS]
     support = _delta(metrics["support_percentage"])
     if support is not None and support < -SUPPORT_TOLERANCE_PP:
         base, new = metrics["support_percentage"]

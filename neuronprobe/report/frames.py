@@ -21,13 +21,34 @@ if TYPE_CHECKING:  # pragma: no cover
 
 OPS_COLUMNS = ["op", "verdict", "count", "rule", "reason", "dtypes", "example_shapes", "modules", "phase"]
 FINDINGS_COLUMNS = [
-    "verdict", "op", "count", "file", "line", "module", "source_line", "message", "fix",
-    "ncc_code", "origin", "bytes_per_call", "shapes", "rule", "phase",
+    "verdict",
+    "op",
+    "count",
+    "file",
+    "line",
+    "module",
+    "source_line",
+    "message",
+    "fix",
+    "ncc_code",
+    "origin",
+    "bytes_per_call",
+    "shapes",
+    "rule",
+    "phase",
 ]
 RECOMPILES_COLUMNS = ["policy", "graphs", "compile_seconds", "first_seen", "note"]
 BUCKETS_COLUMNS = [
-    "kind", "name", "k", "edges", "overhead_tokens_pct", "overhead_attention_pct", "cost",
-    "graphs", "beyond_last", "chosen",
+    "kind",
+    "name",
+    "k",
+    "edges",
+    "overhead_tokens_pct",
+    "overhead_attention_pct",
+    "cost",
+    "graphs",
+    "beyond_last",
+    "chosen",
 ]
 
 
@@ -91,27 +112,46 @@ def buckets_df(report: Report) -> pd.DataFrame:
         for p in points:
             rows.append(
                 {
-                    "kind": "curve", "name": f"optimal k={p.k}", "k": p.k, "edges": list(p.edges),
-                    "overhead_tokens_pct": p.overhead.tokens, "overhead_attention_pct": p.overhead.attention,
-                    "cost": p.cost, "graphs": p.k, "chosen": p.k == proposal.k,
+                    "kind": "curve",
+                    "name": f"optimal k={p.k}",
+                    "k": p.k,
+                    "edges": list(p.edges),
+                    "overhead_tokens_pct": p.overhead.tokens,
+                    "overhead_attention_pct": p.overhead.attention,
+                    "cost": p.cost,
+                    "graphs": p.k,
+                    "chosen": p.k == proposal.k,
                     "beyond_last": proposal.beyond_last if p.k == proposal.k else None,
                 }
             )
         if not any(p.k == proposal.k for p in points):  # a proposal without its curve still shows up
             rows.append(
                 {
-                    "kind": "curve", "name": f"optimal k={proposal.k}", "k": proposal.k,
-                    "edges": list(proposal.edges), "overhead_tokens_pct": proposal.overhead.tokens,
-                    "overhead_attention_pct": proposal.overhead.attention, "cost": proposal.cost,
-                    "graphs": proposal.k, "beyond_last": proposal.beyond_last, "chosen": True,
+                    "kind": "curve",
+                    "name": f"optimal k={proposal.k}",
+                    "k": proposal.k,
+                    "edges": list(proposal.edges),
+                    "overhead_tokens_pct": proposal.overhead.tokens,
+                    "overhead_attention_pct": proposal.overhead.attention,
+                    "cost": proposal.cost,
+                    "graphs": proposal.k,
+                    "beyond_last": proposal.beyond_last,
+                    "chosen": True,
                 }
             )
         for b in proposal.baselines:
             rows.append(
                 {
-                    "kind": "baseline", "name": b.name, "k": len(b.edges), "edges": list(b.edges),
-                    "overhead_tokens_pct": b.overhead.tokens, "overhead_attention_pct": b.overhead.attention,
-                    "cost": None, "graphs": b.graphs, "beyond_last": b.beyond_last, "chosen": False,
+                    "kind": "baseline",
+                    "name": b.name,
+                    "k": len(b.edges),
+                    "edges": list(b.edges),
+                    "overhead_tokens_pct": b.overhead.tokens,
+                    "overhead_attention_pct": b.overhead.attention,
+                    "cost": None,
+                    "graphs": b.graphs,
+                    "beyond_last": b.beyond_last,
+                    "chosen": False,
                 }
             )
     df = _frame(rows, BUCKETS_COLUMNS)

@@ -180,8 +180,7 @@ def summary_cards(report: Report) -> list[Card]:
         Card(
             "Findings",
             f"{len(report.findings):,}",
-            ", ".join(f"{len(report.findings_with({v}))} {v}" for v in FINDING_ORDER if report.findings_with({v}))
-            or "nothing to fix",
+            ", ".join(f"{len(report.findings_with({v}))} {v}" for v in FINDING_ORDER if report.findings_with({v})) or "nothing to fix",
             "ok" if not report.findings else ("bad" if report.verdict == "will_not_compile" else "warn"),
         ),
         Card(
@@ -196,8 +195,7 @@ def summary_cards(report: Report) -> list[Card]:
             "host<->device bytes per forward for CPU fallbacks",
             "" if not s.fallback_bytes_per_call else "warn",
         ),
-        Card("Graph breaks", f"{s.graph_breaks:,}", "places where capture had to stop the graph",
-             "" if not s.graph_breaks else "warn"),
+        Card("Graph breaks", f"{s.graph_breaks:,}", "places where capture had to stop the graph", "" if not s.graph_breaks else "warn"),
     ]
     cards.append(_compiles_card(report))
     if report.train is not None:
@@ -293,7 +291,7 @@ def flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
 # -- assets and rendering -----------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _asset(name: str) -> str:
     return importlib.resources.files("neuronprobe.report").joinpath("templates", name).read_text(encoding="utf-8")
 
@@ -301,10 +299,7 @@ def _asset(name: str) -> str:
 def _csp(script: str) -> str:
     """No fetches of any kind; inline styles (ours and the SVGs'); only our script, pinned by hash."""
     digest = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
-    return (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
-    )
+    return f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
 
 
 @functools.lru_cache(maxsize=1)

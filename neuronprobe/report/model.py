@@ -138,6 +138,7 @@ class TrainInfo:
     observed_host_syncs_per_step: int | None = None
     observed_compiles: int | None = None
 
+
 @dataclass
 class BackendInfo:
     name: str = "static"  # "static" | "neuron"
@@ -435,9 +436,7 @@ class Report:
             raise ReportFormatError("the report is not a JSON object")
         version = data.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
-            raise ReportFormatError(
-                f"unsupported report schema_version {version!r} (this neuronprobe reads 1..{SCHEMA_VERSION})"
-            )
+            raise ReportFormatError(f"unsupported report schema_version {version!r} (this neuronprobe reads 1..{SCHEMA_VERSION})")
         return build_typed(cls, data, "report")
 
     @classmethod
@@ -478,8 +477,6 @@ class Report:
         from neuronprobe.report.frames import buckets_df
 
         return buckets_df(self)
-
-
 
 
 def build_typed(tp: Any, value: Any, where: str) -> Any:

@@ -78,9 +78,7 @@ def run_status(report: Report) -> str:
     return "ok" if diff.comparable else "not_comparable"
 
 
-def render_index(
-    history: list[NightReport], date: str, order: list[str], failures: dict[str, str], warnings: list[str]
-) -> str:
+def render_index(history: list[NightReport], date: str, order: list[str], failures: dict[str, str], warnings: list[str]) -> str:
     """The history page for the night ``date``.
 
     ``order`` lists tonight's models in config order (they come first); models seen
@@ -89,14 +87,18 @@ def render_index(
     names = list(dict.fromkeys([*order, *sorted({n.name for n in history})]))
     models = [_model_view(name, [n for n in history if n.name == name], date, failures.get(name, "")) for name in names]
     counts = {s: sum(1 for m in models if m.status == s) for s in STATUS_TEXT}
-    return _env().get_template(TEMPLATE).render(
-        date=date,
-        models=models,
-        counts=counts,
-        status_text=STATUS_TEXT,
-        metrics=METRICS,
-        warnings=warnings,
-        nights=sorted({n.date for n in history}),
+    return (
+        _env()
+        .get_template(TEMPLATE)
+        .render(
+            date=date,
+            models=models,
+            counts=counts,
+            status_text=STATUS_TEXT,
+            metrics=METRICS,
+            warnings=warnings,
+            nights=sorted({n.date for n in history}),
+        )
     )
 
 
@@ -150,11 +152,9 @@ def _series(report: Report) -> str:
 
 def _diff_metrics(diff: RunDiff | None) -> list[tuple[str, str, str, str]]:
     rows = []
-    for key, (base, new) in (diff.metrics.items() if diff is not None else ()):
+    for key, (base, new) in diff.metrics.items() if diff is not None else ():
         change = new - base if base is not None and new is not None else None
-        rows.append(
-            (METRICS.get(key, key), format_metric(key, base), format_metric(key, new), format_metric(key, change, signed=True))
-        )
+        rows.append((METRICS.get(key, key), format_metric(key, base), format_metric(key, new), format_metric(key, change, signed=True)))
     return rows
 
 

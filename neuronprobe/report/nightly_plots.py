@@ -52,19 +52,18 @@ def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
     with matplotlib.rc_context({**PLOT_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
         fig = Figure(figsize=FIGSIZE, layout="constrained")
         axes = fig.subplots(1, len(PANELS))
-        for ax, (panel, keys) in zip(axes, PANELS):
+        for ax, (panel, keys) in zip(axes, PANELS, strict=False):
             drawn = False
             for i, name in enumerate(series):
                 mine = sorted((p for p in points if p.series == name), key=lambda p: p.date)
                 color = SERIES_COLORS[i % len(SERIES_COLORS)]
-                for key, style in zip(keys, ("-", "--")):
+                for key, style in zip(keys, ("-", "--"), strict=False):
                     xy = [(_day(p.date), p.values.get(key)) for p in mine]
                     xy = [(x, y) for x, y in xy if y is not None]
                     if not xy:
                         continue
                     label = name if key == keys[0] else f"{name}, {_DASHED_LABEL.get(key, key)}"
-                    ax.plot(*zip(*xy), style, marker="o", markersize=3, linewidth=1.3, color=color,
-                            label=plain_label(label))
+                    ax.plot(*zip(*xy, strict=False), style, marker="o", markersize=3, linewidth=1.3, color=color, label=plain_label(label))
                     drawn = True
             ax.set_title(panel, fontsize=9, loc="left")
             if not drawn:
@@ -85,7 +84,7 @@ def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
         if len(series) > 1 or any(p.values.get("static_graphs") is not None for p in points):
             handles, labels = [], []
             for ax in axes:
-                for h, lab in zip(*ax.get_legend_handles_labels()):
+                for h, lab in zip(*ax.get_legend_handles_labels(), strict=False):
                     if lab not in labels:
                         handles.append(h)
                         labels.append(lab)

@@ -147,8 +147,7 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
             ys = [0, *range(1, len(first_seen) + 1), len(first_seen)]
             color = POLICY_COLORS[i % len(POLICY_COLORS)]
             style, width = POLICY_STYLES[i % len(POLICY_STYLES)]
-            ax.step(xs, ys, where="post", color=color, linestyle=style, linewidth=width,
-                    label=plain_label(f"{name}: {len(first_seen)} graphs"))
+            ax.step(xs, ys, where="post", color=color, linestyle=style, linewidth=width, label=plain_label(f"{name}: {len(first_seen)} graphs"))
             if len(first_seen) <= TIMELINE_MAX_MARKERS:
                 ax.plot(first_seen, range(1, len(first_seen) + 1), "o", color=color, markersize=2.5)
         ax.set_xlabel("call index in the traffic")
@@ -188,11 +187,11 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
             color = BASELINE_COLORS[j % len(BASELINE_COLORS)]
             height = BASELINE_MARK_HEIGHTS[j % len(BASELINE_MARK_HEIGHTS)]
             for n, edge in enumerate(baseline.edges):
-                ax.axvline(edge, ymax=height, color=color, linestyle=(0, (3, 2)), linewidth=1.1,
-                           label=plain_label(f"{baseline.name} edges") if n == 0 else None)
+                ax.axvline(
+                    edge, ymax=height, color=color, linestyle=(0, (3, 2)), linewidth=1.1, label=plain_label(f"{baseline.name} edges") if n == 0 else None
+                )
         for n, edge in enumerate(proposal.edges):
-            ax.axvline(edge, color=PROPOSED_COLOR, linewidth=1.6,
-                       label=plain_label(f"proposed edges (k={proposal.k})") if n == 0 else None)
+            ax.axvline(edge, color=PROPOSED_COLOR, linewidth=1.6, label=plain_label(f"proposed edges (k={proposal.k})") if n == 0 else None)
         # Baseline edges far outside the traffic would squash the histogram; the table lists them all.
         if log_x:
             ax.set_xscale("log")
@@ -214,13 +213,17 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
     points = sorted(proposal.curve, key=lambda p: p.k)
     ks = [p.k for p in points]
     with _figure("curve") as (fig, ax):
-        ax.plot(ks, [p.overhead.tokens for p in points], "o-", color=BASELINE_COLORS[0], markersize=3,
-                linewidth=1.3, label="padded tokens")
-        ax.plot(ks, [p.overhead.attention for p in points], "s-", color=BASELINE_COLORS[1], markersize=3,
-                linewidth=1.3, label="attention cost")
+        ax.plot(ks, [p.overhead.tokens for p in points], "o-", color=BASELINE_COLORS[0], markersize=3, linewidth=1.3, label="padded tokens")
+        ax.plot(ks, [p.overhead.attention for p in points], "s-", color=BASELINE_COLORS[1], markersize=3, linewidth=1.3, label="attention cost")
         ax.axvline(proposal.k, color=PROPOSED_COLOR, linewidth=1.2, linestyle=(0, (4, 2)))
-        ax.plot([proposal.k, proposal.k], [proposal.overhead.tokens, proposal.overhead.attention], "o",
-                color=PROPOSED_COLOR, markersize=6, label=plain_label(f"chosen k={proposal.k}"))
+        ax.plot(
+            [proposal.k, proposal.k],
+            [proposal.overhead.tokens, proposal.overhead.attention],
+            "o",
+            color=PROPOSED_COLOR,
+            markersize=6,
+            label=plain_label(f"chosen k={proposal.k}"),
+        )
         ax.set_xticks(ks)
         ax.set_xlabel("buckets k (= compiled graphs)")
         largest = max(max(p.overhead.tokens, p.overhead.attention) for p in points)

@@ -52,7 +52,7 @@ def uniform(max_len: int, k: int, multiple_of: int | None = None) -> list[int]:
     """``ceil(max * i / k)`` for i = 1..k (rounded up to ``multiple_of``), the last the max."""
     step = multiple_of or 1
     edges = {int(round_up(-(-max_len * i // k), step)) for i in range(1, k)}
-    return sorted(e for e in edges if 0 < e < max_len) + [max_len]
+    return [*sorted(e for e in edges if 0 < e < max_len), max_len]
 
 
 def quantiles(
@@ -73,7 +73,7 @@ def quantiles(
     if multiple_of:
         edges = round_up(edges, multiple_of)
     keep = sorted({int(e) for e in edges if 0 < e < max_len})
-    return keep + [max_len]
+    return [*keep, max_len]
 
 
 def all_baselines(

@@ -30,8 +30,7 @@ def _fit_note(fit: str, runtime_fit: str, stack: str) -> str:
     if fit == runtime_fit:
         return f"# proposed with --fit {fit}, the rule {stack} uses at runtime\n"
     return (
-        f"# note: proposed with --fit {fit}, but {stack} uses the {runtime_fit} rule at runtime;\n"
-        f"# rerun with --fit {runtime_fit} for exact padding numbers\n"
+        f"# note: proposed with --fit {fit}, but {stack} uses the {runtime_fit} rule at runtime;\n# rerun with --fit {runtime_fit} for exact padding numbers\n"
     )
 
 

@@ -91,10 +91,7 @@ def parse_cost(spec: str | CostModel) -> CostModel:
 def _check(model: CostModel) -> CostModel:
     a, b = float(model.a), float(model.b)
     if not (math.isfinite(a) and math.isfinite(b)) or a < 0 or b < 0 or (a == 0 and b == 0):
-        raise InputError(
-            f"cost model A={a:g}, B={b:g}: A and B must be finite, non-negative and not both zero "
-            "(padding must never make an item cheaper)"
-        )
+        raise InputError(f"cost model A={a:g}, B={b:g}: A and B must be finite, non-negative and not both zero (padding must never make an item cheaper)")
     return model
 
 

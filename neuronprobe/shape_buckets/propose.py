@@ -118,17 +118,14 @@ def propose_buckets(
     m = int(cands.edges.size)
     k_req = int(max_buckets)
     if k_req > m:
-        notes.append(
-            f"--max-buckets {k_req} is more than the {m} distinct useful edge(s) under these constraints "
-            f"({v_in.size} distinct lengths); using {m}"
-        )
+        notes.append(f"--max-buckets {k_req} is more than the {m} distinct useful edge(s) under these constraints ({v_in.size} distinct lengths); using {m}")
     k_cap = min(k_req, m)
     # Solve far enough to give the optimum at every fixed ladder's graph count too.
     k_solve = min(m, max(k_cap, len(nxdi_ladder(top)), len(vllm_doubling(top))))
     solutions = solve(v_in, c_in, cands, model, k_solve)
     scores = [score(v_in, c_in, s.edges, fit, model) for s in solutions]
 
-    curve = [CurvePoint(k=s.k, edges=s.edges, overhead=_overhead(sc), cost=s.cost) for s, sc in zip(solutions[:k_cap], scores[:k_cap])]
+    curve = [CurvePoint(k=s.k, edges=s.edges, overhead=_overhead(sc), cost=s.cost) for s, sc in zip(solutions[:k_cap], scores[:k_cap], strict=False)]
     chosen_idx, chosen_by = _choose(solutions[:k_cap], scores[:k_cap], compile_seconds, compile_weight, curve)
     if compile_seconds is not None:
         notes.append(
@@ -225,9 +222,7 @@ def _max_len(observed: int, max_len: int | None, multiple_of: int | None, min_bu
     step = multiple_of or 1
     if max_len is not None:
         if max_len % step:
-            raise InputError(
-                f"--max-len {max_len} is not a multiple of --multiple-of {step}; use {int(round_up(max_len, step))}"
-            )
+            raise InputError(f"--max-len {max_len} is not a multiple of --multiple-of {step}; use {int(round_up(max_len, step))}")
         if min_bucket is not None and max_len < min_bucket:
             raise InputError(f"--max-len {max_len} is below --min-bucket {min_bucket}")
         return int(max_len)
@@ -244,12 +239,10 @@ def _split(arr: np.ndarray, timestamps: Any, fraction: float) -> tuple[np.ndarra
         how = "time order"
     else:
         how = "file order (no timestamp column)"
-    n_test = int(round(arr.size * fraction))
+    n_test = round(arr.size * fraction)
     n_fit = arr.size - n_test
     if n_fit < 1 or n_test < 1:
-        raise InputError(
-            f"--holdout {fraction}: {arr.size} item(s) cannot be split into a fitting part and a held-out part"
-        )
+        raise InputError(f"--holdout {fraction}: {arr.size} item(s) cannot be split into a fitting part and a held-out part")
     return arr[:n_fit], arr[n_fit:], how
 
 
@@ -263,8 +256,8 @@ def _choose(
     if compile_seconds is None:
         return len(solutions) - 1, "max_buckets"
     per_graph = compile_weight * compile_seconds
-    objectives = [sc.runtime + per_graph * s.k for s, sc in zip(solutions, scores)]
-    for point, obj in zip(curve, objectives):
+    objectives = [sc.runtime + per_graph * s.k for s, sc in zip(solutions, scores, strict=False)]
+    for point, obj in zip(curve, objectives, strict=False):
         point.objective = obj
     best = min(range(len(objectives)), key=lambda i: (objectives[i], i))
     return best, "runtime+compile"

@@ -29,9 +29,7 @@ import numpy as np
 from neuronprobe.errors import InputError
 
 # Column / field names taken as the request time, case-insensitive.
-TIMESTAMP_NAMES: frozenset[str] = frozenset(
-    {"timestamp", "time", "ts", "date", "datetime", "created_at", "created", "arrival_time", "start_time"}
-)
+TIMESTAMP_NAMES: frozenset[str] = frozenset({"timestamp", "time", "ts", "date", "datetime", "created_at", "created", "arrival_time", "start_time"})
 DELIMITED_SUFFIXES: dict[str, str] = {".csv": ",", ".tsv": "\t", ".tab": "\t"}
 JSONL_SUFFIXES: frozenset[str] = frozenset({".jsonl", ".ndjson"})
 PARQUET_SUFFIXES: frozenset[str] = frozenset({".parquet", ".pq"})

@@ -36,8 +36,16 @@ _SEVERITY: tuple[str, ...] = ("lowered", "decomposed", "cpu_fallback", "dynamic_
 DEFAULT_TARGET = "trn1"
 # Rule ids :func:`classify` gives without a rule of the data file (inventories may name them).
 BUILTIN_RULES: tuple[str, ...] = (
-    "custom-op", "bookkeeping", "device-artifact", "xla-lowering", "xla-lowering-functional", "xla-lowering-view",
-    "composite-part", "composite-implicit", "composite-explicit", "no-lowering",
+    "custom-op",
+    "bookkeeping",
+    "device-artifact",
+    "xla-lowering",
+    "xla-lowering-functional",
+    "xla-lowering-view",
+    "composite-part",
+    "composite-implicit",
+    "composite-explicit",
+    "no-lowering",
 )
 
 
@@ -67,9 +75,7 @@ class Rule:
     def applies_to_sdk(self, sdk: str) -> bool:
         """Whether the rule holds in Neuron SDK release ``sdk`` (from <= sdk < fixed)."""
         v = release_key(sdk)
-        return (self.sdk_from is None or release_key(self.sdk_from) <= v) and (
-            self.sdk_fixed is None or v < release_key(self.sdk_fixed)
-        )
+        return (self.sdk_from is None or release_key(self.sdk_from) <= v) and (self.sdk_fixed is None or v < release_key(self.sdk_fixed))
 
     def reason(self) -> str:
         """The message, with the condition that made the rule fire."""
@@ -251,9 +257,7 @@ def _has_lowering(call: Any, table: SupportTable) -> bool:
     return bool(functional and (functional in table.lowered or functional.split(".")[0] in table.lowered))
 
 
-def classify(
-    call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None = None, sdk: str | None = None
-) -> Classification:
+def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None = None, sdk: str | None = None) -> Classification:
     """The verdict for one captured op call (a :class:`neuronprobe.capture.OpCall`).
 
     ``sdk`` selects the rules of one Neuron SDK release (default: the newest the table knows).
@@ -298,9 +302,7 @@ def classify(
         return Classification("lowered", "xla-lowering-view", f"{call.op} is a view torch-xla lowers as {view_copy}")
     functional = _functional_key(key) or _out_functional_key(call)
     if functional and (functional in table.lowered or functional.split(".")[0] in table.lowered):
-        return Classification(
-            "lowered", "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}"
-        )
+        return Classification("lowered", "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}")
     if call.has_composite_implicit:
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or ()]
         failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
@@ -317,14 +319,12 @@ def classify(
             return Classification(
                 "decomposed",
                 "composite-implicit",
-                f"{call.op} is CompositeImplicitAutograd: it decomposes into other aten ops before lowering "
-                "(its parts could not be replayed to check them)",
+                f"{call.op} is CompositeImplicitAutograd: it decomposes into other aten ops before lowering (its parts could not be replayed to check them)",
             )
         return Classification(
             "decomposed",
             "composite-implicit",
-            f"{call.op} is CompositeImplicitAutograd: it decomposes into "
-            f"{', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
+            f"{call.op} is CompositeImplicitAutograd: it decomposes into {', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
         )
     if call.has_composite_explicit:
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or () if part.key != key]

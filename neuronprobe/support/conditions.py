@@ -190,7 +190,7 @@ def holds(cond: Condition, call: Any) -> bool:
     if not metas or value is None or not sizes:
         return False
     shape = metas[0].shape[-len(sizes) :] if len(metas[0].shape) >= len(sizes) else []
-    pairs = list(zip(shape, sizes))
+    pairs = list(zip(shape, sizes, strict=False))
     if not pairs or any(not isinstance(s, int) or not isinstance(o, int) or o <= 0 for s, o in pairs):
         return False
     return any(s % o != 0 for s, o in pairs)

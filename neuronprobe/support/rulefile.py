@@ -19,8 +19,26 @@ from neuronprobe.errors import InputError
 from neuronprobe.support.conditions import OUTPUT_NAME, ConditionError, parse_condition, schema_arguments
 
 RULE_KEYS = frozenset(
-    {"id", "verdict", "message", "fix", "ops", "tags", "dtypes", "input_dtypes", "layouts", "targets", "ncc_code",
-     "when", "fixes", "not_ops", "sdk_from", "sdk_fixed", "provenance", "comment"}
+    {
+        "id",
+        "verdict",
+        "message",
+        "fix",
+        "ops",
+        "tags",
+        "dtypes",
+        "input_dtypes",
+        "layouts",
+        "targets",
+        "ncc_code",
+        "when",
+        "fixes",
+        "not_ops",
+        "sdk_from",
+        "sdk_fixed",
+        "provenance",
+        "comment",
+    }
 )
 LIST_KEYS = ("ops", "not_ops", "tags", "dtypes", "input_dtypes", "layouts", "targets")
 RULE_VERDICTS = ("cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
@@ -36,7 +54,7 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     from neuronprobe.support import TARGETS, Rule, release_key
 
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
-        raise InputError(f"{source}: every rule needs a string \"id\"; got {str(doc)[:80]}")
+        raise InputError(f'{source}: every rule needs a string "id"; got {str(doc)[:80]}')
     rid = doc["id"]
     unknown = sorted(set(doc) - RULE_KEYS)
     if unknown:
@@ -71,8 +89,7 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     except ConditionError as exc:
         raise _fail(source, rid, str(exc)) from None
     if (conditions or "sdk_fixed" in doc) and not doc.get("provenance"):
-        raise _fail(source, rid, 'a conditional or release-bound rule needs its "provenance" (file:line at a tag, '
-                    "an error-code page or an issue)")
+        raise _fail(source, rid, 'a conditional or release-bound rule needs its "provenance" (file:line at a tag, an error-code page or an issue)')
     fixes = doc.get("fixes", {})
     if not isinstance(fixes, dict):
         raise _fail(source, rid, '"fixes" must be an object of op -> fix')

@@ -53,9 +53,8 @@ def lookup(op: str, table: Any) -> Any:
         if op in table:
             return table[op]
         return table.get(base_name(op))
-    if isinstance(table, list):
-        if op in table or base_name(op) in table:
-            return True
+    if isinstance(table, list) and (op in table or base_name(op) in table):
+        return True
     return None
 
 
@@ -106,7 +105,7 @@ def recorder() -> Any:
                 super().__init__()
                 self.ops: list[tuple[str, str]] = []  # (dispatcher name, input signature)
 
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 self.ops.append((dispatcher_name(func), tensor_signature(args)))
                 return func(*args, **(kwargs or {}))
 

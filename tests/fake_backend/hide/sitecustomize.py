@@ -16,7 +16,7 @@ class HideModules:
     def __init__(self, names: set[str]) -> None:
         self.names = names
 
-    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001
+    def find_spec(self, fullname, path=None, target=None):
         if fullname.split(".")[0] in self.names:
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
         return None

@@ -17,4 +17,4 @@ from torch_neuronx.xla_impl.analyze import analyze
 from torch_neuronx.xla_impl.partitioner import PartitionerConfig, partition
 from torch_neuronx.xla_impl.trace import dynamic_batch, move_trace_to_device, trace
 
-__all__ = ["trace", "analyze", "dynamic_batch", "PartitionerConfig", "partition", "move_trace_to_device", "__version__"]
+__all__ = ["PartitionerConfig", "__version__", "analyze", "dynamic_batch", "move_trace_to_device", "partition", "trace"]

@@ -66,8 +66,11 @@ def _compile(graph_hash: str, ops: list[tuple[str, str]]) -> None:
     entry.mkdir(parents=True, exist_ok=True)
     (entry / "model.hlo_module.pb").write_text(json.dumps([op for op, _ in ops]), encoding="utf-8")
     (entry / "compile_flags.json").write_text(json.dumps(shlex.split(os.environ.get("NEURON_CC_FLAGS", ""))), encoding="utf-8")
-    print(f"INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile --framework=XLA "
-          f"{entry}/model.hlo_module.pb --output {entry}/model.neff --target=trn1 --verbose=35", file=sys.stderr)
+    print(
+        f"INFO ||NEURON_CC_WRAPPER||: Call compiler with cmd: neuronx-cc compile --framework=XLA "
+        f"{entry}/model.hlo_module.pb --output {entry}/model.neff --target=trn1 --verbose=35",
+        file=sys.stderr,
+    )
     errors = [(op, common.lookup(op, fixture.get("compile_errors", {}))) for op, _ in ops]
     errors = [(op, e) for op, e in errors if e is not None]
     if errors:

@@ -19,7 +19,7 @@ from typing import Any
 import fake_neuron_common
 
 from torch_neuronx._version import __version__
-from torch_neuronx.xla_impl.compiler import aten_nodes, as_tuple, logger, require_compiler, run_compiler_quiet, signature_hash
+from torch_neuronx.xla_impl.compiler import as_tuple, aten_nodes, logger, require_compiler, run_compiler_quiet, signature_hash
 
 LOWERING = "Lowering to HLO"
 COMPILER = "neuronx-cc"
@@ -29,8 +29,7 @@ def _check(kind: str, folder: Path) -> bool:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "graph.hlo").write_text(json.dumps({"ops": [kind]}), encoding="utf-8")
     done = run_compiler_quiet(
-        ["compile", str(folder / "graph.hlo"), "--framework", "XLA", "--target", "trn1", "--verbose", "error",
-         "--query-compute-placement"]
+        ["compile", str(folder / "graph.hlo"), "--framework", "XLA", "--target", "trn1", "--verbose", "error", "--query-compute-placement"]
     )
     return done.returncode == 0
 
@@ -39,11 +38,13 @@ def analyze(
     model: Any,
     ex_input: Any,
     compiler_workdir: Any = None,
-    additional_ignored_ops: Any = set([]),
+    additional_ignored_ops: Any = None,
     max_workers: int = 4,
     is_hf_transformers: bool = False,
     cleanup: bool = False,
 ) -> dict[str, Any]:
+    if additional_ignored_ops is None:
+        additional_ignored_ops = set([])
     require_compiler()
     import neuronxcc
 

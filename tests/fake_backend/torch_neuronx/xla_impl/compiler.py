@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 import fake_neuron_common
+import torch
 
 logger = logging.getLogger("Neuron")
 NEURON_REPO = "https://pip.repos.neuron.amazonaws.com"
@@ -49,8 +48,7 @@ def require_compiler() -> None:
         import neuronxcc  # noqa: F401
     except ImportError:
         raise RuntimeError(
-            "neuronx-cc is not installed.\nneuronx-cc can be installed using:\n"
-            f"python3 -m pip install neuronx-cc --extra-index-url={NEURON_REPO}"
+            f"neuronx-cc is not installed.\nneuronx-cc can be installed using:\npython3 -m pip install neuronx-cc --extra-index-url={NEURON_REPO}"
         ) from None
 
 
@@ -71,9 +69,7 @@ def aten_nodes(model: Any, example_inputs: tuple[Any, ...], ignored: frozenset[s
         inputs = ", ".join(f"%{i.debugName()} : {i.type()}" for i in node.inputs())
         outputs = ", ".join(f"%{o.debugName()}" for o in node.outputs())
         op_graph = f"graph({inputs}):\n  {str(node).strip()}\n  return ({outputs})\n"
-        signature = kind + "|" + ";".join(str(i.type()) for i in node.inputs()) + "->" + ";".join(
-            str(o.type()) for o in node.outputs()
-        )
+        signature = kind + "|" + ";".join(str(i.type()) for i in node.inputs()) + "->" + ";".join(str(o.type()) for o in node.outputs())
         try:
             call = node.sourceRange()
         except Exception:
@@ -109,6 +105,4 @@ def run_compiler(args: list[str]) -> subprocess.CompletedProcess:
 
 
 def run_compiler_quiet(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [*compiler_command(), *args], env=compiler_env(), check=False, capture_output=True, text=True
-    )
+    return subprocess.run([*compiler_command(), *args], env=compiler_env(), check=False, capture_output=True, text=True)

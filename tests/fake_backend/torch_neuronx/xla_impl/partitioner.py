@@ -24,7 +24,7 @@ class PartitionerConfig:
         **kwargs: Any,
     ) -> None:
         if args:
-            warnings.warn("Use Key Word arguments, instead of arguments. Ignoring supplied args and using default values.")
+            warnings.warn("Use Key Word arguments, instead of arguments. Ignoring supplied args and using default values.", stacklevel=2)
         self.trace_kwargs = trace_kwargs
         self.model_support_percentage_threshold = model_support_percentage_threshold
         self.min_subgraph_size = min_subgraph_size
@@ -59,8 +59,6 @@ def partition(
         raise ValueError(f"Model support percentage of {percentage:.2f}% below threshold of {threshold:.2f}%")
     count = 1 + 2 * len({e["kind"] for e in report["unsupported_operators"]} | set(ops_to_partition or ()))
     if max_subgraph_count != -1 and count > max_subgraph_count:
-        raise ValueError(
-            f"The partitioner has found {count} subgraphs which exceeds the specified max subgraph count of {max_subgraph_count}."
-        )
+        raise ValueError(f"The partitioner has found {count} subgraphs which exceeds the specified max subgraph count of {max_subgraph_count}.")
     logger.info(f"Num Partitions: {count}")
     return func

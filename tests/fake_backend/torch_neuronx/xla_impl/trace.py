@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from torch_neuronx.xla_impl.compiler import aten_nodes, as_tuple, logger, require_compiler, run_compiler
+from torch_neuronx.xla_impl.compiler import as_tuple, aten_nodes, logger, require_compiler, run_compiler
 
 MAX_EXTRA_POSITIONAL = 5
 _KILLED_HINTS = {
@@ -57,22 +57,16 @@ class TracedNeuronModule(torch.nn.Module):
     def _check(self, inputs: tuple[Any, ...]) -> None:
         shapes = [list(t.shape) for t in inputs if isinstance(t, torch.Tensor)]
         if len(shapes) != len(self.model.shapes):
-            raise RuntimeError(
-                f"forward() expected {len(self.model.shapes)} tensor argument(s), got {len(shapes)} "
-                "[fake torch_neuronx]"
-            )
+            raise RuntimeError(f"forward() expected {len(self.model.shapes)} tensor argument(s), got {len(shapes)} [fake torch_neuronx]")
         if self.model.dynamic_batching:
             batches = {s[0] for s in shapes if s}
             if len(batches) > 1:
                 raise ValueError(f"dynamic batching needs one batch size across inputs, got {sorted(batches)} [fake torch_neuronx]")
-            for i, (got, want) in enumerate(zip(shapes, self.model.shapes)):
+            for i, (got, want) in enumerate(zip(shapes, self.model.shapes, strict=False)):
                 if got[1:] != want[1:]:
-                    raise ValueError(
-                        f"input {i} has shape {got}; dynamic batching only varies dim 0 of the traced shape {want} "
-                        "[fake torch_neuronx]"
-                    )
+                    raise ValueError(f"input {i} has shape {got}; dynamic batching only varies dim 0 of the traced shape {want} [fake torch_neuronx]")
             return
-        for i, (got, want) in enumerate(zip(shapes, self.model.shapes)):
+        for i, (got, want) in enumerate(zip(shapes, self.model.shapes, strict=False)):
             if got != want:
                 raise RuntimeError(
                     "The following operation failed in the TorchScript interpreter.\n"
@@ -122,9 +116,10 @@ def trace(
             f"Received {len(_) + 2} positional arguments but expected 2. Use of positional arguments after `func` "
             "and `example_inputs` is deprecated. Please specify keyword arguments instead.",
             DeprecationWarning,
+            stacklevel=2,
         )
     if kwargs:
-        warnings.warn(f"Unexpected keyword arguments: {list(kwargs)}", UserWarning)
+        warnings.warn(f"Unexpected keyword arguments: {list(kwargs)}", UserWarning, stacklevel=2)
     if partitioner_config is not None:
         from torch_neuronx.xla_impl.partitioner import partition
 
@@ -140,9 +135,7 @@ def trace(
     model_dir.mkdir(parents=True, exist_ok=True)
     nodes = aten_nodes(func, inputs)
     (model_dir / "graph.hlo").write_text(json.dumps({"ops": [n.kind for n in nodes]}), encoding="utf-8")
-    (model_dir / "metadata.json").write_text(
-        json.dumps({"model_files": "graph.hlo", "version": "1.0", "weights": {}}), encoding="utf-8"
-    )
+    (model_dir / "metadata.json").write_text(json.dumps({"model_files": "graph.hlo", "version": "1.0", "weights": {}}), encoding="utf-8")
     neff = workdir / "graph.neff"
     command = ["compile", str(model_dir), "--framework", "XLA", "--target", _target(args), "--output", str(neff), *args]
     (workdir / "command.txt").write_text("neuronx-cc " + " ".join(command) + "\n", encoding="utf-8")
