@@ -92,7 +92,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(fd, mode, **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as fh:
+        with os.fdopen(fd, mode, encoding=None if isinstance(data, bytes) else "utf-8") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())

@@ -233,8 +233,10 @@ class _Scanner(ast.NodeVisitor):
                         return True
         return False
 
-    def hit(self, rule: str, node: ast.AST) -> None:
-        self.hits[(rule, node.lineno, node.col_offset + 1)] = None
+    def hit(self, rule: str, node: ast.AST | None) -> None:
+        """Record ``rule`` at ``node``'s position (every node passed here is an expression or statement)."""
+        if node is not None:
+            self.hits[(rule, getattr(node, "lineno", 0), getattr(node, "col_offset", 0) + 1)] = None
 
     def consume(self, nodes: Iterable[ast.AST]) -> None:
         for top in nodes:
@@ -262,7 +264,7 @@ class _Scanner(ast.NodeVisitor):
         for v in node.values:
             self.visit_condition(v)
 
-    def visit_Try(self, node: ast.Try) -> None:
+    def visit_Try(self, node: ast.Try | ast.TryStar) -> None:
         catches = any(
             h.type is None or any((_dotted(t) or "").split(".")[-1] in IMPORT_ERRORS for t in (h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]))
             for h in node.handlers
@@ -271,10 +273,11 @@ class _Scanner(ast.NodeVisitor):
         for child in node.body:
             self.visit(child)
         self.guarded -= catches
-        for child in [*node.handlers, *node.orelse, *node.finalbody]:
-            self.visit(child)
+        for other in [*node.handlers, *node.orelse, *node.finalbody]:
+            self.visit(other)
 
-    visit_TryStar = visit_Try
+    def visit_TryStar(self, node: ast.TryStar) -> None:
+        self.visit_Try(node)
 
     # -- branches ---------------------------------------------------------------
     def _ifexp_chain(self, node: ast.IfExp) -> tuple[list[ast.AST], list[ast.AST]]:
@@ -423,7 +426,7 @@ class _Scanner(ast.NodeVisitor):
             self.consumed.add(id(first))
         if attr == "to" and first is not None and _is_cuda_device(first) and id(first) not in self.consumed:
             self.hit("hardcoded-cuda-device", first)
-        if attr == "cuda" and not (self.qual(node.func.value) or "").startswith("torch"):  # type: ignore[union-attr]
+        if attr == "cuda" and isinstance(node.func, ast.Attribute) and not (self.qual(node.func.value) or "").startswith("torch"):
             self.hit("dot-cuda", node)
         self.generic_visit(node)
 
@@ -463,9 +466,9 @@ class _Scanner(ast.NodeVisitor):
         positional = [*args.posonlyargs, *args.args]
         for arg, default in zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=False):
             yield arg.arg, default
-        for arg, default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
-            if default is not None:
-                yield arg.arg, default
+        for kwarg, kw_default in zip(args.kwonlyargs, args.kw_defaults, strict=False):
+            if kw_default is not None:
+                yield kwarg.arg, kw_default
 
     def _check_defaults(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
         for name, default in self._defaults(node.args):

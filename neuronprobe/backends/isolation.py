@@ -129,8 +129,8 @@ def _child(
             os.dup2(fd, 2)
             os.close(fd)
             # sys.stdout/err may not be fds 1/2 (pytest's capture, a notebook's streams): point them at the log too.
-            sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the worker's stream
-            sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the worker's stream
+            sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # type: ignore[misc]  # noqa: SIM115 - the worker's stream; __stdout__ too, for code that reads it
+            sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # type: ignore[misc]  # noqa: SIM115 - the worker's stream; __stderr__ too
         os.environ.update(env)
         _single_threaded_torch()
         if workdir is not None:

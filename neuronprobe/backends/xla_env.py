@@ -26,7 +26,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,7 +115,7 @@ class XlaEnv:
         return self.problem or self.state
 
 
-def default_env_path(environ: dict[str, str] | None = None) -> Path:
+def default_env_path(environ: Mapping[str, str] | None = None) -> Path:
     """``${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu``: one copy per user and machine.
 
     ``NEURONPROBE_XLA_ENV`` names another folder (a CI cache volume; the test suite's own).
@@ -258,7 +258,7 @@ def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
     return XlaEnv(STATE_READY, str(python), str(path), versions=versions, setup_seconds=float(seconds) if isinstance(seconds, (int, float)) else None)
 
 
-def find_env(environ: dict[str, str] | None = None) -> XlaEnv:
+def find_env(environ: Mapping[str, str] | None = None) -> XlaEnv:
     """The environment ``--backend xla-cpu`` would use: ``NEURONPROBE_XLA_PYTHON``, else the managed one."""
     env = os.environ if environ is None else environ
     python = env.get(PYTHON_ENV, "").strip()

@@ -191,7 +191,7 @@ def _recorder_classes() -> tuple[Any, Any]:
                 for t in tree_leaves(out):
                     if isinstance(t, torch.Tensor) and t.device.type == "xla" and may_tag(t):
                         with contextlib.suppress(Exception):  # a tag is a convenience; never break the user's program
-                            set_prefix(t, tag, 1)
+                            set_prefix(t, tag, 1)  # type: ignore[misc]  # not None: self.tag requires it
             return out
 
     class DispatchRecorder(Record, TorchDispatchMode):

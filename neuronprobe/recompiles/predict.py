@@ -77,15 +77,15 @@ class Group:
 
 def groups(signatures: Sequence[Signature]) -> list[Group]:
     """Split the distinct signatures by layout so that every policy is a numpy operation on sizes."""
-    by_layout: dict[tuple[object, ...], list[int]] = {}
+    by_layout: dict[tuple[tuple[Key, Const | int], ...], list[int]] = {}
     flat: list[list[int]] = []
     for i, sig in enumerate(signatures):
         layout = tuple((k, e if isinstance(e, Const) else len(e)) for k, e in sig)
         by_layout.setdefault(layout, []).append(i)
         flat.append([d for _, e in sig if not isinstance(e, Const) for d in e])
     out = []
-    for layout, rows in by_layout.items():
-        columns = [(k, d) for k, r in layout if not isinstance(r, Const) for d in range(int(r))]  # type: ignore[arg-type]
+    for group_layout, rows in by_layout.items():
+        columns = [(k, d) for k, r in group_layout if not isinstance(r, Const) for d in range(int(r))]
         sizes = np.asarray([flat[i] for i in rows], dtype=np.int64).reshape(len(rows), len(columns))
         out.append(Group(np.asarray(rows, dtype=np.int64), sizes, columns))
     return out
@@ -93,7 +93,7 @@ def groups(signatures: Sequence[Signature]) -> list[Group]:
 
 def _keys_from_groups(parts: Sequence[Group], n: int, transform: Callable[[Group], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Dense policy keys per signature: ``transform`` gives each group's sizes and a mask of servable rows."""
-    keys = np.full(n, -1, dtype=np.int64)
+    keys: np.ndarray = np.full(n, -1, dtype=np.int64)
     offset = 0
     for g in parts:
         sizes, ok = transform(g)
@@ -123,7 +123,7 @@ def _seq_columns(g: Group, inputs: set[Key]) -> list[int]:
 def _padded(edges: np.ndarray, inputs: set[Key]) -> Callable[[Group], tuple[np.ndarray, np.ndarray]]:
     def transform(g: Group) -> tuple[np.ndarray, np.ndarray]:
         sizes = g.sizes.copy()
-        ok = np.ones(len(g.rows), dtype=bool)
+        ok: np.ndarray = np.ones(len(g.rows), dtype=bool)
         for j in _seq_columns(g, inputs):
             idx = np.searchsorted(edges, sizes[:, j], side="left")
             ok &= idx < edges.size
@@ -169,11 +169,12 @@ def _bucketed_pairs(traffic: Traffic, edges: np.ndarray) -> np.ndarray:
     """--lengths traffic: the signature make_inputs gives at the padded length (make_inputs decides the dims)."""
     assert traffic.pairs is not None and traffic.signature_for is not None
     lengths = np.asarray([length for _, length in traffic.pairs], dtype=np.int64)
-    idx = np.searchsorted(edges, lengths, side="left")
+    idx: np.ndarray = np.asarray(np.searchsorted(edges, lengths, side="left"))
     index: dict[Signature, int] = {}
     cache: dict[tuple[int, int], int] = {}
-    keys = np.full(len(traffic.pairs), -1, dtype=np.int64)
-    for i, ((b, _), e) in enumerate(zip(traffic.pairs, idx.tolist(), strict=False)):
+    keys: np.ndarray = np.full(len(traffic.pairs), -1, dtype=np.int64)
+    positions = [int(p) for p in idx]
+    for i, ((b, _), e) in enumerate(zip(traffic.pairs, positions, strict=False)):
         if e >= edges.size:
             continue
         pair = (b, int(edges[e]))

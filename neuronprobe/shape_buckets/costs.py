@@ -166,8 +166,8 @@ def assign(values: np.ndarray, edges: np.ndarray, fit: str) -> np.ndarray:
     edges = np.asarray(edges, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
     if fit == "inclusive":
-        return np.searchsorted(edges, values, side="left")
-    idx = np.searchsorted(edges, values, side="right")
+        return np.asarray(np.searchsorted(edges, values, side="left"))
+    idx: np.ndarray = np.asarray(np.searchsorted(edges, values, side="right"))
     on_last = values == edges[-1]
     idx[on_last] = edges.size - 1
     return idx

@@ -93,8 +93,8 @@ def candidate_edges(
     # Every candidate covers at least one length. One may cover all of them when
     # max_len lies above the longest length: the forced last bucket is then empty.
     keep = cover > 0
-    edges = np.append(base[keep], np.int64(max_len)).astype(np.int64)
-    covers = np.append(cover[keep], n).astype(np.int64)
+    edges: np.ndarray = np.append(base[keep], np.int64(max_len)).astype(np.int64)
+    covers: np.ndarray = np.append(np.asarray(cover)[keep], n).astype(np.int64)
     return Candidates(edges, covers)
 
 
@@ -135,7 +135,7 @@ def solve(
     fp = np.concatenate(([0], cost.f(cands.edges, exact=exact))).astype(dtype)
 
     index_type = np.int32 if m < 2**31 - 1 else np.int64
-    pred = np.zeros((k_max + 1, m + 1), dtype=index_type)
+    pred: np.ndarray = np.zeros((k_max + 1, m + 1), dtype=index_type)
     prev = fp * (cp - cp[0]) - (sp - sp[0])  # layer 1: one bucket from the start to b
     best = [prev[m]]
     for j in range(2, k_max + 1):
@@ -171,7 +171,7 @@ def _layer(
     the last term does not depend on ``a``, so it is added after the minimum.
     """
     cur = np.zeros(m + 1, dtype=prev.dtype)
-    arg = np.zeros(m + 1, dtype=np.int64)
+    arg: np.ndarray = np.zeros(m + 1, dtype=np.int64)
     g = prev + sp
     tail = fp * cp - sp
     first_b = m if only_last else j
@@ -186,7 +186,7 @@ def _layer(
         offsets = np.zeros(lens.size, dtype=np.int64)
         np.cumsum(lens[:-1], out=offsets[1:])
         total = int(offsets[-1] + lens[-1])
-        pos = np.arange(total, dtype=np.int64)
+        pos: np.ndarray = np.arange(total, dtype=np.int64)
         a = pos + np.repeat(olo - offsets, lens)
         vals = g[a] - np.repeat(fp[mid], lens) * cp[a]
         seg_min = np.minimum.reduceat(vals, offsets)

@@ -59,7 +59,7 @@ def validate_lengths(values: Any, where: str = "lengths", line_offset: int = 0) 
     if not isinstance(values, (np.ndarray, list, tuple)) and hasattr(values, "__iter__"):
         values = list(values)  # generators, ranges, sets: materialise once
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
-        arr = values.astype(np.int64, copy=False).ravel()
+        arr: np.ndarray = values.astype(np.int64, copy=False).ravel()
     else:
         try:
             arr = np.asarray(values, dtype=np.float64).ravel()
@@ -117,9 +117,9 @@ def read_lengths(path: str | Path, column: str | None = None, field: str | None 
     if column is not None or suffix in DELIMITED_SUFFIXES:
         sep = DELIMITED_SUFFIXES.get(suffix) or _sniff_separator(text) or ","
         return _read_delimited(p, sep, column)
-    sep = _sniff_separator(text)
-    if sep:
-        return _read_delimited(p, sep, column)
+    sniffed = _sniff_separator(text)
+    if sniffed:
+        return _read_delimited(p, sniffed, column)
     if text.lstrip().startswith("{"):
         return _read_jsonl(p, text, field)
     return _read_plain(p, text)
