@@ -103,7 +103,7 @@ def guard_streams() -> None:
     if sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - replaces the process's stream
     if not isinstance(sys.stdout, GuardedStdout):
-        sys.stdout = GuardedStdout(sys.stdout)  # type: ignore[assignment]
+        sys.stdout = GuardedStdout(sys.stdout)
     with contextlib.suppress(ValueError):  # not the main thread: leave the default
         signal.signal(signal.SIGTERM, _on_sigterm)
 

@@ -34,6 +34,7 @@ before it, and so on: ties break toward smaller edges.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -61,6 +62,10 @@ class Solution:
     cost: float  # total padding cost, sum c * (f(E) - f(L)), in the cost model's units
 
 
+@overload
+def round_up(x: int, multiple: int) -> int: ...
+@overload
+def round_up(x: np.ndarray, multiple: int) -> np.ndarray: ...
 def round_up(x: int | np.ndarray, multiple: int) -> int | np.ndarray:
     """The smallest multiple of ``multiple`` that is ``>= x``."""
     return -(-x // multiple) * multiple

@@ -175,9 +175,9 @@ def holds(cond: Condition, call: Any) -> bool:
     if value is _MISSING:
         return False
     if cond.test == "eq":
-        return value == cond.value
+        return bool(value == cond.value)
     if cond.test == "ne":
-        return value != cond.value
+        return bool(value != cond.value)
     if cond.test == "in":
         return value in cond.value
     if cond.test == "not_in":
