@@ -23,7 +23,7 @@ from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
 from neuronprobe.backends.detect import detect
 from neuronprobe.loading import load_model
-from neuronprobe.report.model import PROBLEM_VERDICTS
+from neuronprobe.vocabulary import PROBLEM_VERDICTS
 
 pytestmark = pytest.mark.hardware
 
