@@ -46,7 +46,7 @@ class Verdict(Word):
     is_problem: bool
     rank: int
 
-    def __new__(cls, value: str, words: str, is_problem: bool) -> Verdict:
+    def __new__(cls, value: str, words: str = "", is_problem: bool = False) -> Verdict:
         member = str.__new__(cls, value)
         member._value_ = value
         member.words = words
@@ -90,7 +90,7 @@ class TopVerdict(Word):
 
     words: str
 
-    def __new__(cls, value: str, words: str) -> TopVerdict:
+    def __new__(cls, value: str, words: str = "") -> TopVerdict:
         member = str.__new__(cls, value)
         member._value_ = value
         member.words = words
@@ -123,7 +123,7 @@ class CauseKind(Word):
 
     tag: str
 
-    def __new__(cls, value: str, tag: str) -> CauseKind:
+    def __new__(cls, value: str, tag: str = "") -> CauseKind:
         member = str.__new__(cls, value)
         member._value_ = value
         member.tag = tag
