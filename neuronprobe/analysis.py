@@ -28,12 +28,16 @@ from neuronprobe.capture import (
     relative_path,
     user_frame_from_traceback,
 )
+from neuronprobe.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_MAX_BUCKETS,
+    DEFAULT_MAX_COMPILES,
+    DEFAULT_OP_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+)
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.loading import LoadedModel, load_model, split_inputs
 from neuronprobe.report.model import (
-    PROBLEM_VERDICTS,
-    SUPPORTED_VERDICTS,
-    VERDICTS,
     CaptureInfo,
     Finding,
     GraphBreak,
@@ -56,13 +60,14 @@ from neuronprobe.support import (
     with_user_rules,
 )
 from neuronprobe.usercode import user_exit_guard
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.training import TrainOptions
 
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
 # work before running them on the host (or before reading a data-dependent size).
-GRAPH_CUTTING_VERDICTS = frozenset({"cpu_fallback", "dynamic_shape"})
+GRAPH_CUTTING_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE})
 GIT_TIMEOUT_S = 5
 CONTROL_FLOW_OP = "<python branch on tensor value>"
 
@@ -70,28 +75,33 @@ CONTROL_FLOW_OP = "<python branch on tensor value>"
 @dataclass
 class AnalyzeOptions:
     target: str = DEFAULT_TARGET
-    backend: str = "auto"
+    backend: str = DEFAULT_BACKEND
     require_backend: str | None = None
     sdk: str | None = None  # Neuron SDK release whose rules apply (None: detected, else the newest known)
     rules: Path | None = None  # a user's rule file, applied before the bundled rules
     overrides: list[str] = field(default_factory=list)
-    timeout: float = 1800.0
-    op_timeout: float = 600.0
+    timeout: float = DEFAULT_TIMEOUT_S
+    op_timeout: float = DEFAULT_OP_TIMEOUT_S
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrafficOptions:
+    """The traffic to predict compiles for, and how to bucket it (``--shapes``/``--lengths`` and friends).
+
+    The nightly config's ``[[models]]`` tables hold these same fields (``nightly.ModelConfig.traffic``).
+    """
+
     shapes: Path | None = None
     lengths: Path | None = None
     column: str | None = None
     field: str | None = None
     batch_sizes: list[int] | None = None
     buckets: list[int] | None = None
-    max_buckets: int = 8
+    max_buckets: int = DEFAULT_MAX_BUCKETS
     compile_seconds: float | None = None
-    max_compiles: int = 16
+    max_compiles: int = DEFAULT_MAX_COMPILES
 
     @property
     def given(self) -> bool:
@@ -215,7 +225,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     findings.extend(_failure_findings(graph.failure))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
-    findings.sort(key=lambda f: (PROBLEM_VERDICTS.index(f.verdict) * -1, f.file or "", f.line or 0))
+    findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
 
     limitations = _limitations(graph)
     report = Report(
@@ -462,7 +472,7 @@ def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
                 phase=phase,
             )
         )
-    rows.sort(key=lambda r: (-VERDICTS.index(r.verdict), -r.count, r.op))
+    rows.sort(key=lambda r: (-r.verdict.rank, -r.count, r.op))
     return rows
 
 
@@ -478,7 +488,7 @@ def device_graph_count(classified: list[ClassifiedCall]) -> int:
 
 
 def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[ClassifiedCall], graph: OpGraph) -> Summary:
-    counts = {v: 0 for v in VERDICTS}
+    counts = {v: 0 for v in Verdict}
     for row in ops:
         counts[row.verdict] += row.count
     total = sum(counts.values())
@@ -632,7 +642,7 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
     for row in report.ops:
         for key in {row.op, _op_base(row.op)}:
             worst = predicted.get(key)
-            if worst is None or VERDICTS.index(row.verdict) > VERDICTS.index(worst):
+            if worst is None or row.verdict.rank > Verdict(worst).rank:
                 predicted[key] = row.verdict
     where: dict[str, tuple[str | None, int | None]] = {}
     detail: dict[str, str] = {}

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from neuronprobe import defaults
 from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_UNUSABLE, NeuronprobeError
 
 app = typer.Typer(
@@ -125,11 +126,11 @@ def analyze(
         list[str] | None,
         typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable)."),
     ] = None,
-    target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = "trn1",
+    target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     backend: Annotated[
         str,
         typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."),
-    ] = "auto",
+    ] = defaults.DEFAULT_BACKEND,
     sdk: Annotated[
         str | None,
         typer.Option("--sdk", help="Neuron SDK release whose rules apply, e.g. 2.31.0 (default: the newest known)."),
@@ -161,9 +162,9 @@ def analyze(
         ),
     ] = None,
     buckets: Annotated[str | None, typer.Option("--buckets", help="Bucket edges for the bucketed policy, e.g. 128,256,512.")] = None,
-    max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most buckets to propose for the traffic.")] = 8,
+    max_buckets: Annotated[int, typer.Option("--max-buckets", help="Most buckets to propose for the traffic.")] = defaults.DEFAULT_MAX_BUCKETS,
     compile_seconds: Annotated[float | None, typer.Option("--compile-seconds", help="Estimated compile time per graph, in seconds.")] = None,
-    max_compiles: Annotated[int, typer.Option("--max-compiles", help="Most distinct shapes to compile on CPU as evidence.")] = 16,
+    max_compiles: Annotated[int, typer.Option("--max-compiles", help="Most distinct shapes to compile on CPU as evidence.")] = defaults.DEFAULT_MAX_COMPILES,
     fail_on_recompiles: Annotated[
         int | None,
         typer.Option("--fail-on-recompiles", help="Exit 1 when the static policy needs more than N graphs."),
@@ -171,12 +172,14 @@ def analyze(
     timeout: Annotated[
         float,
         typer.Option("--timeout", help="Wall-clock limit of the whole analysis (the model code runs in a worker that is killed after it), seconds."),
-    ] = 1800.0,
+    ] = defaults.DEFAULT_TIMEOUT_S,
     max_memory: Annotated[
         str | None,
         typer.Option("--max-memory", help="Resident-memory limit of the analysis worker, e.g. 8G or 50% (default: 75% of the machine)."),
     ] = None,
-    op_timeout: Annotated[float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")] = 600.0,
+    op_timeout: Annotated[
+        float, typer.Option("--op-timeout", help="Per-op/per-compile timeout for the live Neuron backend, seconds.")
+    ] = defaults.DEFAULT_OP_TIMEOUT_S,
     audit_path: Annotated[
         Path | None,
         typer.Option("--audit", help="Also audit this repository for CUDA assumptions; adds an audit section to the report."),
@@ -295,9 +298,9 @@ def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: 
 
 
 def _verdict_names() -> set[str]:
-    from neuronprobe.report.model import VERDICTS
+    from neuronprobe.vocabulary import Verdict
 
-    return set(VERDICTS)
+    return set(Verdict.values())
 
 
 # --- audit (issue 14) ---------------------------------------------------------------
@@ -311,7 +314,7 @@ def audit(
         str | None,
         typer.Option("--stack", help="Fixes for xla (torch-neuronx on trn1/inf2) or native (TorchNeuron on trn2/trn3); default from --target."),
     ] = None,
-    target: Annotated[str, typer.Option(help="Neuron target: trn1, inf2 (stack xla), trn2 or trn3 (stack native).")] = "trn1",
+    target: Annotated[str, typer.Option(help="Neuron target: trn1, inf2 (stack xla), trn2 or trn3 (stack native).")] = defaults.DEFAULT_TARGET,
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the findings as JSON here (also a --baseline).")] = None,
     sarif_path: Annotated[Path | None, typer.Option("--sarif", help="Write SARIF 2.1.0 here, for GitHub code scanning.")] = None,
     fail_on: Annotated[
@@ -553,7 +556,9 @@ def buckets(
     lengths: Annotated[Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")],
     column: Annotated[str | None, typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
     field_: Annotated[str | None, typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
-    max_buckets: Annotated[int, typer.Option("--max-buckets", "-k", help="Most buckets (compiled graphs); the curve covers every k up to it.")] = 8,
+    max_buckets: Annotated[
+        int, typer.Option("--max-buckets", "-k", help="Most buckets (compiled graphs); the curve covers every k up to it.")
+    ] = defaults.DEFAULT_MAX_BUCKETS,
     cost: Annotated[
         str,
         typer.Option("--cost", help="Padding cost f: tokens (x), attention (x^2), or A,B for A*x + B*x^2."),
@@ -571,7 +576,7 @@ def buckets(
             "--fit",
             help="inclusive: a length goes to the first edge >= it; strict: the first edge > it (NxD Inference's runtime rule).",
         ),
-    ] = "inclusive",
+    ] = defaults.DEFAULT_FIT,
     compile_seconds: Annotated[
         float | None,
         typer.Option("--compile-seconds", help="Compile time per graph: choose k by runtime + compile cost."),
@@ -579,7 +584,7 @@ def buckets(
     compile_weight: Annotated[
         float,
         typer.Option("--compile-weight", help="Cost units one compile-second is worth (see README: choosing k)."),
-    ] = 1.0,
+    ] = defaults.DEFAULT_COMPILE_WEIGHT,
     holdout: Annotated[
         float | None,
         typer.Option("--holdout", help="Fit on the first part (time order if there is a timestamp), score on this share."),

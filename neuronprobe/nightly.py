@@ -36,12 +36,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neuronprobe.analysis import TrafficOptions
 from neuronprobe.backends import BACKEND_CHOICES
+from neuronprobe.defaults import (
+    DEFAULT_BACKEND,
+    DEFAULT_HISTORY_NIGHTS,
+    DEFAULT_OP_TIMEOUT_S,
+    DEFAULT_TARGET,
+    DEFAULT_TIMEOUT_S,
+    MIN_MAX_BUCKETS,
+    MIN_MAX_COMPILES,
+)
 from neuronprobe.errors import BackendUnavailable, ConfigError, NeuronprobeError, ReportFormatError
 from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
-from neuronprobe.support import DEFAULT_TARGET, TARGETS
+from neuronprobe.support import TARGETS
 from neuronprobe.worker import WorkerInternalError
 
 if sys.version_info >= (3, 11):
@@ -57,31 +67,31 @@ DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # A model name becomes a file name: letters, digits, dot, dash, underscore; no leading dot or underscore.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
-DEFAULT_HISTORY_NIGHTS = 30  # nights shown in the trend plots and history tables: a month of nightlies
-
 
 # --- configuration ------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """One ``[[models]]`` table: what to analyse and with which traffic."""
+    """One ``[[models]]`` table: what to analyse and with which traffic.
+
+    The table is flat: its traffic keys (``shapes``, ``lengths``, ``max_buckets``, ...) are the
+    fields of :class:`~neuronprobe.analysis.TrafficOptions`, read into ``traffic``, so the
+    config and ``neuronprobe analyze`` share one definition and one set of defaults.
+    """
 
     name: str
     model: str  # a model file (absolute, resolved against the config's folder) or an hf: spec
     set: list[str] = dataclasses.field(default_factory=list)  # hf config overrides, KEY=VALUE
     target: str | None = None  # default: the top-level target
     backend: str | None = None  # default: the top-level backend
-    shapes: str | None = None
-    lengths: str | None = None
-    column: str | None = None
-    field: str | None = None
-    batch_sizes: list[int] | None = None
-    buckets: list[int] | None = None
-    max_buckets: int = 8
-    compile_seconds: float | None = None
-    max_compiles: int = 16
     train: bool = False  # analyse one training step (neuronprobe analyze --train)
+    traffic: TrafficOptions = dataclasses.field(default_factory=TrafficOptions)
+
+
+# The [[models]] keys that are traffic options, and those that are the model's own.
+TRAFFIC_KEYS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrafficOptions))
+MODEL_KEYS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ModelConfig)) - {"traffic"}
 
 
 @dataclass(frozen=True)
@@ -90,10 +100,10 @@ class NightlyConfig:
 
     models: list[ModelConfig]
     target: str = DEFAULT_TARGET
-    backend: str = "auto"
+    backend: str = DEFAULT_BACKEND
     require_backend: str | None = None  # "neuron": exit 2 unless the real Neuron stack is there
-    timeout: float = 1800.0  # per model: the wall-clock limit of its worker (and of the live backend)
-    op_timeout: float = 600.0
+    timeout: float = DEFAULT_TIMEOUT_S  # per model: the wall-clock limit of its worker (and of the live backend)
+    op_timeout: float = DEFAULT_OP_TIMEOUT_S
     history: int = DEFAULT_HISTORY_NIGHTS
     max_memory: str | None = None  # per model: resident-memory bound of its worker, e.g. "8G" or "50%"
     path: str = ""  # the config file, for messages
@@ -178,12 +188,14 @@ def check_required_backend(config: NightlyConfig, require_backend: str | None) -
 
 def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
     where = f"models[{index}]"
-    _check_keys(table, {f.name for f in dataclasses.fields(ModelConfig)}, path, where)
+    _check_keys(table, set(MODEL_KEYS | TRAFFIC_KEYS), path, where)
     spec = table.get("model")
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f'{path}: {where} needs `model = "<model file or hf:<model_type>>"`')
     name = table.get("name", _default_name(spec))
-    model = _typed(ModelConfig, {**table, "name": name}, path, where)
+    own = {k: v for k, v in table.items() if k in MODEL_KEYS}
+    model: ModelConfig = _typed(ModelConfig, {**own, "name": name}, path, where)
+    traffic: TrafficOptions = _typed(TrafficOptions, {k: v for k, v in table.items() if k in TRAFFIC_KEYS}, path, where)
     if not NAME_RE.match(model.name):
         raise ConfigError(f"{path}: {where}.name {model.name!r} cannot be a file name; use letters, digits, '.', '-' or '_'")
     where = f"models[{index}] ({model.name})"
@@ -191,11 +203,11 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
         _check_choice(model.target, TARGETS, path, f"{where}.target")
     if model.backend is not None:
         _check_choice(model.backend, BACKEND_CHOICES, path, f"{where}.backend")
-    for key in ("max_buckets", "max_compiles"):
-        if getattr(model, key) < 1:
-            raise ConfigError(f"{path}: {where}.{key} must be at least 1")
+    for key, least in (("max_buckets", MIN_MAX_BUCKETS), ("max_compiles", MIN_MAX_COMPILES)):
+        if getattr(traffic, key) < least:
+            raise ConfigError(f"{path}: {where}.{key} must be at least {least}")
     for key in ("batch_sizes", "buckets"):
-        values = getattr(model, key)
+        values = getattr(traffic, key)
         if values is not None and (not values or min(values) < 1):
             raise ConfigError(f"{path}: {where}.{key} must be a non-empty list of positive integers")
     if model.set and not spec.startswith("hf:"):
@@ -204,11 +216,12 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
     resolved: dict[str, Any] = {}
     if not spec.startswith("hf:"):
         resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
+    files: dict[str, Path] = {}
     for key in _PATH_KEYS:
-        value = getattr(model, key)
+        value = getattr(traffic, key)
         if value is not None:
-            resolved[key] = str(_existing(base / value, path, f"{where}.{key}"))
-    return dataclasses.replace(model, **resolved)
+            files[key] = _existing(base / value, path, f"{where}.{key}")
+    return dataclasses.replace(model, **resolved, traffic=dataclasses.replace(traffic, **files))
 
 
 def _default_name(spec: str) -> str:
@@ -354,7 +367,7 @@ def run_nightly(
 
 def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
     """Run the real analysis for one configured model (imports torch)."""
-    from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, analyze_spec
+    from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 
     options = AnalyzeOptions(
         target=config.target_of(model),
@@ -369,18 +382,7 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         from neuronprobe.training import TrainOptions
 
         options.train = TrainOptions()
-    traffic = TrafficOptions(
-        shapes=Path(model.shapes) if model.shapes else None,
-        lengths=Path(model.lengths) if model.lengths else None,
-        column=model.column,
-        field=model.field,
-        batch_sizes=model.batch_sizes,
-        buckets=model.buckets,
-        max_buckets=model.max_buckets,
-        compile_seconds=model.compile_seconds,
-        max_compiles=model.max_compiles,
-    )
-    return analyze_spec(model.model, options, traffic)
+    return analyze_spec(model.model, options, model.traffic)
 
 
 def isolated_analyze(config: NightlyConfig) -> AnalyzeFn:
@@ -403,7 +405,8 @@ def input_files(config: NightlyConfig) -> list[str]:
     """Every file the night reads: the config, model files, traffic files (outputs must not be one)."""
     files = [config.path]
     for m in config.models:
-        files += [p for p in (None if m.model.startswith("hf:") else m.model, m.shapes, m.lengths) if p]
+        traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
+        files += [p for p in (None if m.model.startswith("hf:") else m.model, *traffic) if p]
     return files
 
 

@@ -57,8 +57,8 @@ from neuronprobe.capture import (
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import Finding, PhaseSummary, PolicyPrediction, RecompileCause, RecompileSection, TrainInfo
 from neuronprobe.support import Classification
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
 
-PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "loop")
 STEP_CAPTURE = "train_step (eager, fake tensors)"
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
 OPTIMIZER_IMPLS: tuple[str, ...] = ("for-loop", "foreach", "fused")
@@ -513,7 +513,7 @@ def _optimizer_label(optimizer: Any) -> str:
 
 def _user_error(where: str, exc: BaseException, path: Any) -> ModelLoadError:
     file, line, _ = user_frame_from_traceback(exc)
-    place = f"{relative_path(file)}:{line}" if file else str(path)
+    place = str(SourceLocation(relative_path(file), line)) if file else str(path)
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return ModelLoadError(f"{place}: {where} raised {type(exc).__name__}: {first}")
 
@@ -742,17 +742,15 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
     return out
 
 
-def phase_summaries(ops: list[Any], findings: list[Finding]) -> dict[str, PhaseSummary]:
+def phase_summaries(ops: list[Any], findings: list[Finding]) -> dict[Phase, PhaseSummary]:
     """Op calls, support % and findings per phase (only phases that have something)."""
-    from neuronprobe.report.model import SUPPORTED_VERDICTS, VERDICTS
-
-    out: dict[str, PhaseSummary] = {}
-    for phase in PHASES:
+    out: dict[Phase, PhaseSummary] = {}
+    for phase in Phase:
         rows = [r for r in ops if r.phase == phase]
         found = [f for f in findings if f.phase == phase]
         if not rows and not found:
             continue
-        counts = {v: sum(r.count for r in rows if r.verdict == v) for v in VERDICTS}
+        counts = {v: sum(r.count for r in rows if r.verdict == v) for v in Verdict}
         total = sum(counts.values())
         supported = sum(counts[v] for v in SUPPORTED_VERDICTS)
         out[phase] = PhaseSummary(
@@ -830,7 +828,6 @@ def provenance() -> list[str]:
 __all__ = [
     "OPTIMIZERS",
     "OPTIMIZER_IMPLS",
-    "PHASES",
     "HostRead",
     "TensorMeta",
     "TrainCapture",

@@ -31,16 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe import errors as _errors
+from neuronprobe.defaults import DEFAULT_MEMORY_FRACTION, DEFAULT_TIMEOUT_S, MIN_MEMORY_BYTES
 from neuronprobe.errors import InputError, ModelLoadError, NeuronprobeError
 from neuronprobe.usercode import deepest_frame_file, exit_text, line_in_stack_dump, line_in_traceback, where
 
-# The wall-clock limit of one analysis unless --timeout says otherwise: long enough
-# for a large hf: model with traffic evidence on a laptop, short enough for a CI job.
-DEFAULT_TIMEOUT_S = 1800.0
-# The resident-memory bound unless --max-memory says otherwise: this share of the machine's memory.
-DEFAULT_MEMORY_FRACTION = 0.75
-# Below this the worker cannot even import torch (about 250 MB resident): refuse such a bound.
-MIN_MEMORY_BYTES = 256 * 2**20
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*%\s*$")

@@ -17,6 +17,8 @@ from neuronprobe.report.model import (
     Finding,
     FindingChange,
     GraphBreak,
+    Histogram,
+    Holdout,
     Limitation,
     ObservedCompiles,
     OpSummary,
@@ -198,8 +200,8 @@ def rich_report() -> Report:
             "nxd-inference": "context_encoding_buckets=[96, 192, 320, 512]\ntoken_generation_buckets=[96, 192, 320, 512]",
             "python": "from neuronprobe.shape_buckets import pad_to_bucket\nEDGES = [96, 192, 320, 512]",
         },
-        histogram={"values": [20, 40, 64, 90, 120, 150, 190, 250, 300, 400, 510], "counts": [50, 300, 700, 900, 800, 600, 500, 400, 300, 200, 250]},
-        holdout={"fraction": 0.2, "overhead_tokens": 12.1},
+        histogram=Histogram(values=[20, 40, 64, 90, 120, 150, 190, 250, 300, 400, 510], counts=[50, 300, 700, 900, 800, 600, 500, 400, 300, 200, 250]),
+        holdout=Holdout(fraction=0.2, order="time order", fit_lengths=4000, test_lengths=1000, overhead=Overhead(12.1, 20.5)),
     )
     return Report(
         model="tiny_encoder",

@@ -108,7 +108,8 @@ def test_a_compiler_hang_via_the_cli_is_a_limitation_not_a_failure(fake_sdk, tmp
     result = CliRunner().invoke(app, ["analyze", MLP, "--backend", "neuron", "--op-timeout", "1", "--json", str(report_path), "--no-html"])
     assert result.exit_code == 0, result.output
     report = json.loads(report_path.read_text())
-    assert report["backend"]["steps"]["trace"] == "timeout after 1s"
+    # issue 15: a step is a typed object (was the prose "timeout after 1s")
+    assert report["backend"]["steps"]["trace"] == {"status": "timeout", "seconds": 1.0, "detail": ""}
     assert any(lim["what"] == "neuron backend: trace" and "did not finish within 1 s" in lim["why"] for lim in report["not_analysed"])
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from neuronprobe import propose_buckets as lazy_propose
 from neuronprobe.errors import InputError
-from neuronprobe.report.model import BucketProposal, Report
+from neuronprobe.report.model import BucketProposal, Histogram, Report
 from neuronprobe.shape_buckets import LengthData, fit_step_times, propose_buckets
 from neuronprobe.shape_buckets.propose import HISTOGRAM_MAX_DISTINCT
 
@@ -130,19 +130,19 @@ def test_holdout_fits_on_the_earlier_part_in_time_order():
     stamps = np.concatenate([np.arange(10, 20), np.arange(0, 10)])  # the 500s came first in time
     data = LengthData(lengths, source="t.csv", column="len", timestamps=stamps, time_column="ts")
     p = propose_buckets(data, 2, holdout=0.5)
-    assert p.holdout["order"] == "time order"
-    assert p.holdout["fit_lengths"] == 10 and p.holdout["test_lengths"] == 10
+    assert p.holdout.order == "time order"
+    assert p.holdout.fit_lengths == 10 and p.holdout.test_lengths == 10
     assert p.edges == [500]  # fitted on the 500s only
-    assert p.holdout["beyond_last"] == 0
-    assert p.holdout["overhead"]["tokens"] == pytest.approx(900.0)
-    assert set(p.holdout["baselines"]) == {b.name for b in p.baselines}
+    assert p.holdout.beyond_last == 0
+    assert p.holdout.overhead.tokens == pytest.approx(900.0)
+    assert set(p.holdout.baselines) == {b.name for b in p.baselines}
 
 
 def test_holdout_counts_held_out_lengths_beyond_the_fitted_max():
     p = propose_buckets([10, 20, 30, 40, 90, 95], 2, holdout=1 / 3)
-    assert p.holdout["order"].startswith("file order")
+    assert p.holdout.order.startswith("file order")
     assert p.max_len == 40
-    assert p.holdout["beyond_last"] == 2
+    assert p.holdout.beyond_last == 2
 
 
 def test_json_has_the_documented_keys_and_round_trips_through_the_report():
@@ -160,11 +160,12 @@ def test_json_has_the_documented_keys_and_round_trips_through_the_report():
 
 def test_histogram_is_compact_and_binned_when_there_are_many_distinct_lengths():
     small = propose_buckets([5, 5, 7], 2)
-    assert small.histogram == {"values": [5, 7], "counts": [2, 1]}
+    assert small.histogram == Histogram(values=[5, 7], counts=[2, 1], bin_width=None)
     many = np.arange(1, HISTOGRAM_MAX_DISTINCT * 3)
     big = propose_buckets(many, 4)
-    assert len(big.histogram["values"]) <= 1000
-    assert sum(big.histogram["counts"]) == many.size
+    assert len(big.histogram.values) <= 1000
+    assert sum(big.histogram.counts) == many.size
+    assert big.histogram.bin_width == 6
     assert any("histogram binned" in n for n in big.notes)
 
 

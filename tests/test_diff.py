@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.report.diff import diff_reports
-from neuronprobe.report.model import VERDICTS, Report, RunDiff, build_typed
+from neuronprobe.report.model import Report, RunDiff, build_typed
+from neuronprobe.vocabulary import Verdict
 
 runner = CliRunner()
 
@@ -238,7 +239,7 @@ _findings = st.lists(
     st.builds(
         finding,
         op=st.sampled_from(["aten::_unique2", "aten::nonzero", "aten::sort"]),
-        verdict=st.sampled_from(VERDICTS),
+        verdict=st.sampled_from(list(Verdict)),
         line=st.one_of(st.none(), st.integers(1, 60)),
         file=st.sampled_from([MODEL_FILE, "other.py", None]),
         source_line=st.sampled_from([None, "x = f(y)", "z = g(x)"]),

@@ -90,8 +90,9 @@ def test_config_loads_with_paths_resolved_against_its_folder(config_path):
     assert [m.name for m in config.models] == ["alpha", "beta"]
     beta = config.models[1]
     assert beta.model == str((config_path.parent / "nested/beta_model.py").resolve())
-    assert beta.lengths == str((config_path.parent / "lengths.txt").resolve())
-    assert beta.max_buckets == 4 and config.target_of(beta) == "trn1" and config.backend_of(beta) == "auto"
+    # issue 15: the traffic keys are read into the model's TrafficOptions (paths as Path)
+    assert beta.traffic.lengths == (config_path.parent / "lengths.txt").resolve()
+    assert beta.traffic.max_buckets == 4 and config.target_of(beta) == "trn1" and config.backend_of(beta) == "auto"
 
 
 @pytest.mark.parametrize(

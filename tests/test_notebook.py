@@ -10,7 +10,7 @@ from report_fixtures import clean_report, rich_report
 
 from neuronprobe.report.frames import BUCKETS_COLUMNS, FINDINGS_COLUMNS, OPS_COLUMNS, RECOMPILES_COLUMNS
 from neuronprobe.report.html import CSS_FILE, _asset, render_html
-from neuronprobe.report.model import VERDICTS
+from neuronprobe.vocabulary import Verdict
 
 
 def _report_text(html: str) -> str:
@@ -63,7 +63,7 @@ def test_ops_df() -> None:
     assert len(df) == 7
     assert df.set_index("op").loc["aten::addmm", "count"] == 24
     assert isinstance(df["verdict"].dtype, pd.CategoricalDtype) and df["verdict"].cat.ordered
-    assert list(df["verdict"].cat.categories) == list(VERDICTS)
+    assert list(df["verdict"].cat.categories) == list(Verdict.values())
     worst = df.sort_values("verdict", ascending=False).iloc[0]
     assert worst["op"] == "aten::linalg_eigh"
     assert df.explode("modules")["modules"].tolist().count("encoder.layers.1.ff") == 1

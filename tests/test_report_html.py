@@ -9,14 +9,18 @@ from __future__ import annotations
 import base64
 import copy
 import hashlib
+import json
 import re
 
 import pytest
 from html_inspect import parse
 from report_fixtures import MODEL_FILE, clean_report, fallback_only_report, rich_report
 
-from neuronprobe.report.html import format_bytes, format_seconds, render_html
-from neuronprobe.report.model import VERDICT_LEGEND, Report
+from neuronprobe.errors import ReportFormatError
+from neuronprobe.formatting import format_bytes, format_duration
+from neuronprobe.report.html import render_html
+from neuronprobe.report.model import Holdout, HoldoutScore, Overhead, Report
+from neuronprobe.vocabulary import Verdict
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +123,7 @@ def test_findings_grouped_worst_first_with_place_source_fix_and_code(rich_html: 
     assert "Fix: compute the whitening matrix once on the host" in text
     assert "predicted NCC code NCC_EVRF007" in text
     assert "origin observed" in text and "copies per call 8.0 KiB" in text
-    assert VERDICT_LEGEND["dynamic_shape"] in text  # each group explains its verdict
+    assert Verdict.DYNAMIC_SHAPE.words in text  # each group explains its verdict
 
 
 def test_op_inventory_is_complete_without_js(rich_html: str) -> None:
@@ -146,7 +150,7 @@ def test_graph_breaks_recompiles_and_buckets(rich_html: str) -> None:
     assert "Tensor.item() called on a traced tensor" in text
     assert "torch.export failed first: torch.export failed: data-dependent branch" in text
     assert "200 calls with 37 distinct input signatures" in text
-    assert "static 37 59 min one graph per distinct shape" in text
+    assert "static 37 58.6 min one graph per distinct shape" in text  # issue 15: was "59 min", now as on the console
     assert "sequence length changes the input shape (dim 1 of input_ids) shape 36 not checked" in text
     assert "no: buckets fix it" in text
     assert "Proposed edges (k = 4): 96, 192, 320, 512" in text
@@ -179,15 +183,15 @@ def test_environment_and_provenance(rich_html: str) -> None:
         "git commit 0123456789abcdef0123456789abcdef01234567",
         "time 2026-01-15T09:30:00+00:00",
         "command line neuronprobe analyze models/tiny_encoder.py --lengths traffic.jsonl",
-        "neuronprobe 0.1.0 (report schema 2)",
+        "neuronprobe 0.1.0 (report schema 3)",  # issue 15: schema 3
     ):
         assert fact in text
 
 
 def test_legend_explains_every_verdict(clean_html: str) -> None:
     text = parse(clean_html).visible_text
-    for verdict, meaning in VERDICT_LEGEND.items():
-        assert f"{verdict} {meaning}" in text
+    for verdict in Verdict:
+        assert f"{verdict} {verdict.words}" in text
 
 
 def test_not_analysed_box_lists_what_was_skipped(rich_html: str, clean_html: str) -> None:
@@ -226,12 +230,12 @@ def test_empty_report_renders() -> None:
     assert "Runs on trn2 as it is" in text and "No ops were captured." in text
 
 
-def test_unknown_verdict_from_a_hand_edited_json_still_renders() -> None:
-    report = fallback_only_report()
-    report.findings[0].verdict = "made_up"
-    report.ops[0].verdict = "made_up"
-    html = render_html(report)
-    assert "made_up" in parse(html).visible_text and "v-other" in html
+def test_unknown_verdict_from_a_hand_edited_json_is_refused_before_rendering() -> None:
+    # issue 15: the schema rejects unknown verdicts, so the renderer no longer carries a "v-other" fallback
+    data = json.loads(fallback_only_report().to_json())
+    data["ops"][0]["verdict"] = "made_up"
+    with pytest.raises(ReportFormatError, match=r"report\.ops\[0\]\.verdict: unknown verdict 'made_up'"):
+        Report.from_json(json.dumps(data))
 
 
 # -- escaping and privacy -------------------------------------------------------------------
@@ -250,7 +254,7 @@ def _poisoned() -> Report:
     for o in report.ops:
         o.op, o.reason, o.rule = INJECTION, INJECTION, INJECTION
         o.modules, o.dtypes, o.example_shapes = [INJECTION] * 5, [INJECTION], [INJECTION]
-        o.verdict = INJECTION
+        # (verdicts are a closed set since issue 15: a report cannot carry markup there)
     report.graph_breaks[0].reason = report.graph_breaks[0].source_line = INJECTION
     report.capture.export_error = INJECTION
     report.metadata.command_line = report.metadata.model_source = report.metadata.host = INJECTION
@@ -295,9 +299,10 @@ def test_formatters() -> None:
     assert format_bytes(0) == "0 B"
     assert format_bytes(8192) == "8.0 KiB"
     assert format_bytes(3 * 1024**3) == "3.0 GiB"
-    assert format_seconds(95) == "95 s"
-    assert format_seconds(37 * 95) == "59 min"
-    assert format_seconds(10 * 3600) == "10.0 h"
+    # issue 15: one duration format for the console and HTML; 37 x 95 s reads "58.6 min" in both (was "59 min" here)
+    assert format_duration(95) == "95 s"
+    assert format_duration(37 * 95) == "58.6 min"
+    assert format_duration(10 * 3600) == "10.0 h"
 
 
 def test_rendering_does_not_change_the_report() -> None:
@@ -308,9 +313,18 @@ def test_rendering_does_not_change_the_report() -> None:
     assert report == before
 
 
-def test_held_out_check_is_listed_flat() -> None:
+def test_held_out_check_lists_the_split_and_each_ladder() -> None:
+    # issue 15: the holdout is a typed object (was a free-form dict listed as flattened keys)
     report = rich_report()
     assert report.buckets is not None
-    report.buckets.holdout = {"fraction": 0.2, "overhead": {"tokens": 24.1416}, "baselines": {"nxd": {"tokens": 42.5}}}
+    report.buckets.holdout = Holdout(
+        fraction=0.2,
+        order="time order",
+        fit_lengths=800,
+        test_lengths=200,
+        overhead=Overhead(24.1416, 40.0),
+        baselines={"nxd": HoldoutScore(tokens=42.5, attention=80.0)},
+    )
     text = parse(render_html(report)).visible_text
-    assert "fraction 0.2 overhead.tokens 24.1416 baselines.nxd.tokens 42.5" in text
+    assert "held out 0.2 of the items (time order) fitted on 800 lengths scored on 200 lengths" in text
+    assert "proposed 24.1% tokens, 40.0% attention, 0 beyond last nxd 42.5% tokens, 80.0% attention" in text

@@ -9,7 +9,7 @@ import pytest
 from report_fixtures import rich_report
 
 from neuronprobe.report import plots
-from neuronprobe.report.model import BucketProposal, Overhead, RecompileSection
+from neuronprobe.report.model import BucketProposal, Histogram, Overhead, RecompileSection
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_nothing_to_draw_gives_none() -> None:
     empty = BucketProposal(edges=[128], k=1, cost_model="tokens", overhead=Overhead(0.0, 0.0))
     assert plots.histogram_svg(empty) is None
     assert plots.curve_svg(empty) is None
-    empty.histogram = {"values": [1, 2], "counts": [1]}  # inconsistent: not drawn rather than wrong
+    empty.histogram = Histogram(values=[1, 2], counts=[1])  # inconsistent: not drawn rather than wrong
     assert plots.histogram_svg(empty) is None
 
 
@@ -105,10 +105,10 @@ def test_drawing_leaves_pyplot_and_rc_params_alone() -> None:
 def test_long_tailed_lengths_get_a_log_axis_and_a_steep_curve_a_log_scale() -> None:
     proposal = rich_report().buckets
     assert proposal is not None
-    proposal.histogram = {"values": [100, 200, 300, 510], "counts": [5, 40, 90, 60]}  # 5x spread: linear
+    proposal.histogram = Histogram(values=[100, 200, 300, 510], counts=[5, 40, 90, 60])  # 5x spread: linear
     svg = plots.histogram_svg(proposal)
     assert svg is not None and "sequence length (log scale)" not in svg
-    proposal.histogram = {"values": [8, 16, 40, 90, 200, 900, 4000], "counts": [5, 40, 90, 60, 20, 4, 1]}
+    proposal.histogram = Histogram(values=[8, 16, 40, 90, 200, 900, 4000], counts=[5, 40, 90, 60, 20, 4, 1])
     svg = plots.histogram_svg(proposal)
     assert svg is not None and "sequence length (log scale)" in svg
     # k=1 costs 610% against 18% at the chosen k: the curve's y axis is logarithmic

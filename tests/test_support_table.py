@@ -8,8 +8,8 @@ import pytest
 from helpers import ROOT
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.model import VERDICTS
 from neuronprobe.support import TARGETS, check_target, load_table
+from neuronprobe.vocabulary import Verdict
 
 
 def test_table_is_versioned_with_provenance():
@@ -25,7 +25,7 @@ def test_table_is_versioned_with_provenance():
 
 def test_every_rule_has_a_verdict_message_and_fix():
     for rule in load_table().rules:
-        assert rule.verdict in VERDICTS and rule.verdict not in ("lowered", "decomposed")
+        assert rule.verdict in Verdict.values() and rule.verdict not in ("lowered", "decomposed")
         assert rule.message and rule.fix
         assert rule.targets <= set(TARGETS)
         assert rule.ncc_code is None or rule.ncc_code.startswith("NCC_")

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 import neuronprobe
 from neuronprobe.cli import app
-from neuronprobe.report.model import PHASES, SCHEMA_VERSION, Report, load_report
+from neuronprobe.report.model import SCHEMA_VERSION, Report, load_report
+from neuronprobe.vocabulary import Phase
 
 MARKED = {
     "train_glu_backward.py": "backward",
@@ -132,7 +133,7 @@ def test_branch_on_a_metric_is_control_flow(reports):
 def test_report_with_phases_round_trips_and_renders(reports, tmp_path):
     report = reports["train_item_logging.py"]
     again = Report.from_json(report.to_json())
-    assert again == report and again.schema_version == SCHEMA_VERSION == 2
+    assert again == report and again.schema_version == SCHEMA_VERSION == 3  # issue 15: schema 3
     html = report._repr_html_()
     assert 'class="np-filter-phase"' in html and "<th>phase</th>" in html and "Training step" in html
     assert list(report.findings_df()["phase"]) == ["loop"]
@@ -141,7 +142,8 @@ def test_report_with_phases_round_trips_and_renders(reports, tmp_path):
 
 def test_version_1_report_still_loads():
     old = load_report(str(MODELS.parent / "data" / "report_schema_v1.json"))
-    assert old.schema_version == 1 and old.train is None
+    # issue 15: a loaded report is upgraded to the current schema (it was kept at 1 before)
+    assert old.schema_version == SCHEMA_VERSION and old.train is None
     assert [(f.phase, f.verdict, f.line) for f in old.findings] == [("forward", "dynamic_shape", 7)]
     assert {r.phase for r in old.ops} == {"forward"}
     assert "<th>phase</th>" not in old._repr_html_()  # no training step: no phase column
@@ -206,7 +208,7 @@ def test_train_step_that_raises_names_its_line(tmp_path):
 
 
 def test_every_phase_is_known():
-    assert PHASES == ("forward", "backward", "optimizer", "loop")
+    assert Phase.values() == ("forward", "backward", "optimizer", "loop")
 
 
 def test_nightly_config_trains_a_model_when_asked(tmp_path):

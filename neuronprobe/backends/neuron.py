@@ -47,7 +47,8 @@ from neuronprobe.backends.neuron_steps import (
 )
 from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable
-from neuronprobe.report.model import VERDICTS, BackendInfo, Finding, Limitation, ObservedCompiles
+from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
+from neuronprobe.vocabulary import StepStatus, Verdict
 
 ALLOW_FAKE_ENV = "NEURONPROBE_ALLOW_FAKE_SDK"  # "1": --backend auto|neuron may drive the test fake
 CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neuron cache instead of a temporary one
@@ -242,11 +243,11 @@ def op_in_message(message: str, vocabulary: list[str]) -> str | None:
     return best
 
 
-def worse(a: str | None, b: str) -> str:
+def worse(a: str | None, b: str) -> Verdict:
     """The more severe of two verdicts."""
     if a is None:
-        return b
-    return a if VERDICTS.index(a) >= VERDICTS.index(b) else b
+        return Verdict(b)
+    return max(Verdict(a), Verdict(b), key=lambda v: v.rank)
 
 
 # --- turning steps into an Observation (pure) ------------------------------------------------
@@ -258,7 +259,7 @@ class _Builder:
     findings: list[Finding] = field(default_factory=list)
     op_verdicts: dict[str, str] = field(default_factory=dict)
     limitations: list[Limitation] = field(default_factory=list)
-    steps: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, BackendStep] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     support_percentage: float | None = None
     where: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
@@ -316,9 +317,9 @@ class _Builder:
         if result.log.strip():
             self.logs.append(f"===== {name} ({result.status}, {result.seconds:.1f}s) =====\n{result.log}")
         if result.status == STATUS_OK:
-            self.steps[name] = f"ok {result.seconds:.1f}s"
+            self.steps[name] = BackendStep(StepStatus.OK, round(result.seconds, 1))
         elif result.status == STATUS_TIMEOUT:
-            self.steps[name] = f"timeout after {limit:g}s"
+            self.steps[name] = BackendStep(StepStatus.TIMEOUT, limit)
             last = next((ln.strip() for ln in reversed(result.log.splitlines()) if ln.strip()), "")
             self.limitations.append(
                 Limitation(
@@ -328,13 +329,13 @@ class _Builder:
                 )
             )
         elif result.status == STATUS_DIED:
-            self.steps[name] = f"died: {result.error}"
+            self.steps[name] = BackendStep(StepStatus.DIED, detail=result.error)
             self.limitations.append(Limitation(f"neuron backend: {name}", f"{result.error}; its ops are only predicted"))
         else:
-            self.steps[name] = f"failed: {result.error[:300]}"
+            self.steps[name] = BackendStep(StepStatus.FAILED, detail=result.error[:300])
 
     def skipped(self, name: str, why: str) -> None:
-        self.steps[name] = f"skipped: {why}"
+        self.steps[name] = BackendStep(StepStatus.SKIPPED, detail=why)
         self.limitations.append(Limitation(f"neuron backend: {name}", f"skipped: {why}"))
 
     def vocabulary(self) -> list[str]:
@@ -479,7 +480,7 @@ class NeuronLiveBackend:
     detection: Detection
     run_trace: bool = True
     use_user_cache: bool = field(default_factory=lambda: os.environ.get(CACHE_ENV, "") == "user")
-    _steps: dict[str, str] = field(default_factory=dict)
+    _steps: dict[str, BackendStep] = field(default_factory=dict)
     _support: float | None = None
 
     @property

@@ -42,7 +42,8 @@ from neuronprobe.backends.xla_findings import (
 )
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedCompiles
+from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
+from neuronprobe.vocabulary import SourceLocation, StepStatus
 
 BACKEND_NAME = "xla-cpu"
 POLL_S = 0.05
@@ -222,7 +223,7 @@ class XlaCpuBackend:
     env: XlaEnv
     chosen_by_auto: bool = False
     program: str = "forward"  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
-    _steps: dict[str, str] = field(default_factory=dict)
+    _steps: dict[str, BackendStep] = field(default_factory=dict)
 
     def info(self) -> BackendInfo:
         import platform
@@ -263,7 +264,7 @@ class XlaCpuBackend:
     def _observe(self, request: dict[str, Any], loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         with tempfile.TemporaryDirectory(prefix="neuronprobe-xla-") as tmp:
             run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=op_timeout)
-        self._steps = {k: _step_text(v) for k, v in run.steps.items()}
+        self._steps = {k: _step_record(v) for k, v in run.steps.items()}
         return self._observation(run, target, loaded)
 
     def _observation(self, run: WorkerRun, target: str, loaded: Any) -> Observation:
@@ -337,9 +338,10 @@ class XlaCpuBackend:
             "lines_seen": value.get("lines_seen", []),
             "hlo_rules": load_rules().version,
         }
-        self._steps["observe"] = (
-            f"ok {step.seconds:.1f}s: {graphs} graph(s) checked, {compiles.get('uncached', 0)} compiled on the way "
-            f"(cut by fallbacks or host reads), {len(fallbacks)} fallback site(s)"
+        self._steps["observe"] = BackendStep(
+            StepStatus.OK,
+            round(step.seconds, 1),
+            f"{graphs} graph(s) checked, {compiles.get('uncached', 0)} compiled on the way (cut by fallbacks or host reads), {len(fallbacks)} fallback site(s)",
         )
         return obs
 
@@ -403,15 +405,20 @@ def _real(value: Any) -> Any:
 
 def _where(step: StepOutcome, loaded: Any) -> str:
     if step.file:
-        return f"{rel_path(step.file)}:{step.line}: "
+        return f"{SourceLocation(rel_path(step.file), step.line)}: "
     source = getattr(loaded, "source", "")
     return f"{source}: " if source else ""
 
 
-def _step_text(step: StepOutcome) -> str:
-    if step.status == "ok":
-        return f"ok {step.seconds:.1f}s"
-    return f"{step.status}: {step.error[:300]}"
+# The worker's step statuses as the report's closed set.
+_STEP_STATUS = {"ok": StepStatus.OK, "error": StepStatus.FAILED, "timeout": StepStatus.TIMEOUT, "died": StepStatus.DIED}
+
+
+def _step_record(step: StepOutcome) -> BackendStep:
+    status = _STEP_STATUS.get(step.status, StepStatus.SKIPPED)
+    if status is StepStatus.OK:
+        return BackendStep(status, round(step.seconds, 1))
+    return BackendStep(status, detail=step.error[:300])
 
 
 __all__ = ["BACKEND_NAME", "XlaCpuBackend", "run_worker"]

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronprobe.report.model import SUPPORTED_VERDICTS, VERDICTS, PredictionMismatch
+from neuronprobe.report.model import PredictionMismatch
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
-OBSERVABLE_VERDICTS = frozenset({"cpu_fallback", "dynamic_shape"})
+OBSERVABLE_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE})
 _SITE_PACKAGES = "site-packages/"
 
 
@@ -33,7 +34,7 @@ def place_key(file: str | None) -> str | None:
 
 
 def _worst(verdicts: list[str]) -> str:
-    return max(verdicts, key=VERDICTS.index)
+    return max(verdicts, key=lambda v: Verdict(v).rank)
 
 
 def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:

@@ -25,6 +25,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuronprobe.defaults import DEFAULT_TIMEOUT_S, MIN_MAX_BUCKETS, MIN_MAX_COMPILES
 from neuronprobe.errors import InputError
 from neuronprobe.limits import check_batch_sizes, check_lengths
 from neuronprobe.recompiles.predict import DEFAULT_COMPILE_SECONDS, POLICIES, Prediction, predict
@@ -76,10 +77,10 @@ def check_options(options: Any, loaded: Any) -> None:
     check_batch_sizes(options.batch_sizes)
     if options.batch_sizes and len(set(options.batch_sizes)) != len(options.batch_sizes):
         raise InputError(f"--batch-sizes {','.join(map(str, options.batch_sizes))}: a batch size is repeated")
-    if options.max_compiles < 0:
-        raise InputError(f"--max-compiles {options.max_compiles}: use 0 (no CPU evidence) or more")
-    if options.max_buckets < 1:
-        raise InputError(f"--max-buckets {options.max_buckets}: use a whole number >= 1")
+    if options.max_compiles < MIN_MAX_COMPILES:
+        raise InputError(f"--max-compiles {options.max_compiles}: use {MIN_MAX_COMPILES} (no CPU evidence) or more")
+    if options.max_buckets < MIN_MAX_BUCKETS:
+        raise InputError(f"--max-buckets {options.max_buckets}: use a whole number >= {MIN_MAX_BUCKETS}")
     cs = options.compile_seconds
     if cs is not None and (not math.isfinite(cs) or cs < 0):
         raise InputError(f"--compile-seconds {cs}: use a number of seconds >= 0")
@@ -223,7 +224,7 @@ def _run_live(live: Any, loaded: Any, inputs: list[Any], timeout: float) -> tupl
     return observed, []
 
 
-def analyze_traffic(loaded: Any, options: Any, *, live: Any = None, timeout: float = 1800.0) -> TrafficResult:
+def analyze_traffic(loaded: Any, options: Any, *, live: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> TrafficResult:
     """Predict graphs per policy for the traffic, and prove the causes on CPU (and on Neuron when live)."""
     check_options(options, loaded)
     traffic = load_traffic(loaded, options)

@@ -4,39 +4,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronprobe.report.model import PROBLEM_VERDICTS, VERDICTS, Report
+from neuronprobe.formatting import format_bytes, format_percent
+from neuronprobe.report.model import Report
+from neuronprobe.vocabulary import Origin, TopVerdict, Verdict
 
 TOP_FINDINGS = 10
 
-BANNER = {
-    "runs": ("green", "runs on Neuron as it is"),
-    "runs_with_fallbacks": ("yellow", "runs, with CPU fallbacks"),
-    "will_not_compile": ("red", "will not compile on Neuron as it is"),
-    "not_analysed": ("red", "could not be analysed: capture recorded no ops"),
-}
-VERDICT_STYLE = {
-    "lowered": "green",
-    "decomposed": "green",
-    "cpu_fallback": "yellow",
-    "dynamic_shape": "red",
-    "control_flow": "red",
-    "compile_error": "red",
+# The banner's colour per top-line verdict (its words are TopVerdict.words).
+BANNER_COLOUR: dict[TopVerdict, str] = {
+    TopVerdict.RUNS: "green",
+    TopVerdict.RUNS_WITH_FALLBACKS: "yellow",
+    TopVerdict.WILL_NOT_COMPILE: "red",
+    TopVerdict.NOT_ANALYSED: "red",
 }
 
 
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _where(file: str | None, line: int | None) -> str:
-    if not file:
-        return "(location unknown)"
-    return f"{file}:{line}" if line else file
+def verdict_style(verdict: Verdict) -> str:
+    """Green for what compiles, yellow for a fallback, red for what stops the compile."""
+    if not verdict.is_problem:
+        return "green"
+    return "red" if verdict.blocks_compile else "yellow"
 
 
 def render_summary(report: Report) -> Any:
@@ -44,7 +31,8 @@ def render_summary(report: Report) -> Any:
     from rich.text import Text
 
     s = report.summary
-    colour, words = BANNER[report.verdict]
+    top = report.verdict
+    colour, words = BANNER_COLOUR[top], top.words
     backend = report.backend.name + (" (FAKE SDK, not hardware)" if report.backend.fake else "")
     head = Text.assemble(
         (f"{report.model}", "bold"),
@@ -54,42 +42,39 @@ def render_summary(report: Report) -> Any:
     )
     if report.backend.detail:
         head.append(f"\n{report.backend.detail}", style="dim")
-    counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in VERDICTS), style="dim")
+    counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in Verdict), style="dim")
     stats = Text(
-        f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {s.support_percentage:.1f}% · "
+        f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {format_percent(s.support_percentage)} · "
         f"{s.device_graphs} device graph(s) · {s.graph_breaks} graph break(s) · "
-        f"fallback transfers {_human_bytes(s.fallback_bytes_per_call)} per call"
+        f"fallback transfers {format_bytes(s.fallback_bytes_per_call)} per call"
     )
     parts: list[Any] = [head, stats, counts]
     if report.train is not None:
         parts.extend(_training_lines(report))
     if report.findings:
-        shown = sorted(report.findings, key=lambda f: -PROBLEM_VERDICTS.index(f.verdict))[:TOP_FINDINGS]
+        shown = sorted(report.findings, key=lambda f: -f.verdict.rank)[:TOP_FINDINGS]
         parts.append(Text(f"\nfindings: {len(report.findings)} (showing {len(shown)})", style="bold"))
         for f in shown:
-            tag = f.verdict + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin == "observed" else "")
+            tag = f"{f.verdict}" + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin is Origin.OBSERVED else "")
             if report.train is not None:
                 tag = f"{f.phase:<9} {tag}"
             width = 36 if report.train is not None else 26
-            line = Text.assemble(("  " + (tag + " ").ljust(width), VERDICT_STYLE[f.verdict]), f"{f.op}  ", (_where(f.file, f.line), "bold"))
+            line = Text.assemble(("  " + (tag + " ").ljust(width), verdict_style(f.verdict)), f"{f.op}  ", (str(f.location), "bold"))
             if f.count > 1:
                 line.append(f"  x{f.count}")
             parts.append(line)
             if f.source_line:
                 parts.append(Text(f"      {f.source_line}", style="cyan"))
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
-    elif report.verdict == "runs":
+    elif top is TopVerdict.RUNS:
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
     if report.recompiles is not None:
-        try:
-            from neuronprobe.report.console_recompiles import render_recompiles
-        except ImportError:
-            pass
-        else:
-            parts.append(render_recompiles(report.recompiles))
+        from neuronprobe.report.console_recompiles import render_recompiles
+
+        parts.append(render_recompiles(report.recompiles))
     if report.buckets is not None:
         b = report.buckets
-        parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {b.overhead.tokens:.1f}% tokens under {b.cost_model} cost"))
+        parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {format_percent(b.overhead.tokens)} tokens under {b.cost_model} cost"))
     if report.prediction_diff is not None:
         d = report.prediction_diff
         parts.append(
@@ -128,5 +113,5 @@ def _training_lines(report: Report) -> list[Any]:
         if phase == "loop":
             lines.append(Text(f"  {phase:<9} {p.findings} host read(s) in train_step, each a device sync per step"))
             continue
-        lines.append(Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {p.support_percentage:5.1f}% · {p.findings} finding(s)"))
+        lines.append(Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {format_percent(p.support_percentage):>6} · {p.findings} finding(s)"))
     return lines

@@ -7,42 +7,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronprobe.report.model import RecompileCause, RecompileSection
+from neuronprobe.formatting import format_duration
+from neuronprobe.report.model import RecompileSection
+from neuronprobe.vocabulary import CauseKind
 
 # Causes listed on the console; the JSON and HTML reports have all of them.
 TOP_CAUSES = 6
 # first_seen positions shown per policy before "...".
 FIRST_SEEN_SHOWN = 6
-# How each kind of cause reads in the cause list.
-CAUSE_TAGS = {
-    "shape": "new input shape",
-    "specialization": "graph changes with shape",
-    "branch": "graph changes with shape",
-    "graph_change": "graph changes with shape",
-    "guard": "other guard",
-    "partial_batch": "partial last batch",
-}
-
-
-def human_seconds(seconds: float) -> str:
-    """``95 s``, ``12.5 min``, ``3.2 h``: compile-time estimates read at a glance."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def _first_seen(positions: list[int]) -> str:
     shown = ", ".join(f"{p:,}" for p in positions[:FIRST_SEEN_SHOWN])
     more = len(positions) - FIRST_SEEN_SHOWN
     return shown + (f", ... (+{more:,})" if more > 0 else "")
-
-
-def _where(c: RecompileCause) -> str:
-    if not c.file:
-        return ""
-    return f"{c.file}:{c.line}" if c.line else c.file
 
 
 def render_recompiles(section: RecompileSection) -> Any:
@@ -66,7 +44,7 @@ def render_recompiles(section: RecompileSection) -> Any:
         table.add_row(
             Text(name),
             Text(f"{p.graphs:,}", style=style),
-            Text(human_seconds(p.compile_seconds)),
+            Text(format_duration(p.compile_seconds)),
             Text(_first_seen(p.first_seen), style="dim"),
         )
     parts.append(table)
@@ -76,7 +54,7 @@ def render_recompiles(section: RecompileSection) -> Any:
     if section.compile_seconds_per_graph:
         parts.append(
             Text(
-                f"compile time per graph: {human_seconds(section.compile_seconds_per_graph)} ({section.compile_seconds_source or 'estimate'})",
+                f"compile time per graph: {format_duration(section.compile_seconds_per_graph)} ({section.compile_seconds_source or 'estimate'})",
                 style="dim",
             )
         )
@@ -95,13 +73,13 @@ def render_recompiles(section: RecompileSection) -> Any:
     if section.causes:
         parts.append(Text("causes", style="bold"))
         for c in section.causes[:TOP_CAUSES]:
-            tag = CAUSE_TAGS.get(c.kind, c.kind)
-            if c.kind in ("specialization", "branch") and not c.graph_changes_with_shape:
+            tag = c.kind.tag
+            if c.kind in (CauseKind.SPECIALIZATION, CauseKind.BRANCH) and not c.graph_changes_with_shape:
                 tag = "same ops, new constants"
             line = Text.assemble(
                 ("  " + tag.ljust(25), "red" if c.graph_changes_with_shape else "yellow"),
                 f"x{c.count}  ",
-                (_where(c), "bold"),
+                (str(c.location), "bold"),
             )
             parts.append(line)
             parts.append(Text(f"      {c.reason}"))

@@ -42,7 +42,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from neuronprobe.report.model import PROBLEM_VERDICTS, Finding, FindingChange, Report, RunDiff
+from neuronprobe.report.model import Finding, FindingChange, Report, RunDiff
+from neuronprobe.vocabulary import PROBLEM_VERDICTS
 
 # The analysis is deterministic: the same code, traffic and stack give the same
 # numbers to the last bit. These tolerances only absorb float rounding (JSON
@@ -242,7 +243,7 @@ def _delta(pair: list[float | None]) -> float | None:
 
 def _regressions(new_findings: list[Finding], metrics: dict[str, list[float | None]]) -> list[str]:
     """One sentence per regression, in a stable order."""
-    out = [f"new {f.verdict}: {f.op} at {location(f)}" for f in new_findings if f.verdict in PROBLEM_VERDICTS]
+    out = [f"new {f.verdict}: {f.op} at {f.location}" for f in new_findings if f.verdict.is_problem]
     support = _delta(metrics["support_percentage"])
     if support is not None and support < -SUPPORT_TOLERANCE_PP:
         base, new = metrics["support_percentage"]
@@ -267,13 +268,6 @@ def format_metric(name: str, value: float | None, *, signed: bool = False) -> st
         return "="
     sign = "+" if signed else ""
     return f"{value:{sign}.0f}" if name in COUNT_METRICS else f"{value:{sign}.2f}"
-
-
-def location(f: Finding | FindingChange) -> str:
-    """``file:line`` of a finding or a change, for messages and renderers."""
-    if f.file is None:
-        return "(no source location)"
-    return f"{f.file}:{f.line}" if f.line is not None else f.file
 
 
 def _backend_name(report: Report) -> str:

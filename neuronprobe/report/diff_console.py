@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronprobe.report.diff import METRICS, format_metric, location
-from neuronprobe.report.model import PROBLEM_VERDICTS, FindingChange, RunDiff
+from neuronprobe.report.diff import METRICS, format_metric
+from neuronprobe.report.model import FindingChange, RunDiff
 
 
 def render_diff(diff: RunDiff) -> Any:
@@ -75,9 +75,9 @@ def _findings_table(title: str, changes: list[FindingChange], style: str) -> Any
     for column in ("verdict", "op", "where", "message"):
         table.add_column(column, overflow="fold")
     for c in changes:
-        where = location(c)
+        where = str(c.location)
         if c.base_line is not None:
             where += f" (was line {c.base_line})"
-        verdict_style = style if c.verdict in PROBLEM_VERDICTS else "dim"
-        table.add_row(Text(c.verdict, style=verdict_style), Text(c.op), Text(where), Text(c.message))
+        verdict_style = style if c.verdict.is_problem else "dim"
+        table.add_row(Text(str(c.verdict), style=verdict_style), Text(c.op), Text(where), Text(c.message))
     return table

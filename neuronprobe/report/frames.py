@@ -3,7 +3,7 @@
 The Report dataclasses stay the source of truth; these functions only flatten
 them into tables. Conventions shared by every frame:
 
-* ``verdict`` is an ordered categorical in severity order (``VERDICTS``), so
+* ``verdict`` is an ordered categorical in severity order (``Verdict``), so
   ``df.sort_values("verdict", ascending=False)`` puts the worst first;
 * list fields stay Python lists (``df.explode("modules")`` unnests them);
 * a section that was not analysed gives an empty frame with the same columns,
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuronprobe.report.model import VERDICTS, Report
+from neuronprobe.report.model import Report
+from neuronprobe.vocabulary import Verdict, Word
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -58,24 +59,28 @@ def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def _plain(value: Any) -> Any:
+    """A closed-set member as its plain string, so frames hold only JSON-native values (parquet, csv)."""
+    return str(value) if isinstance(value, Word) else value
+
+
 def _with_verdict_order(df: pd.DataFrame) -> pd.DataFrame:
-    """Make ``verdict`` an ordered categorical; a verdict outside the closed set keeps its text."""
+    """Make ``verdict`` an ordered categorical (the schema admits only the closed set)."""
     import pandas as pd
 
-    known = list(VERDICTS) + sorted(set(df["verdict"]) - set(VERDICTS))
-    df["verdict"] = pd.Categorical(df["verdict"], categories=known, ordered=True)
+    df["verdict"] = pd.Categorical([str(v) for v in df["verdict"]], categories=list(Verdict.values()), ordered=True)
     return df
 
 
 def ops_df(report: Report) -> pd.DataFrame:
     """One row per aten overload: how often it runs and what happens to it on Neuron."""
-    rows = [{c: getattr(op, c) for c in OPS_COLUMNS} for op in report.ops]
+    rows = [{c: _plain(getattr(op, c)) for c in OPS_COLUMNS} for op in report.ops]
     return _with_verdict_order(_frame(rows, OPS_COLUMNS))
 
 
 def findings_df(report: Report) -> pd.DataFrame:
     """One row per finding, with its place in the code and the fix."""
-    rows = [{c: getattr(f, c) for c in FINDINGS_COLUMNS} for f in report.findings]
+    rows = [{c: _plain(getattr(f, c)) for c in FINDINGS_COLUMNS} for f in report.findings]
     df = _frame(rows, FINDINGS_COLUMNS)
     df["line"] = df["line"].astype("Int64")  # nullable: a finding may have no line
     return _with_verdict_order(df)

@@ -31,16 +31,9 @@ import importlib.resources
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuronprobe.report.model import (
-    PHASES,
-    PROBLEM_VERDICTS,
-    SUPPORTED_VERDICTS,
-    VERDICT_LEGEND,
-    VERDICTS,
-    Finding,
-    OpSummary,
-    Report,
-)
+from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
+from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
+from neuronprobe.vocabulary import PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
 
 TEMPLATE_PAGE = "report.html.j2"
 TEMPLATE_FRAGMENT = "embedded.html.j2"
@@ -48,7 +41,7 @@ CSS_FILE = "report.css"
 JS_FILE = "report.js"
 
 # Findings are shown worst first: what blocks compilation before what only slows it down.
-FINDING_ORDER: tuple[str, ...] = tuple(reversed(PROBLEM_VERDICTS))
+FINDING_ORDER: tuple[Verdict, ...] = tuple(reversed(PROBLEM_VERDICTS))
 # The op inventory can list hundreds of modules for one op (every layer of a
 # transformer); the table shows this many and folds the rest.
 MODULES_SHOWN = 3
@@ -66,7 +59,7 @@ class Banner:
 
 @dataclass
 class FindingGroup:
-    verdict: str
+    verdict: Verdict
     css: str
     legend: str
     findings: list[Finding] = field(default_factory=list)
@@ -94,41 +87,9 @@ class OpRow:
     severity: int
 
 
-# -- formatting (also registered as Jinja filters) -----------------------------
-
-
-def format_bytes(n: int | float) -> str:
-    """Bytes in binary units, the way transfer sizes are usually quoted: 8192 -> '8.0 KiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(value) < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
-def format_seconds(seconds: float) -> str:
-    """A duration people read at a glance: '95 s', '58 min', '2.5 h'."""
-    if seconds < 120:
-        return f"{seconds:.3g} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def format_location(file: str | None, line: int | None) -> str:
-    if not file:
-        return "unknown location"
-    return f"{file}:{line}" if line is not None else file
-
-
-def format_signed(value: float, digits: int = 1) -> str:
-    return f"{value:+.{digits}f}"
-
-
-def verdict_css(verdict: str) -> str:
-    """A CSS class for a verdict; unknown verdicts (from a hand-edited JSON) get a neutral one."""
-    return f"v-{verdict}" if verdict in VERDICTS else "v-other"
+def verdict_css(verdict: Verdict) -> str:
+    """The CSS class of a verdict (the schema admits no other verdicts, so every one has a style)."""
+    return f"v-{verdict}"
 
 
 # -- the view model ----------------------------------------------------------------
@@ -138,23 +99,23 @@ def banner(report: Report) -> Banner:
     verdict = report.verdict
     target = report.target
     by_verdict = {v: len(report.findings_with({v})) for v in PROBLEM_VERDICTS}
-    if verdict == "will_not_compile":
-        blocking = [f"{by_verdict[v]} {v}" for v in FINDING_ORDER if v != "cpu_fallback" and by_verdict[v]]
+    if verdict is TopVerdict.WILL_NOT_COMPILE:
+        blocking = [f"{by_verdict[v]} {v}" for v in FINDING_ORDER if v.blocks_compile and by_verdict[v]]
         return Banner(
             "bad",
             f"Will not compile on {target} as it is",
             f"{', '.join(blocking)} finding(s) stop the Neuron compile; fix them first (see Findings below).",
         )
-    if verdict == "runs_with_fallbacks":
+    if verdict is TopVerdict.RUNS_WITH_FALLBACKS:
         s = report.summary
         return Banner(
             "warn",
             f"Runs on {target}, with CPU fallbacks",
-            f"{by_verdict['cpu_fallback']} op(s) run on the host: the forward splits into "
+            f"{by_verdict[Verdict.CPU_FALLBACK]} op(s) run on the host: the forward splits into "
             f"{s.device_graphs} device graph(s) and copies {format_bytes(s.fallback_bytes_per_call)} "
             "between host and device per call.",
         )
-    if verdict == "not_analysed":
+    if verdict is TopVerdict.NOT_ANALYSED:
         return Banner(
             "bad",
             f"Could not be analysed for {target}",
@@ -173,15 +134,15 @@ def summary_cards(report: Report) -> list[Card]:
     cards = [
         Card(
             "Supported op calls",
-            f"{s.support_percentage:.1f}%",
+            format_percent(s.support_percentage),
             f"{s.ops_total:,} op calls, {s.distinct_ops:,} distinct ops; {max(unsupported, 0):,} not supported",
-            "ok" if s.support_percentage >= 100 else ("bad" if report.verdict == "will_not_compile" else "warn"),
+            "ok" if s.support_percentage >= 100 else ("bad" if report.verdict is TopVerdict.WILL_NOT_COMPILE else "warn"),
         ),
         Card(
             "Findings",
             f"{len(report.findings):,}",
             ", ".join(f"{len(report.findings_with({v}))} {v}" for v in FINDING_ORDER if report.findings_with({v})) or "nothing to fix",
-            "ok" if not report.findings else ("bad" if report.verdict == "will_not_compile" else "warn"),
+            "ok" if not report.findings else ("bad" if report.verdict is TopVerdict.WILL_NOT_COMPILE else "warn"),
         ),
         Card(
             "Device graphs",
@@ -208,7 +169,7 @@ def _phases_card(report: Report) -> Card:
     t = report.train
     assert t is not None
     parts = [
-        f"{phase}: {p.findings} finding(s)" + ("" if phase == "loop" else f", {p.support_percentage:.1f}% of {p.ops_total:,} op calls")
+        f"{phase}: {p.findings} finding(s)" + ("" if phase is Phase.LOOP else f", {format_percent(p.support_percentage)} of {p.ops_total:,} op calls")
         for phase, p in report.summary.phases.items()
     ]
     if t.observed_graphs_per_step is not None:
@@ -236,30 +197,26 @@ def _compiles_card(report: Report) -> Card:
     return Card("Predicted compiles", value, f"graphs for {section.calls:,} calls; " + ", ".join(parts))
 
 
-def verdict_bar(report: Report) -> list[tuple[str, str, int, float]]:
+def verdict_bar(report: Report) -> list[tuple[Verdict, str, int, float]]:
     """(verdict, css, op calls, percent of calls) for the stacked bar under the cards."""
     counts = report.summary.counts
     total = sum(counts.values())
     if total <= 0:
         return []
-    order = [v for v in VERDICTS if counts.get(v)] + sorted(set(counts) - set(VERDICTS))
-    return [(v, verdict_css(v), counts[v], 100.0 * counts[v] / total) for v in order if counts.get(v)]
+    return [(v, verdict_css(v), counts[v], 100.0 * counts[v] / total) for v in Verdict if counts.get(v)]
 
 
 def finding_groups(report: Report) -> list[FindingGroup]:
-    order = list(FINDING_ORDER) + sorted({f.verdict for f in report.findings} - set(FINDING_ORDER))
     groups = []
-    for verdict in order:
-        found = [f for f in report.findings if f.verdict == verdict]
+    for verdict in FINDING_ORDER:
+        found = [f for f in report.findings if f.verdict is verdict]
         if found:
-            legend = VERDICT_LEGEND.get(verdict, "a verdict this version of neuronprobe does not know")
-            groups.append(FindingGroup(verdict, verdict_css(verdict), legend, found))
+            groups.append(FindingGroup(verdict, verdict_css(verdict), verdict.words, found))
     return groups
 
 
 def op_rows(report: Report) -> list[OpRow]:
     """The inventory worst first, then by call count: the order that reads well without JS."""
-    rank = {v: i for i, v in enumerate(VERDICTS)}
     rows = [
         OpRow(
             op=o,
@@ -267,25 +224,28 @@ def op_rows(report: Report) -> list[OpRow]:
             modules_shown=o.modules[:MODULES_SHOWN],
             modules_more=o.modules[MODULES_SHOWN:],
             shapes_shown=o.example_shapes[:SHAPES_SHOWN],
-            severity=rank.get(o.verdict, len(VERDICTS)),
+            severity=o.verdict.rank,
         )
         for o in report.ops
     ]
     return sorted(rows, key=lambda r: (-r.severity, -r.op.count, r.op.op))
 
 
-def flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
-    """Nested dicts as ("a.b", "value") rows, for free-form sections such as the held-out check."""
-    if isinstance(data, dict):
-        rows: list[tuple[str, str]] = []
-        for key, value in data.items():
-            rows += flatten(value, f"{prefix}.{key}" if prefix else str(key))
-        return rows
-    if isinstance(data, float):
-        return [(prefix, f"{data:g}")]
-    if isinstance(data, list):
-        return [(prefix, ", ".join(str(x) for x in data))]
-    return [(prefix, "—" if data is None else str(data))]
+def holdout_rows(holdout: Holdout | None) -> list[tuple[str, str]]:
+    """The held-out check as (label, value) rows: the split, then each ladder's overheads."""
+    if holdout is None:
+        return []
+    rows = [
+        ("held out", f"{holdout.fraction:g} of the items ({holdout.order})"),
+        ("fitted on", f"{holdout.fit_lengths:,} lengths"),
+        ("scored on", f"{holdout.test_lengths:,} lengths"),
+    ]
+    if holdout.overhead is not None:
+        o = holdout.overhead
+        rows.append(("proposed", f"{format_percent(o.tokens)} tokens, {format_percent(o.attention)} attention, {holdout.beyond_last:,} beyond last"))
+    for name, s in holdout.baselines.items():
+        rows.append((name, f"{format_percent(s.tokens)} tokens, {format_percent(s.attention)} attention, {s.beyond_last:,} beyond last"))
+    return rows
 
 
 # -- assets and rendering -----------------------------------------------------------
@@ -303,7 +263,12 @@ def _csp(script: str) -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def _environment() -> Any:
+def environment() -> Any:
+    """The one Jinja environment of every HTML page neuronprobe writes (report, notebook view, nightly index).
+
+    Autoescape on for every template whatever its name (the data comes from user code),
+    undefined names are errors, and the filters format numbers as the console does.
+    """
     import jinja2
 
     env = jinja2.Environment(
@@ -316,8 +281,9 @@ def _environment() -> Any:
     )
     env.filters.update(
         bytes=format_bytes,
-        seconds=format_seconds,
-        loc=format_location,
+        seconds=format_duration,
+        pct=format_percent,
+        loc=location,
         signed=format_signed,
         vcss=verdict_css,
     )
@@ -359,15 +325,15 @@ def render_html(report: Report, *, embedded: bool = False) -> str:
         "verdict_bar": verdict_bar(report),
         "groups": finding_groups(report),
         "op_rows": op_rows(report),
-        "op_verdicts": [v for v in VERDICTS if any(o.verdict == v for o in report.ops)],
-        "phases": [p for p in PHASES if p in report.summary.phases] if report.train is not None else [],
-        "legend": [(v, verdict_css(v), VERDICT_LEGEND[v]) for v in VERDICTS],
+        "op_verdicts": [v for v in Verdict if any(o.verdict is v for o in report.ops)],
+        "phases": [p for p in Phase if p in report.summary.phases] if report.train is not None else [],
+        "legend": [(v, verdict_css(v), v.words) for v in Verdict],
         "plots": _plots(report),
         "css": Markup(_asset(CSS_FILE)),
         "script": Markup(script),
         "csp": _csp(script),
         "aid": _anchor_prefix(report, embedded),
-        "holdout": flatten(report.buckets.holdout) if report.buckets is not None and report.buckets.holdout else [],
+        "holdout": holdout_rows(report.buckets.holdout) if report.buckets is not None else [],
     }
     template = TEMPLATE_FRAGMENT if embedded else TEMPLATE_PAGE
-    return _environment().get_template(template).render(context)
+    return environment().get_template(template).render(context)

@@ -15,42 +15,33 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Union
 
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import ReportFormatError
-
-# 2: findings and op rows carry a phase, summary.phases, report.train (training step). 1 still loads.
-SCHEMA_VERSION = 2
-
-# The closed set of verdicts, in order of severity (least severe first).
-VERDICTS: tuple[str, ...] = (
-    "lowered",
-    "decomposed",
-    "cpu_fallback",
-    "dynamic_shape",
-    "control_flow",
-    "compile_error",
+from neuronprobe.vocabulary import (
+    CauseKind,
+    Fit,
+    Origin,
+    Phase,
+    SourceLocation,
+    StepStatus,
+    TopVerdict,
+    Verdict,
+    Word,
+    parse_closed,
 )
-SUPPORTED_VERDICTS: frozenset[str] = frozenset({"lowered", "decomposed"})
-PROBLEM_VERDICTS: tuple[str, ...] = tuple(v for v in VERDICTS if v not in SUPPORTED_VERDICTS)
 
-VERDICT_LEGEND: dict[str, str] = {
-    "lowered": "has a Neuron lowering and compiles into the device graph",
-    "decomposed": "a composite op whose parts all lower; compiles into the device graph",
-    "cpu_fallback": "no lowering: runs on the host, with a device-to-host and a host-to-device copy per call, and splits the device graph",
-    "dynamic_shape": "output shape depends on tensor values; a static Neuron graph cannot hold it",
-    "control_flow": "a Python branch on tensor values; the traced graph freezes one branch or the capture breaks",
-    "compile_error": "the Neuron compiler rejects it (dtype or operation not supported on the target)",
-}
-
-ORIGINS: tuple[str, ...] = ("predicted", "observed")
-
-# Where in a training step an op or finding happens; an inference analysis is all "forward".
-PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "loop")
+# 2: findings and op rows carry a phase, summary.phases, report.train (training step).
+# 3: the top-line verdict and its words are in the JSON; verdicts, origins, phases and kinds are
+#    closed sets (vocabulary.py) that from_json checks; backend steps, the bucket histogram and
+#    the holdout check are typed objects. 1 and 2 still load (see _upgrade).
+SCHEMA_VERSION = 3
 
 
 @dataclass
@@ -59,13 +50,17 @@ class OpSummary:
 
     op: str  # dispatcher name, e.g. "aten::index_put_" or "aten::add.Tensor"
     count: int
-    verdict: str
+    verdict: Verdict
     rule: str = ""
     reason: str = ""
     dtypes: list[str] = field(default_factory=list)
     example_shapes: list[str] = field(default_factory=list)
     modules: list[str] = field(default_factory=list)
-    phase: str = "forward"  # schema 2: forward | backward | optimizer | loop
+    phase: Phase = Phase.FORWARD  # schema 2
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+        self.phase = Phase(self.phase)
 
 
 @dataclass
@@ -73,7 +68,7 @@ class Finding:
     """A problem at a place in the user's code, with what to do about it."""
 
     op: str
-    verdict: str
+    verdict: Verdict
     file: str | None
     line: int | None
     module: str | None
@@ -83,10 +78,19 @@ class Finding:
     ncc_code: str | None = None
     source_line: str | None = None
     count: int = 1
-    origin: str = "predicted"  # "predicted" (support table) or "observed" (live SDK)
+    origin: Origin = Origin.PREDICTED  # the support table, or a live backend
     bytes_per_call: int = 0  # host<->device bytes per forward, for cpu_fallback
     shapes: str = ""
-    phase: str = "forward"  # schema 2: forward | backward | optimizer | loop (a host read in the training loop)
+    phase: Phase = Phase.FORWARD  # schema 2 (loop: a host read in the training loop)
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+        self.origin = Origin(self.origin)
+        self.phase = Phase(self.phase)
+
+    @property
+    def location(self) -> SourceLocation:
+        return SourceLocation(self.file, self.line)
 
 
 @dataclass
@@ -99,6 +103,10 @@ class GraphBreak:
     source_line: str | None = None
     count: int = 1
 
+    @property
+    def location(self) -> SourceLocation:
+        return SourceLocation(self.file, self.line)
+
 
 @dataclass
 class PhaseSummary:
@@ -106,7 +114,7 @@ class PhaseSummary:
 
     ops_total: int = 0
     support_percentage: float = 100.0
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[Verdict, int] = field(default_factory=dict)
     findings: int = 0
 
 
@@ -115,12 +123,12 @@ class Summary:
     ops_total: int = 0  # aten op calls captured (graph nodes)
     distinct_ops: int = 0
     support_percentage: float = 100.0  # share of op calls that are lowered or decomposed
-    counts: dict[str, int] = field(default_factory=dict)  # op calls per verdict
+    counts: dict[Verdict, int] = field(default_factory=dict)  # op calls per verdict
     findings_total: int = 0
     device_graphs: int = 1  # graphs the forward splits into on the device
     fallback_bytes_per_call: int = 0
     graph_breaks: int = 0
-    phases: dict[str, PhaseSummary] = field(default_factory=dict)  # schema 2: per phase, phases with ops only
+    phases: dict[Phase, PhaseSummary] = field(default_factory=dict)  # schema 2: per phase, phases with ops only
 
 
 @dataclass
@@ -140,14 +148,35 @@ class TrainInfo:
 
 
 @dataclass
+class BackendStep:
+    """How one live-backend SDK step (analyze, trace, run, observe) ended."""
+
+    status: StepStatus
+    seconds: float | None = None  # time taken (ok), or the limit it hit (timeout); None: not measured
+    detail: str = ""  # what it checked (ok), or the error (failed, died), or why it was skipped
+
+    def __post_init__(self) -> None:
+        self.status = StepStatus(self.status)
+
+    def __str__(self) -> str:
+        """The one-line form: ``ok 2.1s``, ``timeout after 600s``, ``failed: <error>``."""
+        if self.status is StepStatus.OK:
+            head = "ok" if self.seconds is None else f"ok {self.seconds:.1f}s"
+            return f"{head}: {self.detail}" if self.detail else head
+        if self.status is StepStatus.TIMEOUT and self.seconds is not None:
+            return f"timeout after {self.seconds:g}s" + (f": {self.detail}" if self.detail else "")
+        return f"{self.status}: {self.detail}" if self.detail else str(self.status)
+
+
+@dataclass
 class BackendInfo:
     name: str = "static"  # "static" | "neuron"
     kind: str = "static"  # "static" | "xla" | "native"
     versions: dict[str, str] = field(default_factory=dict)
     detail: str = ""  # what was detected, in words
     fake: bool = False  # True when the "SDK" is the test fake
-    # live backend only: each SDK step (analyze, trace, run) -> "ok 2.1s" | "failed: ..." | "timeout after 600s"
-    steps: dict[str, str] = field(default_factory=dict)
+    # live backend only: how each SDK step (analyze, trace, run) ended (schema 3: typed, was prose)
+    steps: dict[str, BackendStep] = field(default_factory=dict)
     # torch_neuronx.analyze's own "support_percentage", as a number (None when analyze did not run)
     observed_support_percentage: float | None = None
 
@@ -227,11 +256,18 @@ class RecompileCause:
     line: int | None = None
     graph_changes_with_shape: bool = False
     source_line: str | None = None
-    kind: str = "shape"  # "shape" | "specialization" | "branch" | "graph_change" | "guard"
+    kind: CauseKind = CauseKind.SHAPE
     input: str | None = None  # the input whose size is involved
     dim: int | None = None
     fix: str = ""
     observed: int | None = None  # CPU dynamo recompiles with this reason (None: not checked)
+
+    def __post_init__(self) -> None:
+        self.kind = CauseKind(self.kind)
+
+    @property
+    def location(self) -> SourceLocation:
+        return SourceLocation(self.file, self.line)
 
 
 @dataclass
@@ -278,6 +314,37 @@ class Baseline:
 
 
 @dataclass
+class Histogram:
+    """The length distribution: distinct lengths and their counts, or bins when there are many."""
+
+    values: list[int] = field(default_factory=list)  # each length, or each bin's upper end
+    counts: list[int] = field(default_factory=list)
+    bin_width: int | None = None  # None: values are the exact distinct lengths (schema 2: a one-element list)
+
+
+@dataclass
+class HoldoutScore:
+    """A ladder scored on the held-out lengths."""
+
+    tokens: float  # padded-token overhead, %
+    attention: float  # attention-cost overhead, %
+    beyond_last: int = 0
+
+
+@dataclass
+class Holdout:
+    """The proposal fitted on the first part of the lengths and scored on the rest (``--holdout``)."""
+
+    fraction: float  # the share held out
+    order: str  # "time order" or "file order (no timestamp column)"
+    fit_lengths: int
+    test_lengths: int
+    overhead: Overhead | None = None  # the proposed edges on the held-out part
+    beyond_last: int = 0
+    baselines: dict[str, HoldoutScore] = field(default_factory=dict)
+
+
+@dataclass
 class BucketProposal:
     """The answer of ``propose_buckets``: optimal edges, the curve and the baselines."""
 
@@ -286,7 +353,7 @@ class BucketProposal:
     cost_model: str
     overhead: Overhead
     cost: float = 0.0
-    fit: str = "inclusive"
+    fit: Fit = Fit.INCLUSIVE
     max_len: int = 0
     curve: list[CurvePoint] = field(default_factory=list)
     baselines: list[Baseline] = field(default_factory=list)
@@ -295,10 +362,8 @@ class BucketProposal:
     n_distinct: int = 0
     notes: list[str] = field(default_factory=list)
     configs: dict[str, str] = field(default_factory=dict)
-    histogram: dict[str, list[int]] = field(default_factory=dict)  # {"values": [...], "counts": [...]}
-    # holdout keys: fraction, order, fit_lengths, test_lengths, overhead {tokens, attention},
-    # beyond_last, baselines {name: {tokens, attention, beyond_last}}
-    holdout: dict[str, Any] | None = None
+    histogram: Histogram = field(default_factory=Histogram)
+    holdout: Holdout | None = None  # schema 3: typed (was a free-form object)
     cost_params: dict[str, float] = field(default_factory=dict)  # {"A": a, "B": b}: f(x) = A*x + B*x^2
     max_buckets: int = 0  # K as requested (k <= K; clamps are in notes)
     multiple_of: int | None = None
@@ -308,6 +373,9 @@ class BucketProposal:
     chosen_by: str = ""  # "max_buckets" or "runtime+compile"
     source: str = ""  # the length file (and column) or "" for in-memory lengths
 
+    def __post_init__(self) -> None:
+        self.fit = Fit(self.fit)
+
 
 # --- live backend and run diffs ----------------------------------------------
 
@@ -315,11 +383,15 @@ class BucketProposal:
 @dataclass
 class PredictionMismatch:
     op: str
-    predicted: str  # verdict from the support table
-    observed: str  # verdict from the live SDK
+    predicted: Verdict  # verdict from the support table
+    observed: Verdict  # verdict from the live SDK
     file: str | None = None
     line: int | None = None
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        self.predicted = Verdict(self.predicted)
+        self.observed = Verdict(self.observed)
 
 
 @dataclass
@@ -333,13 +405,20 @@ class FindingChange:
     """A finding that appeared, disappeared or moved between two runs (see report/diff.py)."""
 
     op: str
-    verdict: str
+    verdict: Verdict
     file: str | None
     line: int | None
     message: str = ""
     base_line: int | None = None  # for a moved finding: its line in the baseline
     count: int = 1
     source_line: str | None = None
+
+    def __post_init__(self) -> None:
+        self.verdict = Verdict(self.verdict)
+
+    @property
+    def location(self) -> SourceLocation:
+        return SourceLocation(self.file, self.line)
 
 
 @dataclass
@@ -399,17 +478,21 @@ class Report:
 
     # -- verdict helpers ---------------------------------------------------
     @property
-    def verdict(self) -> str:
-        """One word for the banner: ``runs``, ``runs_with_fallbacks``, ``will_not_compile``,
-        or ``not_analysed`` when capture failed and found no ops at all (never a green verdict)."""
+    def verdict(self) -> TopVerdict:
+        """The one-word answer: ``runs``, ``runs_with_fallbacks``, ``will_not_compile``, or
+        ``not_analysed`` when capture failed and found no ops at all (never a green verdict).
+
+        Derived from the findings, so it can never disagree with them; the JSON carries it
+        (with its words) as ``verdict``/``verdict_words`` for the jobs that read only the top.
+        """
         verdicts = {f.verdict for f in self.findings}
-        if verdicts & {"compile_error", "dynamic_shape", "control_flow"}:
-            return "will_not_compile"
-        if "cpu_fallback" in verdicts:
-            return "runs_with_fallbacks"
+        if any(v.blocks_compile for v in verdicts):
+            return TopVerdict.WILL_NOT_COMPILE
+        if Verdict.CPU_FALLBACK in verdicts:
+            return TopVerdict.RUNS_WITH_FALLBACKS
         if self.capture.nodes == 0 and self.capture.export_error:
-            return "not_analysed"
-        return "runs"
+            return TopVerdict.NOT_ANALYSED
+        return TopVerdict.RUNS
 
     def __repr__(self) -> str:
         """A one-line summary for the REPL: the whole tree is in ``to_json()`` and the notebook view."""
@@ -420,12 +503,21 @@ class Report:
             f"backend {self.backend.name}>"
         )
 
-    def findings_with(self, verdicts: set[str] | frozenset[str]) -> list[Finding]:
+    def findings_with(self, verdicts: set[Verdict] | frozenset[Verdict] | tuple[Verdict, ...]) -> list[Finding]:
         return [f for f in self.findings if f.verdict in verdicts]
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The JSON object: the dataclass tree, with the top-line verdict and its words after ``target``."""
+        data = dataclasses.asdict(self)
+        verdict = self.verdict
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            out[key] = value
+            if key == "target":
+                out["verdict"] = verdict.value
+                out["verdict_words"] = verdict.words
+        return out
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + "\n"
@@ -435,12 +527,17 @@ class Report:
         if not isinstance(data, dict):
             raise ReportFormatError("the report is not a JSON object")
         version = data.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION or version < 1:
             raise ReportFormatError(f"unsupported report schema_version {version!r} (this neuronprobe reads 1..{SCHEMA_VERSION})")
-        return build_typed(cls, data, "report")
+        if "verdict" in data:  # written from schema 3 on; derived again from the findings on load
+            build_typed(TopVerdict, data["verdict"], "report.verdict")
+        report: Report = build_typed(cls, _upgrade(data, version), "report")
+        report.schema_version = SCHEMA_VERSION
+        return report
 
     @classmethod
     def from_json(cls, text: str) -> Report:
+        """Read a report; a ReportFormatError naming the bad field for anything the schema rejects."""
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -488,6 +585,17 @@ def build_typed(tp: Any, value: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return value
+    if isinstance(tp, type) and issubclass(tp, Word):
+        if not isinstance(value, str):
+            raise ReportFormatError(f"{where}: expected {_noun(tp)} (a string), got {type(value).__name__}")
+        try:
+            return parse_closed(tp, value, _noun(tp))
+        except ValueError as exc:
+            raise ReportFormatError(f"{where}: {exc}") from None
+    if tp is Path:
+        if not isinstance(value, str):
+            raise ReportFormatError(f"{where}: expected a path (a string), got {type(value).__name__}")
+        return Path(value)
     if origin in (Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -520,8 +628,8 @@ def build_typed(tp: Any, value: Any, where: str) -> Any:
     if origin is dict:
         if not isinstance(value, dict):
             raise ReportFormatError(f"{where}: expected an object, got {type(value).__name__}")
-        _, item = typing.get_args(tp) or (str, Any)
-        return {str(k): build_typed(item, v, f"{where}.{k}") for k, v in value.items()}
+        key_tp, item = typing.get_args(tp) or (str, Any)
+        return {build_typed(key_tp, str(k), f"{where}.{k}"): build_typed(item, v, f"{where}.{k}") for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ReportFormatError(f"{where}: expected a number, got {type(value).__name__}")
@@ -535,6 +643,65 @@ def build_typed(tp: Any, value: Any, where: str) -> Any:
             raise ReportFormatError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
         return value
     raise ReportFormatError(f"{where}: cannot read type {tp!r}")
+
+
+# How each closed set is named in a rejection ("unknown verdict 'foo'; expected one of ...").
+_NOUNS: dict[type[Word], str] = {
+    Verdict: "verdict",
+    TopVerdict: "verdict",
+    Origin: "origin",
+    Phase: "phase",
+    CauseKind: "cause kind",
+    StepStatus: "step status",
+    Fit: "fit",
+}
+
+
+def _noun(tp: type[Word]) -> str:
+    return _NOUNS.get(tp, tp.__name__.lower())
+
+
+# A schema-2 step status, as the live backends wrote it: "ok 2.1s[: detail]", "timeout after 600s",
+# "failed: <error>", "died: ...", "skipped: ...", "timeout: ...".
+_OK_STEP = re.compile(r"^ok (?P<seconds>[0-9.]+)s(?:: (?P<detail>.*))?$", re.DOTALL)
+_TIMEOUT_STEP = re.compile(r"^timeout after (?P<seconds>[0-9.e+]+)s$")
+_OTHER_STEP = re.compile(r"^(?P<status>[a-z]+): (?P<detail>.*)$", re.DOTALL)
+
+
+def _step_from_text(text: Any) -> Any:
+    """A schema-2 prose step status as a schema-3 step object (other values are left for the type check)."""
+    if not isinstance(text, str):
+        return text
+    if m := _OK_STEP.match(text):
+        return {"status": "ok", "seconds": float(m["seconds"]), "detail": m["detail"] or ""}
+    if m := _TIMEOUT_STEP.match(text):
+        return {"status": "timeout", "seconds": float(m["seconds"])}
+    if m := _OTHER_STEP.match(text):
+        return {"status": m["status"], "detail": m["detail"]}
+    return {"status": text}
+
+
+def _upgrade(data: dict[str, Any], version: int) -> dict[str, Any]:
+    """Schema 1 and 2 reports in schema 3's shape (a shallow copy; ``data`` is not changed).
+
+    Schema 1 only lacks fields that have defaults. Schema 2 wrote backend steps as prose
+    and the histogram's bin width as a one-element list; the holdout object already had
+    the keys that the typed Holdout reads.
+    """
+    if version >= 3:
+        return data
+    data = dict(data)
+    backend = data.get("backend")
+    if isinstance(backend, dict) and isinstance(backend.get("steps"), dict):
+        data["backend"] = {**backend, "steps": {k: _step_from_text(v) for k, v in backend["steps"].items()}}
+    buckets = data.get("buckets")
+    if isinstance(buckets, dict) and isinstance(buckets.get("histogram"), dict):
+        histogram = dict(buckets["histogram"])
+        width = histogram.get("bin_width")
+        if isinstance(width, list) and len(width) == 1:
+            histogram["bin_width"] = width[0]
+        data["buckets"] = {**buckets, "histogram": histogram}
+    return data
 
 
 def load_report(path: str) -> Report:

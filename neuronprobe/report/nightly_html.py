@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from neuronprobe.report.diff import METRICS, format_metric, location, metric
+from neuronprobe.report.diff import METRICS, format_metric, metric
+from neuronprobe.report.html import environment
 from neuronprobe.report.model import Report, RunDiff
 from neuronprobe.report.nightly_plots import TrendPoint, trend_svg
 
-TEMPLATES = Path(__file__).parent / "templates"
 TEMPLATE = "nightly_index.html.j2"
 MAX_ROWS = 30  # history rows per model table; the trend plot shows the same nights
 
@@ -88,7 +87,7 @@ def render_index(history: list[NightReport], date: str, order: list[str], failur
     models = [_model_view(name, [n for n in history if n.name == name], date, failures.get(name, "")) for name in names]
     counts = {s: sum(1 for m in models if m.status == s) for s in STATUS_TEXT}
     return (
-        _env()
+        environment()
         .get_template(TEMPLATE)
         .render(
             date=date,
@@ -156,17 +155,3 @@ def _diff_metrics(diff: RunDiff | None) -> list[tuple[str, str, str, str]]:
         change = new - base if base is not None and new is not None else None
         rows.append((METRICS.get(key, key), format_metric(key, base), format_metric(key, new), format_metric(key, change, signed=True)))
     return rows
-
-
-def _env():  # type: ignore[no-untyped-def]
-    from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
-
-    env = Environment(
-        loader=FileSystemLoader(str(TEMPLATES)),
-        autoescape=select_autoescape(["html", "j2"], default_for_string=True, default=True),
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["loc"] = location
-    return env

@@ -170,8 +170,8 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
     """The length distribution with the proposed bucket edges and each baseline's edges."""
     if proposal is None:
         return None
-    values = list(proposal.histogram.get("values") or [])
-    counts = list(proposal.histogram.get("counts") or [])
+    values = list(proposal.histogram.values)
+    counts = list(proposal.histogram.counts)
     if not values or len(values) != len(counts):
         return None
     import numpy as np

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from neuronprobe.formatting import format_percent
 from neuronprobe.report.model import BucketProposal
 from neuronprobe.shape_buckets.configs import CONFIG_NAMES
 
@@ -14,7 +15,7 @@ BAR_WIDTH = 12
 
 
 def _pct(x: float) -> str:
-    return f"{x:,.1f}%"
+    return format_percent(x)
 
 
 def _edges(edges: list[int], limit: int = 12) -> str:
@@ -84,16 +85,16 @@ def render_proposal(p: BucketProposal, config: str = "nxd_inference") -> list[An
         )
     out.append(base)
 
-    if p.holdout:
+    if p.holdout is not None and p.holdout.overhead is not None:
         h = p.holdout
-        t = Table(title=f"held-out check: fitted on {h['fit_lengths']:,}, scored on {h['test_lengths']:,} ({h['order']})", title_justify="left")
+        t = Table(title=f"held-out check: fitted on {h.fit_lengths:,}, scored on {h.test_lengths:,} ({h.order})", title_justify="left")
         t.add_column("ladder")
         t.add_column("tokens", justify="right")
         t.add_column("attention", justify="right")
         t.add_column("beyond last", justify="right")
-        t.add_row("proposed", _pct(h["overhead"]["tokens"]), _pct(h["overhead"]["attention"]), str(h["beyond_last"]), style="bold green")
-        for name, s in h.get("baselines", {}).items():
-            t.add_row(name, _pct(s["tokens"]), _pct(s["attention"]), str(s["beyond_last"]))
+        t.add_row("proposed", _pct(h.overhead.tokens), _pct(h.overhead.attention), str(h.beyond_last), style="bold green")
+        for name, s in h.baselines.items():
+            t.add_row(name, _pct(s.tokens), _pct(s.attention), str(s.beyond_last))
         out.append(t)
 
     for note in p.notes:

@@ -40,8 +40,17 @@ import numpy as np
 
 from neuronprobe.errors import InputError
 from neuronprobe.shape_buckets.costs import INT64_SAFE_BOUND, CostModel
+from neuronprobe.vocabulary import Fit
 
-FITS: tuple[str, ...] = ("inclusive", "strict")
+FITS: tuple[str, ...] = Fit.values()
+
+
+def check_fit(fit: str) -> Fit:
+    """The fit rule named by ``fit``; one sentence naming the choices otherwise (library and CLI alike)."""
+    try:
+        return Fit(fit)
+    except ValueError:
+        raise InputError(f"--fit {fit!r}: use {' or '.join(FITS)}") from None
 
 
 @dataclass(frozen=True)
@@ -82,8 +91,7 @@ def candidate_edges(
 
     ``values`` are the sorted distinct lengths that the last edge covers (``<= max_len``).
     """
-    if fit not in FITS:
-        raise InputError(f"--fit {fit!r}: use inclusive or strict")
+    check_fit(fit)
     v = np.asarray(values, dtype=np.int64)
     n = v.size
     step = multiple_of or 1

@@ -22,22 +22,19 @@ from typing import Any
 
 import numpy as np
 
+from neuronprobe.defaults import DEFAULT_COMPILE_WEIGHT, DEFAULT_FIT, DEFAULT_MAX_BUCKETS, MAX_BUCKETS, MIN_MAX_BUCKETS
 from neuronprobe.errors import InputError
-from neuronprobe.report.model import Baseline, BucketProposal, CurvePoint, Overhead
+from neuronprobe.report.model import Baseline, BucketProposal, CurvePoint, Histogram, Holdout, HoldoutScore, Overhead
 from neuronprobe.shape_buckets.baselines import all_baselines, nxdi_ladder, vllm_doubling
 from neuronprobe.shape_buckets.configs import render_configs
 from neuronprobe.shape_buckets.costs import CostModel, Score, StepTimeFit, parse_cost, score
-from neuronprobe.shape_buckets.optimal import FITS, Solution, candidate_edges, round_up, solve
+from neuronprobe.shape_buckets.optimal import Solution, candidate_edges, check_fit, round_up, solve
 from neuronprobe.shape_buckets.reading import LengthData, validate_lengths
 
 # The report embeds the histogram (HTML reports, notebooks): above this many distinct
 # lengths it is stored binned, so the JSON stays a few tens of KB.
 HISTOGRAM_MAX_DISTINCT = 2000
 HISTOGRAM_BINS = 1000
-DEFAULT_MAX_BUCKETS = 8
-# The most buckets a proposal solves for: 256 solve in about 2.5 s for 200,000 requests with
-# 2,000 distinct lengths (benchmarks/README: one core); no Neuron deployment compiles more graphs.
-MAX_BUCKETS = 256
 
 
 def propose_buckets(
@@ -48,9 +45,9 @@ def propose_buckets(
     max_len: int | None = None,
     multiple_of: int | None = None,
     min_bucket: int | None = None,
-    fit: str = "inclusive",
+    fit: str = DEFAULT_FIT,
     compile_seconds: float | None = None,
-    compile_weight: float = 1.0,
+    compile_weight: float = DEFAULT_COMPILE_WEIGHT,
     holdout: float | None = None,
     timestamps: Sequence[Any] | np.ndarray | None = None,
     source: str = "",
@@ -92,11 +89,11 @@ def propose_buckets(
             f"cost fitted from {cost.n} step times: f(x) = {cost.model.a:.4g}*x + {cost.model.b:.4g}*x^2 seconds "
             f"(R^2 = {cost.r2:.3f}; the per-call {cost.intercept:.4g} s cancels out of padding)"
         )
-    holdout_info: dict[str, Any] | None = None
+    holdout_info: Holdout | None = None
     fit_part, test_part = arr, None
     if holdout is not None:
         fit_part, test_part, order = _split(arr, timestamps, holdout)
-        holdout_info = {"fraction": float(holdout), "order": order, "fit_lengths": int(fit_part.size), "test_lengths": int(test_part.size)}
+        holdout_info = Holdout(fraction=float(holdout), order=order, fit_lengths=int(fit_part.size), test_lengths=int(test_part.size))
         notes.append(
             f"held out the last {holdout:.0%} of the items ({order}): edges, curve and baselines are fitted on the "
             f"first {fit_part.size} items; the holdout section scores them on the other {test_part.size}"
@@ -152,7 +149,7 @@ def propose_buckets(
         )
 
     if holdout_info is not None and test_part is not None:
-        holdout_info.update(_holdout_scores(test_part, chosen.edges, baselines, fit, model))
+        _score_holdout(holdout_info, test_part, chosen.edges, baselines, fit, model)
 
     hist, hist_note = _histogram(values, counts)
     if hist_note:
@@ -195,15 +192,14 @@ def _check_options(
     holdout: float | None,
     max_len: int | None,
 ) -> None:
-    if isinstance(max_buckets, bool) or int(max_buckets) != max_buckets or max_buckets < 1:
-        raise InputError(f"--max-buckets {max_buckets}: use a whole number >= 1")
+    if isinstance(max_buckets, bool) or int(max_buckets) != max_buckets or max_buckets < MIN_MAX_BUCKETS:
+        raise InputError(f"--max-buckets {max_buckets}: use a whole number >= {MIN_MAX_BUCKETS}")
     if max_buckets > MAX_BUCKETS:
         raise InputError(
             f"--max-buckets {max_buckets}: at most {MAX_BUCKETS} (each bucket is a compiled graph; "
             "the exact solver takes about 10 ms per bucket on 2,000 distinct lengths)"
         )
-    if fit not in FITS:
-        raise InputError(f"--fit {fit!r}: use inclusive or strict")
+    check_fit(fit)
     if multiple_of is not None and (int(multiple_of) != multiple_of or multiple_of < 1):
         raise InputError(f"--multiple-of {multiple_of}: use a whole number >= 1")
     if min_bucket is not None and (int(min_bucket) != min_bucket or min_bucket < 1):
@@ -271,27 +267,21 @@ def _units(model: CostModel) -> str:
     return {"tokens": "tokens", "attention": "tokens^2"}.get(model.name, "the measured step-time units")
 
 
-def _holdout_scores(test: np.ndarray, edges: list[int], baselines: list[Baseline], fit: str, model: CostModel) -> dict[str, Any]:
+def _score_holdout(holdout: Holdout, test: np.ndarray, edges: list[int], baselines: list[Baseline], fit: str, model: CostModel) -> None:
+    """Score the proposed edges and every baseline on the held-out lengths, into ``holdout``."""
     values, counts = np.unique(test, return_counts=True)
     mine = score(values, counts, edges, fit, model)
-    return {
-        "overhead": {"tokens": round(mine.tokens, 4), "attention": round(mine.attention, 4)},
-        "beyond_last": mine.beyond_last,
-        "baselines": {
-            b.name: {
-                "tokens": round((s := score(values, counts, b.edges, fit, model)).tokens, 4),
-                "attention": round(s.attention, 4),
-                "beyond_last": s.beyond_last,
-            }
-            for b in baselines
-        },
-    }
+    holdout.overhead = _overhead(mine)
+    holdout.beyond_last = mine.beyond_last
+    for b in baselines:
+        s = score(values, counts, b.edges, fit, model)
+        holdout.baselines[b.name] = HoldoutScore(tokens=round(s.tokens, 4), attention=round(s.attention, 4), beyond_last=s.beyond_last)
 
 
-def _histogram(values: np.ndarray, counts: np.ndarray) -> tuple[dict[str, list[int]], str]:
+def _histogram(values: np.ndarray, counts: np.ndarray) -> tuple[Histogram, str]:
     """Distinct values and counts; binned (upper bin edges) above HISTOGRAM_MAX_DISTINCT values."""
     if values.size <= HISTOGRAM_MAX_DISTINCT:
-        return {"values": values.tolist(), "counts": counts.tolist()}, ""
+        return Histogram(values=values.tolist(), counts=counts.tolist()), ""
     lo, hi = int(values[0]), int(values[-1])
     width = max(1, -(-(hi - lo + 1) // HISTOGRAM_BINS))
     bin_index = (values - lo) // width
@@ -302,4 +292,4 @@ def _histogram(values: np.ndarray, counts: np.ndarray) -> tuple[dict[str, list[i
         f"histogram binned: {values.size} distinct lengths stored as {nonzero.size} bins of width {width} "
         "(values are each bin's upper end); the optimisation used the exact lengths"
     )
-    return {"values": uppers.tolist(), "counts": summed[nonzero].tolist(), "bin_width": [width]}, note
+    return Histogram(values=uppers.tolist(), counts=summed[nonzero].tolist(), bin_width=int(width)), note

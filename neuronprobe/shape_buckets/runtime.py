@@ -16,7 +16,7 @@ import numpy as np
 
 from neuronprobe.errors import InputError
 from neuronprobe.shape_buckets.costs import assign
-from neuronprobe.shape_buckets.optimal import FITS
+from neuronprobe.shape_buckets.optimal import check_fit
 
 
 class BeyondLastBucket(InputError):
@@ -38,11 +38,6 @@ def check_edges(edges: Sequence[int] | np.ndarray) -> np.ndarray:
     return arr
 
 
-def _check_fit(fit: str) -> None:
-    if fit not in FITS:
-        raise InputError(f"fit {fit!r}: use inclusive or strict")
-
-
 def bucket_for(length: int, edges: Sequence[int] | np.ndarray, fit: str = "inclusive") -> int:
     """The compiled length a sequence of ``length`` runs in.
 
@@ -50,7 +45,7 @@ def bucket_for(length: int, edges: Sequence[int] | np.ndarray, fit: str = "inclu
     ``> length`` (a length equal to an edge moves up one bucket), except that a length
     equal to the last edge uses it. Raises :class:`BeyondLastBucket` past the last edge.
     """
-    _check_fit(fit)
+    check_fit(fit)
     arr = check_edges(edges)
     n = int(length)
     if n != length or n < 0:

@@ -27,13 +27,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError
 from neuronprobe.support.conditions import Condition, holds
+from neuronprobe.vocabulary import Verdict
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
-# Least to most severe; the same order as the report's VERDICTS.
-_SEVERITY: tuple[str, ...] = ("lowered", "decomposed", "cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
-DEFAULT_TARGET = "trn1"
 # Rule ids :func:`classify` gives without a rule of the data file (inventories may name them).
 BUILTIN_RULES: tuple[str, ...] = (
     "custom-op",
@@ -243,8 +242,8 @@ def _rule_matches(rule: Rule, call: Any, target: str, sdk: str | None = None) ->
 def _part_rank(part_and_verdict: tuple[Any, Classification]) -> tuple[bool, int]:
     """Which failing part names a composite's verdict: a part torch-xla runs on the host first
     (it happens at dispatch, before any compile), then the most severe."""
-    verdict = part_and_verdict[1].verdict
-    return verdict in ("cpu_fallback", "dynamic_shape"), _SEVERITY.index(verdict)
+    verdict = Verdict(part_and_verdict[1].verdict)
+    return verdict in (Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE), verdict.rank
 
 
 def _has_lowering(call: Any, table: SupportTable) -> bool:

@@ -1,0 +1,47 @@
+"""Every default neuronprobe applies when the user says nothing, in one place.
+
+The CLI options, the library's option dataclasses and the nightly config all
+read their defaults from here, so the three can no longer drift apart. Each
+value says why it is what it is.
+"""
+
+from __future__ import annotations
+
+# The Neuron target and backend when none is given: trn1 is the most common
+# training instance; "auto" picks the real SDK, else xla-cpu, else static.
+DEFAULT_TARGET = "trn1"
+DEFAULT_BACKEND = "auto"
+
+# Buckets proposed for traffic (each bucket is one compiled graph): 8 covers the
+# usual 128..4096 doubling ladders; at least 1, since a proposal without a bucket serves nothing.
+DEFAULT_MAX_BUCKETS = 8
+MIN_MAX_BUCKETS = 1
+# The most buckets a proposal solves for: 256 solve in about 2.5 s for 200,000 requests with
+# 2,000 distinct lengths (benchmarks/README: one core); no Neuron deployment compiles more graphs.
+MAX_BUCKETS = 256
+
+# Distinct shapes compiled on CPU as recompile evidence: 16 catches a branch over a
+# size threshold without compiling for minutes. 0 is allowed and meaningful: it
+# predicts from the traffic alone, without CPU evidence (the fast CI setting).
+DEFAULT_MAX_COMPILES = 16
+MIN_MAX_COMPILES = 0
+
+# The wall-clock limit of one analysis (its worker, and the live backend): long
+# enough for a large hf: model with traffic evidence on a laptop, short enough for CI.
+DEFAULT_TIMEOUT_S = 1800.0
+# One live-backend SDK step (an op probe, one compile): neuronx-cc rarely needs longer on one graph.
+DEFAULT_OP_TIMEOUT_S = 600.0
+
+# The worker's resident-memory bound unless --max-memory says otherwise: this share of the machine.
+DEFAULT_MEMORY_FRACTION = 0.75
+# Below this the worker cannot even import torch (about 250 MB resident): such a bound is refused.
+MIN_MEMORY_BYTES = 256 * 2**20
+
+# How a length maps to a bucket edge: "inclusive" (first edge >= length) is what most
+# padding code does; NxD Inference's runtime uses "strict".
+DEFAULT_FIT = "inclusive"
+# Cost units one compile-second is worth when --compile-seconds chooses k.
+DEFAULT_COMPILE_WEIGHT = 1.0
+
+# Nights shown in the nightly trend plots and history tables: a month of nightlies.
+DEFAULT_HISTORY_NIGHTS = 30

@@ -1,0 +1,184 @@
+"""The words neuronprobe speaks: every closed set the report uses, defined once.
+
+This is the bottom layer: it imports nothing from neuronprobe, and everything
+else (the support table, the backends, the report schema, the renderers) takes
+its verdicts, origins, phases and kinds from here. Each set is a ``str`` Enum
+so that a member *is* its JSON string: ``json.dumps`` writes ``"cpu_fallback"``,
+comparisons with plain strings keep working, and :meth:`Report.from_json`
+rejects anything outside the set with the path of the bad field.
+
+Renderers may therefore index tables by these members without a fallback for
+"a value this version does not know": the schema guarantees there is none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+# How a missing source location reads, wherever a location is printed.
+UNKNOWN_LOCATION = "unknown location"
+
+
+class Word(str, Enum):
+    """A closed-set member that prints as its value (``str(Phase.FORWARD) == "forward"``).
+
+    Python 3.12 changed ``format()`` of ``(str, Enum)`` members to the qualified
+    name; pinning both here keeps f-strings printing the value on every version.
+    """
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The members' JSON strings, in declaration order (for messages and choices)."""
+        return tuple(str(m.value) for m in cls)
+
+
+class Verdict(Word):
+    """What happens to an op on Neuron, least severe first (declaration order is the severity order)."""
+
+    words: str
+    is_problem: bool
+    rank: int
+
+    def __new__(cls, value: str, words: str = "", is_problem: bool = False) -> Verdict:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        member.is_problem = is_problem
+        member.rank = len(cls.__members__)
+        return member
+
+    LOWERED = ("lowered", "has a Neuron lowering and compiles into the device graph", False)
+    DECOMPOSED = ("decomposed", "a composite op whose parts all lower; compiles into the device graph", False)
+    CPU_FALLBACK = (
+        "cpu_fallback",
+        "no lowering: runs on the host, with a device-to-host and a host-to-device copy per call, and splits the device graph",
+        True,
+    )
+    DYNAMIC_SHAPE = ("dynamic_shape", "output shape depends on tensor values; a static Neuron graph cannot hold it", True)
+    CONTROL_FLOW = (
+        "control_flow",
+        "a Python branch on tensor values; the traced graph freezes one branch or the capture breaks",
+        True,
+    )
+    COMPILE_ERROR = ("compile_error", "the Neuron compiler rejects it (dtype or operation not supported on the target)", True)
+
+    @property
+    def blocks_compile(self) -> bool:
+        """True for verdicts that stop the Neuron compile (a fallback only slows the model down)."""
+        return self.is_problem and self is not Verdict.CPU_FALLBACK
+
+
+def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
+    """The most severe of ``verdicts`` (at least one)."""
+    return max(verdicts, key=lambda v: v.rank)
+
+
+# Verdicts that compile into the device graph, and the problems, in severity order.
+SUPPORTED_VERDICTS: frozenset[Verdict] = frozenset(v for v in Verdict if not v.is_problem)
+PROBLEM_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_problem)
+
+
+class TopVerdict(Word):
+    """The report's one-word answer, with the words the console and the JSON give it."""
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> TopVerdict:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    RUNS = ("runs", "runs on Neuron as it is")
+    RUNS_WITH_FALLBACKS = ("runs_with_fallbacks", "runs, with CPU fallbacks")
+    WILL_NOT_COMPILE = ("will_not_compile", "will not compile on Neuron as it is")
+    NOT_ANALYSED = ("not_analysed", "could not be analysed: capture recorded no ops")
+
+
+class Origin(Word):
+    """Where a finding comes from."""
+
+    PREDICTED = "predicted"  # the support table
+    OBSERVED = "observed"  # a live backend (the Neuron SDK or the XLA CPU device)
+
+
+class Phase(Word):
+    """Where in a training step an op or finding happens; an inference analysis is all forward."""
+
+    FORWARD = "forward"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    LOOP = "loop"  # host reads in the training loop, outside the graphs
+
+
+class CauseKind(Word):
+    """Why a new graph is compiled (a recompile cause), with how it reads in the cause list."""
+
+    tag: str
+
+    def __new__(cls, value: str, tag: str = "") -> CauseKind:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.tag = tag
+        return member
+
+    SHAPE = ("shape", "new input shape")
+    SPECIALIZATION = ("specialization", "graph changes with shape")
+    BRANCH = ("branch", "graph changes with shape")
+    GRAPH_CHANGE = ("graph_change", "graph changes with shape")
+    GUARD = ("guard", "other guard")
+    PARTIAL_BATCH = ("partial_batch", "partial last batch")
+
+
+class StepStatus(Word):
+    """How one live-backend SDK step (analyze, trace, run) ended."""
+
+    OK = "ok"
+    FAILED = "failed"  # the step raised or the compiler rejected the model
+    TIMEOUT = "timeout"  # stopped at --op-timeout / --timeout
+    DIED = "died"  # the step's process died (a signal, out of memory)
+    SKIPPED = "skipped"  # not run, because an earlier step made it pointless
+
+
+class Fit(Word):
+    """How a length maps to a bucket edge."""
+
+    INCLUSIVE = "inclusive"  # the first edge >= the length
+    STRICT = "strict"  # the first edge > the length (NxD Inference's runtime rule)
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's code; the one way neuronprobe prints "file:line"."""
+
+    file: str | None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        if not self.file:
+            return UNKNOWN_LOCATION
+        return self.file if self.line is None else f"{self.file}:{self.line}"
+
+    @property
+    def known(self) -> bool:
+        return bool(self.file)
+
+
+def location(file: str | None, line: int | None = None) -> str:
+    """``file:line`` text for a file and line that may be missing."""
+    return str(SourceLocation(file, line))
+
+
+def parse_closed(kind: type[Word], value: object, noun: str) -> Word:
+    """``kind(value)`` or a ValueError that names the set: ``unknown verdict 'foo'; expected one of ...``."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise ValueError(f"unknown {noun} {value!r}; expected one of {', '.join(kind.values())}") from None
