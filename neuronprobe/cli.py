@@ -162,7 +162,7 @@ def analyze(
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
     fail_on: Annotated[
         str | None,
-        typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts, e.g. cpu_fallback,compile_error."),
+        typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts or rule ids, e.g. cpu_fallback,compile_error."),
     ] = None,
     shapes: Annotated[Path | None, typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")] = None,
     lengths: Annotated[Path | None, typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")] = None,
@@ -486,7 +486,8 @@ def nightly(
 ) -> None:
     """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
 
-    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing.
+    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing;
+    3 when a model's analysis hit a bug in neuronprobe.
     """
     with _errors(debug):
         from neuronprobe.files import check_outputs
