@@ -13,11 +13,15 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from neuronprobe.errors import BUG_REPORT_URL, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.gates import GateFailure
+    from neuronprobe.support import SupportTable
 
 BUG_SENTENCE = f"this is a bug in neuronprobe, please report it at {BUG_REPORT_URL}"
 
@@ -294,14 +298,14 @@ def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: 
     return out
 
 
-def _rule_table(rules: Path | None) -> Any:
+def _rule_table(rules: Path | None) -> SupportTable:
     """The support table ``--fail-on`` rule ids are checked against: the bundled one, with ``--rules`` first."""
     from neuronprobe.support import load_table, with_user_rules
 
     return load_table() if rules is None else with_user_rules(load_table(), rules)
 
 
-def _exit_on_gates(failures: list[Any]) -> None:
+def _exit_on_gates(failures: list[GateFailure]) -> None:
     """Print each failed gate (from neuronprobe.gates) on a line of its own; exit 1 if there is any."""
     err = _err_console()
     for failure in failures:
