@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Report", "__version__", "analyze", "load_report", "propose_buckets"]
+__all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.analysis import analyze
+    from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
     from neuronprobe.shape_buckets import propose_buckets
 
@@ -22,6 +23,9 @@ _LAZY = {
     "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
     "load_report": ("neuronprobe.report.model", "load_report"),
     "Report": ("neuronprobe.report.model", "Report"),
+    "evaluate_gates": ("neuronprobe.gates", "evaluate_gates"),
+    "Gates": ("neuronprobe.gates", "Gates"),
+    "GateFailure": ("neuronprobe.gates", "GateFailure"),
 }
 
 

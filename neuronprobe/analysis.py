@@ -56,6 +56,7 @@ from neuronprobe.support import (
     check_target,
     classify,
     load_table,
+    rule_by_id,
     select_sdk,
     with_user_rules,
 )
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
 GRAPH_CUTTING_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE})
 GIT_TIMEOUT_S = 5
 CONTROL_FLOW_OP = "<python branch on tensor value>"
+BRANCH_RULE = "data-dependent-branch"  # built in: a branch on a tensor value (export failure or graph break)
 
 
 @dataclass
@@ -352,7 +354,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
                 message=f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
                 "and a Neuron trace freezes whichever branch the example input took",
                 fix="make the branch a tensor op: torch.where(cond, a, b) for values, or torch.cond for sub-graphs; or move the decision out of forward",
-                rule="data-dependent-branch",
+                rule=BRANCH_RULE,
                 source_line=failure.source_line,
             )
         ]
@@ -384,51 +386,25 @@ def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
 
 
 def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list[Finding]:
-    """Ops that broke the dynamo graph ran eagerly, so they are in no captured graph: report them here."""
-    import re
+    """Ops that broke the dynamo graph ran eagerly, so they are in no captured graph: report them here.
+
+    Which reasons count, and the rule each picks, is rule data (support/data/error_patterns.json).
+    """
+    from neuronprobe.support.error_patterns import OP_ATEN, load_error_patterns
 
     seen = {(f.file, f.line) for f in existing}
     table = load_table()
+    patterns = load_error_patterns()
     out: list[Finding] = []
     for b in records:
         file = relative_path(b.file)
         if (file, b.line) in seen and b.file is not None:
             continue
-        m = re.search(r"aten\.(\w+)\.(\w+)", b.reason)
-        lower = b.reason.lower()
-        if "dynamic shape operator" in lower and m:
-            key = m.group(1) if m.group(2) == "default" else f"{m.group(1)}.{m.group(2)}"
-            rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
-            out.append(
-                Finding(
-                    op=f"aten::{key}",
-                    verdict="dynamic_shape",
-                    file=file,
-                    line=b.line,
-                    module=None,
-                    message=rule.message,
-                    fix=rule.fix_for(key),
-                    rule=rule.id,
-                    ncc_code=rule.ncc_code,
-                    source_line=b.source_line,
-                )
-            )
-        elif "sparse" in lower:
-            rule = next(r for r in table.rules if r.id == "sparse-layout")
-            out.append(
-                Finding(
-                    op="<sparse tensor>",
-                    verdict="cpu_fallback",
-                    file=file,
-                    line=b.line,
-                    module=None,
-                    message=rule.message,
-                    fix=rule.fix,
-                    rule=rule.id,
-                    source_line=b.source_line,
-                )
-            )
-        elif "data-dependent" in lower or "generic_jump" in lower or "data dependent" in lower:
+        matched = patterns.graph_break(b.reason)
+        if matched is None:
+            continue
+        pattern, op = matched
+        if pattern.rule == BRANCH_RULE:
             out.append(
                 Finding(
                     op=CONTROL_FLOW_OP,
@@ -438,12 +414,26 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
                     module=None,
                     message=f"a Python branch on a tensor value breaks the graph ({b.reason})",
                     fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
-                    rule="data-dependent-branch",
+                    rule=BRANCH_RULE,
                     source_line=b.source_line,
                 )
             )
         else:
-            continue
+            rule = rule_by_id(table, pattern.rule)
+            out.append(
+                Finding(
+                    op=f"aten::{op}" if pattern.op == OP_ATEN else op,
+                    verdict=rule.verdict,
+                    file=file,
+                    line=b.line,
+                    module=None,
+                    message=rule.message,
+                    fix=rule.fix_for(op),
+                    rule=rule.id,
+                    ncc_code=rule.ncc_code,
+                    source_line=b.source_line,
+                )
+            )
         seen.add((file, b.line))
     return out
 

@@ -497,15 +497,15 @@ def _classify_failure(exc: BaseException) -> CaptureFailure:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = type(exc).__name__
     full = str(exc)
-    if isinstance(exc, GuardOnDataDependentSymNode) or "data-dependent" in full.lower() or "data dependent" in full.lower():
+    if isinstance(exc, GuardOnDataDependentSymNode):
         return CaptureFailure("control_flow", text, name, file, line, code)
-    op_match = re.search(r"aten\.(\w+)(?:\.(\w+))?", full)
-    custom = re.search(r"no (?:fake|abstract|meta) impl\w* registered for \S*?(\w+::\w+)", full)
-    if custom:
-        return CaptureFailure("unsupported_op", text, name, file, line, code, custom.group(1))
-    if name == "UnsupportedOperatorException" or "sparse" in full.lower():
-        op = f"aten::{op_match.group(1)}" if op_match else None
-        return CaptureFailure("unsupported_op", text, name, file, line, code, op)
+    from neuronprobe.support.error_patterns import load_error_patterns
+
+    # torch's wording picks the rest: the patterns are rule data (support/data/error_patterns.json).
+    matched = load_error_patterns().export_failure(full, name)
+    if matched is not None:
+        pattern, op = matched
+        return CaptureFailure(pattern.kind, text, name, file, line, code, op if pattern.kind == "unsupported_op" else None)
     return CaptureFailure("error", text, name, file, line, code)
 
 

@@ -2,7 +2,8 @@
 
 It parses arguments, calls one library function, renders, writes files
 atomically and maps typed errors to exit codes (0 done, 1 a requested gate
-failed, 2 unusable input or configuration). Nothing heavy is imported at module
+failed, 2 unusable input or configuration or the model's own code failed, 3 a bug
+in neuronprobe). Nothing heavy is imported at module
 level: ``neuronprobe --help`` must not import torch, pandas or matplotlib.
 """
 
@@ -12,12 +13,18 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from neuronprobe import defaults
-from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_UNUSABLE, NeuronprobeError
+from neuronprobe.errors import BUG_REPORT_URL, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.gates import GateFailure
+    from neuronprobe.support import SupportTable
+
+BUG_SENTENCE = f"this is a bug in neuronprobe, please report it at {BUG_REPORT_URL}"
 
 app = typer.Typer(
     name="neuronprobe",
@@ -69,28 +76,40 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
 
 @contextlib.contextmanager
 def _errors(debug: bool) -> Iterator[None]:
-    """Map library errors to one line and an exit code; tracebacks only with --debug."""
+    """Map library errors to one line and an exit code; tracebacks only with --debug (the exit code is the same)."""
     try:
         yield
     except typer.Exit:
         raise
     except NeuronprobeError as exc:
         if debug:
-            raise
+            _print_traceback(exc)
         raise _fail(str(exc), exc.exit_code) from None
     except KeyboardInterrupt:
         raise _fail("interrupted", 130) from None
-    except RecursionError:  # malformed input nested too deep for a parser we do not wrap
+    except RecursionError as exc:  # malformed input nested too deep for a parser we do not wrap
         if debug:
-            raise
+            _print_traceback(exc)
         raise _fail("the input is nested too deep to read") from None
-    except Exception as exc:  # an internal error: say so, keep the traceback behind --debug
+    except Exception as exc:  # an InternalError, or any other exception: a bug in neuronprobe (exit 3)
         if debug:
-            raise
-        raise _fail(
-            f"internal error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)",
-            EXIT_UNUSABLE,
-        ) from None
+            _print_traceback(exc)
+        raise _fail(_internal_error_line(exc, debug), EXIT_INTERNAL) from None
+
+
+def _internal_error_line(exc: BaseException, debug: bool = False) -> str:
+    """The one line an internal error prints: what was raised, that it is a bug, and where to report it."""
+    text = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    hint = "" if debug else " (run again with --debug for the traceback)"
+    return f"internal error: {what}; {BUG_SENTENCE}{hint}"
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """--debug: the traceback (with the worker's, attached as a note) on stderr, before the one line."""
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
 
 
 def _write(path: Path, data: str | bytes) -> Path:
@@ -148,7 +167,7 @@ def analyze(
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
     fail_on: Annotated[
         str | None,
-        typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts, e.g. cpu_fallback,compile_error."),
+        typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts or rule ids, e.g. cpu_fallback,compile_error."),
     ] = None,
     shapes: Annotated[Path | None, typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")] = None,
     lengths: Annotated[Path | None, typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")] = None,
@@ -197,10 +216,9 @@ def analyze(
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
     with _errors(debug):
         from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, analyze_spec
+        from neuronprobe.gates import Gates, check_gates, known_rule_ids
 
-        unknown = set(_split_csv(fail_on)) - _verdict_names()
-        if unknown:
-            raise _fail(f"--fail-on: unknown verdict {sorted(unknown)[0]!r}; use {', '.join(_verdict_names())}")
+        gates = check_gates(Gates(tuple(_split_csv(fail_on)), fail_on_recompiles), lambda: known_rule_ids(_rule_table(rules)))
         options = AnalyzeOptions(
             target=target,
             backend=backend,
@@ -229,8 +247,6 @@ def analyze(
             compile_seconds=compile_seconds,
             max_compiles=max_compiles,
         )
-        if fail_on_recompiles is not None and fail_on_recompiles < 0:
-            raise _fail(f"--fail-on-recompiles {fail_on_recompiles}: use a number of graphs >= 0")
         if fail_on_recompiles is not None and not traffic.given and model.startswith("hf:"):
             raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
         if audit_path is not None and not audit_path.exists():
@@ -248,9 +264,9 @@ def analyze(
             from neuronprobe.audit.rules import stack_for
 
             report.audit = audit_paths([audit_path], stack_for(target, None))
-        if fail_on_recompiles is not None and report.recompiles is None:
-            # A gate that cannot be evaluated must not pass silently.
-            raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file")
+        from neuronprobe.gates import evaluate_gates
+
+        failures = evaluate_gates(report, gates)  # before any output: a gate that cannot be evaluated is exit 2
 
         from neuronprobe.report.console import render_summary
 
@@ -273,19 +289,7 @@ def analyze(
             written.append(str(html_out))
         console.print(f"reports: {', '.join(written)}", markup=False)
 
-        gates = _split_csv(fail_on)
-        hit = [f for f in report.findings if f.verdict in gates]
-        code = 0
-        if hit:
-            _err_console().print(f"gate failed: {len(hit)} finding(s) with verdict in {{{', '.join(gates)}}}")
-            code = EXIT_GATE_FAILED
-        if fail_on_recompiles is not None and report.recompiles is not None:
-            static = report.recompiles.predicted.get("static")
-            if static is not None and static.graphs > fail_on_recompiles:
-                _err_console().print(f"gate failed: the static policy needs {static.graphs} graphs (limit {fail_on_recompiles})")
-                code = EXIT_GATE_FAILED
-        if code:
-            raise typer.Exit(code)
+        _exit_on_gates(failures)
 
 
 def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
@@ -297,10 +301,20 @@ def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: 
     return out
 
 
-def _verdict_names() -> set[str]:
-    from neuronprobe.vocabulary import Verdict
+def _rule_table(rules: Path | None) -> SupportTable:
+    """The support table ``--fail-on`` rule ids are checked against: the bundled one, with ``--rules`` first."""
+    from neuronprobe.support import load_table, with_user_rules
 
-    return set(Verdict.values())
+    return load_table() if rules is None else with_user_rules(load_table(), rules)
+
+
+def _exit_on_gates(failures: list[GateFailure]) -> None:
+    """Print each failed gate (from neuronprobe.gates) on a line of its own; exit 1 if there is any."""
+    err = _err_console()
+    for failure in failures:
+        err.print(f"gate failed: {failure.message}", markup=False, highlight=False)
+    if failures:
+        raise typer.Exit(EXIT_GATE_FAILED)
 
 
 # --- audit (issue 14) ---------------------------------------------------------------
@@ -460,9 +474,10 @@ def diff(
 
             new_report.baseline_diff = result
             _write(html_path, render_html(new_report))
-        if fail_on_regression and result.has_regression:
-            _err_console().print(f"gate failed: {len(result.regressions)} regression(s)")
-            raise typer.Exit(EXIT_GATE_FAILED)
+        if fail_on_regression:
+            from neuronprobe.gates import Gates, evaluate_gates
+
+            _exit_on_gates(evaluate_gates(new_report, Gates(fail_on_regression=True), diff=result))
 
 
 @app.command()
@@ -478,7 +493,8 @@ def nightly(
 ) -> None:
     """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
 
-    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing.
+    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing;
+    3 when a model's analysis hit a bug in neuronprobe.
     """
     with _errors(debug):
         from neuronprobe.files import check_outputs
@@ -514,9 +530,12 @@ def nightly(
         for relative, content in result.files.items():
             _write(output_dir / relative, content)
         _print_nightly(result, output_dir / INDEX_FILE)
+        # The worst outcome picks the code: a neuronprobe bug (3), a model that could not be analysed (2), a regression (1).
+        if result.internal_errors:
+            raise typer.Exit(EXIT_INTERNAL)
         if result.failures:
             raise typer.Exit(EXIT_UNUSABLE)
-        if result.regressions:
+        if result.gate_failures:
             raise typer.Exit(EXIT_GATE_FAILED)
 
 
@@ -542,10 +561,14 @@ def _print_nightly(result: Any, index: Path) -> None:
         err.print(f"warning: {warning}", markup=False)
     for o in result.failures:
         err.print(f"error: {o.name}: {o.error}", markup=False, style="red")
-    for line in result.regressions:
-        err.print(f"regression: {line}", markup=False, style="red")
-    if result.regressions:
-        err.print(f"gate failed: {len(result.regressions)} regression(s)", markup=False)
+    if result.internal_errors:
+        err.print(f"error: {BUG_SENTENCE}", markup=False, style="red")
+    gates = result.gate_failures
+    for failure in gates:
+        for line in failure.failed:
+            err.print(f"regression: {line}", markup=False, style="red")
+    if gates:
+        err.print(f"gate failed: {sum(f.count for f in gates)} regression(s)", markup=False)
 
 
 # --- buckets (issue 3) -------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Typed errors. The library raises these; only the CLI turns them into exit codes.
 
 Every message is one sentence a user can act on, naming the file (and line where
-there is one). Exit codes: 2 for unusable input or configuration.
+there is one). Exit codes: 2 for unusable input or configuration, 3 for a bug in
+neuronprobe itself (:class:`InternalError`, or any exception that is not one of these).
 """
 
 from __future__ import annotations
@@ -9,6 +10,10 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_UNUSABLE = 2
+EXIT_INTERNAL = 3  # a bug in neuronprobe: a CI job can tell it from "your model file is broken" (2)
+
+# Where an internal error tells the user to report it (pyproject.toml names no project URL).
+BUG_REPORT_URL = "https://github.com/neuronprobe/neuronprobe/issues"
 
 
 class NeuronprobeError(Exception):
@@ -35,3 +40,14 @@ class ConfigError(InputError):
 
 class BackendUnavailable(NeuronprobeError):
     """A required backend (the real Neuron SDK) is missing, a placeholder or a fake."""
+
+
+class InternalError(Exception):
+    """A bug in neuronprobe (e.g. its bundled tables disagree with its code): not the user's to fix, exit 3.
+
+    Deliberately not a :class:`NeuronprobeError`: code that catches user-fixable
+    problems (one model of a nightly, a notebook's ``except NeuronprobeError``) must
+    not swallow a bug as if it were bad input.
+    """
+
+    exit_code: int = EXIT_INTERNAL

@@ -47,12 +47,12 @@ from neuronprobe.defaults import (
     MIN_MAX_BUCKETS,
     MIN_MAX_COMPILES,
 )
-from neuronprobe.errors import BackendUnavailable, ConfigError, NeuronprobeError, ReportFormatError
+from neuronprobe.errors import BackendUnavailable, ConfigError, InternalError, NeuronprobeError, ReportFormatError
+from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.support import TARGETS
-from neuronprobe.worker import WorkerInternalError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -66,6 +66,8 @@ SUMMARY_FILE = "_nightly.json"  # starts with "_": no model name can
 DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # A model name becomes a file name: letters, digits, dot, dash, underscore; no leading dot or underscore.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+REGRESSION_GATE = Gates(fail_on_regression=True)  # the nightly gates every model on regressions against its baseline
 
 
 # --- configuration ------------------------------------------------------------------
@@ -266,6 +268,7 @@ class ModelOutcome:
     name: str
     report: Report | None = None  # None when the analysis failed
     error: str = ""  # the analysis failed: one sentence
+    internal: bool = False  # it failed on a bug in neuronprobe, not on the model (the night exits 3)
     baseline_date: str | None = None
     json_path: str = ""  # relative to the reports folder
     html_path: str = ""
@@ -297,6 +300,22 @@ class NightlyResult:
     def failures(self) -> list[ModelOutcome]:
         return [o for o in self.outcomes if o.report is None]
 
+    @property
+    def internal_errors(self) -> list[ModelOutcome]:
+        """Models whose analysis hit a bug in neuronprobe: any of them makes the night exit 3."""
+        return [o for o in self.outcomes if o.internal]
+
+    @property
+    def gate_failures(self) -> list[GateFailure]:
+        """The regression gate of every model, from :func:`neuronprobe.gates.evaluate_gates`, each line naming its model."""
+        out = []
+        for o in self.outcomes:
+            if o.report is None:
+                continue
+            for failure in evaluate_gates(o.report, REGRESSION_GATE):
+                out.append(dataclasses.replace(failure, failed=tuple(f"{o.name}: {line}" for line in failure.failed)))
+        return out
+
 
 AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], Report]
 
@@ -314,8 +333,9 @@ def run_nightly(
     """Analyse every model of ``config`` for the night ``date``; return the files to write.
 
     ``require_backend`` (the CLI flag) overrides the config's. A model whose analysis
-    fails with a user-facing error (model file, traffic file) is recorded as failed
-    and the others still run; a missing required backend stops the night at once.
+    fails with a user-facing error (model file, traffic file), or on a bug in
+    neuronprobe (``internal``), is recorded as failed and the others still run; a
+    missing required backend stops the night at once.
     """
     check_date(date)
     check_required_backend(config, require_backend)
@@ -338,8 +358,9 @@ def run_nightly(
         except NeuronprobeError as exc:
             outcome.error = str(exc)
             continue
-        except WorkerInternalError as exc:  # a neuronprobe bug on this model: the others still run
-            outcome.error = f"internal error: {exc}"
+        except InternalError as exc:  # a neuronprobe bug on this model: the others still run, the night exits 3
+            outcome.error = f"internal error: {type(exc).__name__}: {exc}"
+            outcome.internal = True
             continue
         baseline = find_baseline(reports_dir, model.name, report, date, warnings)
         if baseline is not None:

@@ -56,7 +56,7 @@ from neuronprobe.capture import (
 )
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import Finding, PhaseSummary, PolicyPrediction, RecompileCause, RecompileSection, TrainInfo
-from neuronprobe.support import Classification
+from neuronprobe.support import Classification, find_rule
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
 
 STEP_CAPTURE = "train_step (eager, fake tensors)"
@@ -189,9 +189,15 @@ class TrainingRule:
 
 
 @lru_cache(maxsize=1)
+def _training_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(resources.files("neuronprobe.support").joinpath("data", "training_rules.json").read_text("utf-8"))
+    return doc
+
+
+@lru_cache(maxsize=1)
 def training_rules() -> tuple[tuple[TrainingRule, ...], tuple[str, ...]]:
     """The measured training rules (``support/data/training_rules.json``) and their provenance."""
-    doc = json.loads(resources.files("neuronprobe.support").joinpath("data", "training_rules.json").read_text("utf-8"))
+    doc = _training_doc()
     rules = tuple(
         TrainingRule(
             id=r["id"],
@@ -930,7 +936,8 @@ def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead
 
 def fused_fix() -> str:
     rules, _ = training_rules()
-    return next(r.fix for r in rules if r.id == "fused-optimizer")
+    table = f"training rules {_training_doc().get('version', '?')} (support/data/training_rules.json)"
+    return find_rule(rules, "fused-optimizer", table).fix
 
 
 def observed_train_info(info: TrainInfo, observation: Any) -> None:

@@ -32,7 +32,7 @@ from typing import Any
 
 from neuronprobe import errors as _errors
 from neuronprobe.defaults import DEFAULT_MEMORY_FRACTION, DEFAULT_TIMEOUT_S, MIN_MEMORY_BYTES
-from neuronprobe.errors import InputError, ModelLoadError, NeuronprobeError
+from neuronprobe.errors import InputError, InternalError, ModelLoadError, NeuronprobeError
 from neuronprobe.usercode import deepest_frame_file, exit_text, line_in_stack_dump, line_in_traceback, where
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
@@ -55,8 +55,8 @@ class WorkerFailure(ModelLoadError):
     """The user's code ended the analysis: an exit, a signal, an uncaught exception, a limit."""
 
 
-class WorkerInternalError(Exception):
-    """An exception raised inside neuronprobe's own code in the worker: a bug, reported as one."""
+class WorkerInternalError(InternalError):
+    """An exception raised inside neuronprobe's own code in the worker: a bug, reported as one (exit 3)."""
 
 
 def machine_memory_bytes() -> int:
@@ -110,10 +110,15 @@ def human_bytes(n: int) -> str:
 
 
 def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dict[str, Any]:
-    """Run the library call; a typed neuronprobe error comes back as data, with its class and exit code."""
+    """Run the library call; a typed neuronprobe error comes back as data, with its class and exit code.
+
+    An :class:`InternalError` comes back as data too, marked ``internal``: it is a bug
+    wherever it was raised, even while the model's own frames are on the stack
+    (a chained traceback would otherwise name the model's line and blame the model).
+    """
     try:
         report = call()
-    except NeuronprobeError as exc:
+    except (NeuronprobeError, InternalError) as exc:
         import traceback
 
         return {
@@ -122,6 +127,7 @@ def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dic
                 "message": str(exc),
                 "exit_code": exc.exit_code,
                 "traceback": traceback.format_exc(),
+                "internal": isinstance(exc, InternalError),
             }
         }
     return {"report": report.to_json(indent=None)}
@@ -141,9 +147,13 @@ def _error_class(name: str) -> type[NeuronprobeError]:
     return getattr(_errors, name, NeuronprobeError)
 
 
-def _reraise(error: dict[str, Any]) -> NeuronprobeError:
-    exc = _error_class(str(error["type"]))(str(error["message"]))
-    exc.exit_code = int(error["exit_code"])
+def _reraise(error: dict[str, Any]) -> Exception:
+    exc: NeuronprobeError | WorkerInternalError
+    if error.get("internal"):
+        exc = _internal_error(str(error["type"]), str(error["message"]))
+    else:
+        exc = _error_class(str(error["type"]))(str(error["message"]))
+        exc.exit_code = int(error["exit_code"])
     if error.get("traceback") and hasattr(exc, "add_note"):  # shown with --debug
         exc.add_note(f"in the analysis worker:\n{str(error['traceback']).rstrip()}")
     return exc
@@ -212,7 +222,8 @@ def run_in_worker(
     ``label`` names the model in messages (the model file as the user wrote it, or
     an ``hf:`` spec); ``model_file`` is where to look for the line. Raises the
     child's own NeuronprobeError (same class, same exit code), a WorkerFailure
-    for any other ending, or a WorkerInternalError for a bug in neuronprobe.
+    for any other ending, or a WorkerInternalError (an :class:`InternalError`,
+    exit 3) for a bug in neuronprobe.
     """
     from neuronprobe.backends.isolation import STATUS_ERROR, STATUS_OK, run_isolated
     from neuronprobe.report.model import Report

@@ -48,22 +48,20 @@ from neuronprobe.backends.neuron_steps import (
 from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
+from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.vocabulary import StepStatus, Verdict
 
 ALLOW_FAKE_ENV = "NEURONPROBE_ALLOW_FAKE_SDK"  # "1": --backend auto|neuron may drive the test fake
 CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neuron cache instead of a temporary one
 
-# analyze's failureAt -> verdict: the compiler rejecting an op is a compile error;
-# an op torch-xla cannot lower to HLO runs on the host (its CPU fallback).
-FAILURE_AT_VERDICT = {"neuronx-cc": "compile_error", "Lowering to HLO": "cpu_fallback"}
-UNKNOWN_FAILURE_VERDICT = "compile_error"
 WHOLE_GRAPH_OP = "<neuronx-cc>"  # a trace compile failure no diagnostic ties to one op
 DEVICE_RUN_OP = "<forward on device>"  # a failed device forward no diagnostic ties to one op
 # A fallback counter torch-xla always bumps when Python reads a tensor value
 # (.item(), printing): a host sync, not an op without a lowering.
 NOT_A_FALLBACK = frozenset({"aten::_local_scalar_dense"})
 
-_NCC = re.compile(r"\[(?P<code>NCC_[A-Z]+[0-9]+|[A-Z]{3}[0-9]{3})\]\s*(?P<message>[^\n]*)")
+# The texts that pick a verdict (analyze's failureAt, the [NCC_*] diagnostics) are rule data:
+# support/data/error_patterns.json. These only pull details out for messages.
 _FAILED_WITH = re.compile(r"neuronx-cc failed with (-?\d+)")
 _EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")
 _CALL_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
@@ -208,7 +206,7 @@ def parse_compiler_log(text: str, error: str = "") -> CompilerLog:
     """The ``[NCC_*]`` (and older ``[XTP003]``-style) diagnostics and the compiler's exit status."""
     log = CompilerLog()
     seen = set()
-    for m in _NCC.finditer(text or ""):
+    for m in load_error_patterns().ncc_diagnostic.finditer(text or ""):
         key = (m.group("code"), m.group("message").strip())
         if key not in seen:
             seen.add(key)
@@ -346,13 +344,14 @@ class _Builder:
         log = parse_compiler_log(result.log, result.error)
         status = f" (neuronx-cc exit status {log.status})" if log.status is not None else ""
         unattributed = []
+        verdict = load_error_patterns().ncc_diagnostic_verdict
         for code, message in log.diagnostics:
             op = op_in_message(message, self.vocabulary())
             if op is None:
                 unattributed.append((code, message))
                 continue
-            self.verdict(op, "compile_error")
-            self.add(op, "compile_error", f"{what} failed{status}: [{code}] {message}", f"observed-{step}", code)
+            self.verdict(op, verdict)
+            self.add(op, verdict, f"{what} failed{status}: [{code}] {message}", f"observed-{step}", code)
         if unattributed or not log.diagnostics:
             said = "; ".join(f"[{c}] {m}" for c, m in unattributed) or result.error
             self.add(
@@ -380,18 +379,19 @@ def apply_analyze(builder: _Builder, report: Any) -> None:
         builder.limitations.append(Limitation("neuron backend: analyze", str(exc)))
         return
     builder.support_percentage = result.support_percentage
+    patterns = load_error_patterns()  # failureAt -> verdict (a compiler rejection, or a host fallback)
     for kind in result.supported:
         builder.verdict(kind, "lowered")
     sites: dict[tuple[str, str, str | None, int | None], int] = {}
     for u in result.unsupported:
-        builder.verdict(u.kind, FAILURE_AT_VERDICT.get(u.failure_at, UNKNOWN_FAILURE_VERDICT))
+        builder.verdict(u.kind, patterns.failure_at_verdict(u.failure_at))
         builder.where.setdefault(u.kind, (u.file, u.line))
         key = (u.kind, u.failure_at, u.file, u.line)
         sites[key] = sites.get(key, 0) + 1
     for (kind, failure, file, line), n in sites.items():
         builder.add(
             kind,
-            FAILURE_AT_VERDICT.get(failure, UNKNOWN_FAILURE_VERDICT),
+            patterns.failure_at_verdict(failure),
             f"{kind}: torch_neuronx.analyze reports it unsupported (failed at {failure})",
             "observed-analyze",
             count=n,

@@ -22,13 +22,14 @@ rule that produced it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from neuronprobe.defaults import DEFAULT_TARGET
-from neuronprobe.errors import InputError
+from neuronprobe.errors import InputError, InternalError
 from neuronprobe.support.conditions import Condition, holds
 from neuronprobe.vocabulary import Verdict
 
@@ -126,6 +127,35 @@ class SupportTable:
         return None
 
 
+class RuleNotFound(InternalError):
+    """The code names a rule by id that its bundled table lacks: the two disagree, a bug in neuronprobe."""
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_HasId)
+
+
+def find_rule(rules: Iterable[_R], rule_id: str, table: str) -> _R:
+    """The rule called ``rule_id`` in ``rules``; a :class:`RuleNotFound` naming the id and ``table`` otherwise.
+
+    ``table`` says which table and version was searched (``"support table 2026.11.1"``),
+    so the message points at the data file to fix rather than at a bare ``StopIteration``.
+    """
+    for rule in rules:
+        if rule.id == rule_id:
+            return rule
+    raise RuleNotFound(f"rule {rule_id!r} is missing from {table}, but neuronprobe's code relies on it")
+
+
+def rule_by_id(table: SupportTable, rule_id: str) -> Rule:
+    """A rule of the support table by id (a user's ``--rules`` file may override it: it comes first)."""
+    return find_rule(table.rules, rule_id, f"support table {table.version} (support/data/neuron_rules.json)")
+
+
 @dataclass(frozen=True)
 class Classification:
     verdict: str
@@ -141,12 +171,15 @@ def _read(name: str) -> Any:
 
 @lru_cache(maxsize=1)
 def load_table() -> SupportTable:
-    """The bundled table, its rules validated (a bad rule raises :class:`InputError` naming it)."""
+    """The bundled table, its rules validated (a bad rule raises :class:`InternalError` naming it)."""
     from neuronprobe.support.rulefile import parse_rules_doc
 
     lowerings = _read("xla_lowerings.json")
     rules_doc = _read("neuron_rules.json")
-    rules = parse_rules_doc(rules_doc, "neuron_rules.json")
+    try:
+        rules = parse_rules_doc(rules_doc, "neuron_rules.json")
+    except InputError as exc:  # the bundled file, not the user's: a bug in neuronprobe (exit 3)
+        raise InternalError(f"the bundled support table is invalid: {exc}") from None
     return SupportTable(
         version=rules_doc["version"],
         torch_xla=lowerings["torch_xla"],
@@ -275,7 +308,7 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
         return Classification("lowered", "bookkeeping", f"{call.op} is tracer bookkeeping: no device work")
     # A boolean-mask index produces a data-dependent size even though index.Tensor lowers.
     if call.data_dependent_output and call.name not in ("_local_scalar_dense", "item"):
-        rule = next(r for r in table.rules if r.id == "dynamic-output-shape")
+        rule = rule_by_id(table, "dynamic-output-shape")
         return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
     reaches_compiler = _has_lowering(call, table) or (
         (call.has_composite_implicit or call.has_composite_explicit)
