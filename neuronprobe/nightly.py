@@ -218,7 +218,7 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
     resolved: dict[str, Any] = {}
     if not spec.startswith("hf:"):
         resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
-    files: dict[str, Path] = {}
+    files: dict[str, Any] = {}  # TrafficOptions path fields, resolved against the config's folder
     for key in _PATH_KEYS:
         value = getattr(traffic, key)
         if value is not None:

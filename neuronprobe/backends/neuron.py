@@ -21,7 +21,7 @@ so the user's cache is untouched unless ``NEURONPROBE_NEURON_CACHE=user``.
 A step that hits its time limit is killed with its compiler processes and
 becomes a limitation of the report, never a crash.
 
-Observed findings use the predicted findings' verdicts, with ``origin="observed"``.
+Observed findings use the predicted findings' verdicts, with ``origin=Origin.OBSERVED``.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
-from neuronprobe.vocabulary import StepStatus, Verdict
+from neuronprobe.vocabulary import Origin, StepStatus, Verdict
 
 ALLOW_FAKE_ENV = "NEURONPROBE_ALLOW_FAKE_SDK"  # "1": --backend auto|neuron may drive the test fake
 CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neuron cache instead of a temporary one
@@ -212,9 +212,9 @@ def parse_compiler_log(text: str, error: str = "") -> CompilerLog:
             seen.add(key)
             log.diagnostics.append(key)
     for source in (error, text or ""):
-        m = _FAILED_WITH.search(source) or _EXIT_STATUS.search(source)
-        if m:
-            log.status = int(m.group(1))
+        status = _FAILED_WITH.search(source) or _EXIT_STATUS.search(source)
+        if status:
+            log.status = int(status.group(1))
             break
     return log
 
@@ -262,7 +262,7 @@ class _Builder:
     support_percentage: float | None = None
     where: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
 
-    def verdict(self, op: str, verdict: str) -> None:
+    def verdict(self, op: str, verdict: Verdict | str) -> None:
         self.op_verdicts[op] = worse(self.op_verdicts.get(op), verdict)
 
     def finding_for(self, op: str, file: str | None = None, line: int | None = None) -> Finding | None:
@@ -275,7 +275,7 @@ class _Builder:
     def add(
         self,
         op: str,
-        verdict: str,
+        verdict: Verdict | str,
         message: str,
         rule: str,
         ncc_code: str | None = None,
@@ -298,7 +298,7 @@ class _Builder:
         self.findings.append(
             Finding(
                 op=op,
-                verdict=verdict,
+                verdict=Verdict(verdict),
                 file=file,
                 line=line,
                 module=None,
@@ -307,7 +307,7 @@ class _Builder:
                 rule=rule,
                 ncc_code=ncc_code,
                 count=count,
-                origin="observed",
+                origin=Origin.OBSERVED,
             )
         )
 

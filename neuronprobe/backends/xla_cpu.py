@@ -6,7 +6,7 @@ in a subprocess of its own process group, with a per-step limit (``--op-timeout`
 and a whole-run limit (``--timeout``); a hang or a crash is killed and becomes a
 limitation of the report. Results come back as JSON lines, never pickles.
 
-What it reports, with ``origin="observed"``:
+What it reports, with ``origin=Origin.OBSERVED``:
 
 * ``cpu_fallback``: every op torch-xla ran on the CPU, at the user's line of the
   call, with its count per forward and the bytes that crossed per call;
@@ -43,7 +43,7 @@ from neuronprobe.backends.xla_findings import (
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
-from neuronprobe.vocabulary import SourceLocation, StepStatus
+from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
 
 BACKEND_NAME = "xla-cpu"
 POLL_S = 0.05
@@ -294,14 +294,14 @@ class XlaCpuBackend:
             obs.findings.append(
                 Finding(
                     op="<forward on the XLA device>",
-                    verdict="compile_error",
+                    verdict=Verdict.COMPILE_ERROR,
                     file=rel_path(step.file),
                     line=step.line,
                     module=None,
                     message=f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
                     fix="every tensor the model creates must be on the input's device (pass device=x.device), and ops must have an XLA lowering",
                     rule="observed-xla-error",
-                    origin="observed",
+                    origin=Origin.OBSERVED,
                 )
             )
             obs.op_verdicts = observed_verdicts(obs.findings)

@@ -33,8 +33,8 @@ def place_key(file: str | None) -> str | None:
     return normal.split(_SITE_PACKAGES, 1)[1] if _SITE_PACKAGES in normal else normal
 
 
-def _worst(verdicts: list[str]) -> str:
-    return max(verdicts, key=lambda v: Verdict(v).rank)
+def _worst(verdicts: list[str]) -> Verdict:
+    return max((Verdict(v) for v in verdicts), key=lambda v: v.rank)
 
 
 def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
@@ -79,7 +79,7 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
             PredictionMismatch(
                 p.op,
                 p.verdict,
-                "lowered",
+                Verdict.LOWERED,
                 p.file,
                 p.line,
                 "torch-xla ran every op of this line on the device: no CPU fallback and no host read",

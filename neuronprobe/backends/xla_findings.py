@@ -12,6 +12,7 @@ from typing import Any
 from neuronprobe.backends.hlo_checks import check_hlo, summarize_hits
 from neuronprobe.backends.xla_observe import HOST_SYNC_OP
 from neuronprobe.report.model import Finding, Limitation
+from neuronprobe.vocabulary import Origin, Verdict
 
 FIX_FALLBACK = (
     "torch-xla has no lowering for this call, so it runs on the host with a device round trip each time: "
@@ -50,7 +51,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         findings.append(
             Finding(
                 op=op,
-                verdict="cpu_fallback",
+                verdict=Verdict.CPU_FALLBACK,
                 file=rel_path(site.get("file")),
                 line=site.get("line"),
                 module=None,
@@ -59,7 +60,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
                 fix=FIX_FALLBACK,
                 rule="observed-fallback",
                 count=count,
-                origin="observed",
+                origin=Origin.OBSERVED,
                 bytes_per_call=per_call,
                 source_line=line_text(site.get("file"), site.get("line")),
             )
@@ -73,7 +74,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
             findings.append(
                 Finding(
                     op=op,
-                    verdict="cpu_fallback",
+                    verdict=Verdict.CPU_FALLBACK,
                     file=None,
                     line=None,
                     module=None,
@@ -82,7 +83,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
                     fix=FIX_FALLBACK,
                     rule="observed-fallback",
                     count=missing,
-                    origin="observed",
+                    origin=Origin.OBSERVED,
                 )
             )
     return findings, limitations
@@ -95,7 +96,7 @@ def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
         out.append(
             Finding(
                 op=HOST_SYNC_OP,
-                verdict="dynamic_shape",
+                verdict=Verdict.DYNAMIC_SHAPE,
                 file=rel_path(site.get("file")),
                 line=site.get("line"),
                 module=None,
@@ -104,7 +105,7 @@ def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
                 fix=FIX_HOST_SYNC,
                 rule="observed-host-sync",
                 count=count,
-                origin="observed",
+                origin=Origin.OBSERVED,
                 source_line=line_text(site.get("file"), site.get("line")),
             )
         )
@@ -148,7 +149,7 @@ def hlo_findings(graphs: list[dict[str, str]], target: str, op_lines: dict[str, 
         out.append(
             Finding(
                 op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>",
-                verdict="compile_error",
+                verdict=Verdict.COMPILE_ERROR,
                 file=rel_path(e["file"]),
                 line=e["line"],
                 module=None,
@@ -157,7 +158,7 @@ def hlo_findings(graphs: list[dict[str, str]], target: str, op_lines: dict[str, 
                 rule=e["rule"],
                 ncc_code=e["ncc_code"],
                 count=1,
-                origin="observed",
+                origin=Origin.OBSERVED,
                 source_line=line_text(e["file"], e["line"]),
             )
         )

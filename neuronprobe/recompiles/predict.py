@@ -24,6 +24,7 @@ import numpy as np
 
 from neuronprobe.recompiles.traffic import Const, Key, Signature, Traffic
 from neuronprobe.report.model import BucketProposal, PolicyPrediction, RecompileCause
+from neuronprobe.vocabulary import CauseKind
 
 POLICIES: tuple[str, ...] = ("static", "dynamic_batch", "bucketed")
 
@@ -329,7 +330,7 @@ def shape_causes(
                 file=file,
                 line=line,
                 source_line=code,
-                kind="shape",
+                kind=CauseKind.SHAPE,
                 input=name,
                 dim=dim if isinstance(dim, int) else None,
                 fix=fix,

@@ -120,7 +120,8 @@ def signature_of(args: Sequence[Any], kwargs: dict[str, Any], where: str) -> Sig
     import torch
 
     entries: list[tuple[Key, Entry]] = []
-    for key, value in [*enumerate(args), *sorted(kwargs.items())]:
+    pairs: list[tuple[Key, Any]] = [*enumerate(args), *sorted(kwargs.items())]
+    for key, value in pairs:
         if isinstance(value, torch.Tensor):
             entries.append((key, tuple(int(d) for d in value.shape)))
         elif value is None or isinstance(value, (bool, int, float, str)):
@@ -136,7 +137,8 @@ def templates_of(args: Sequence[Any], kwargs: dict[str, Any]) -> dict[Key, Tenso
     import torch
 
     out: dict[Key, TensorTemplate] = {}
-    for key, value in [*enumerate(args), *kwargs.items()]:
+    pairs: list[tuple[Key, Any]] = [*enumerate(args), *kwargs.items()]
+    for key, value in pairs:
         if not isinstance(value, torch.Tensor):
             continue
         fill = None

@@ -43,7 +43,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from neuronprobe.report.model import Finding, FindingChange, Report, RunDiff
-from neuronprobe.vocabulary import PROBLEM_VERDICTS
+from neuronprobe.vocabulary import PROBLEM_VERDICTS, Verdict
 
 # The analysis is deterministic: the same code, traffic and stack give the same
 # numbers to the last bit. These tolerances only absorb float rounding (JSON
@@ -225,7 +225,7 @@ def metric(report: Report, name: str) -> float | None:
     if name == "problem_findings":
         return float(len(report.findings_with(frozenset(PROBLEM_VERDICTS))))
     if name == "cpu_fallbacks":
-        return float(len(report.findings_with({"cpu_fallback"})))
+        return float(len(report.findings_with({Verdict.CPU_FALLBACK})))
     if name == "device_graphs":
         return float(report.summary.device_graphs)
     if name == "static_graphs":

@@ -87,12 +87,13 @@ def render_proposal(p: BucketProposal, config: str = "nxd_inference") -> list[An
 
     if p.holdout is not None and p.holdout.overhead is not None:
         h = p.holdout
+        held = p.holdout.overhead
         t = Table(title=f"held-out check: fitted on {h.fit_lengths:,}, scored on {h.test_lengths:,} ({h.order})", title_justify="left")
         t.add_column("ladder")
         t.add_column("tokens", justify="right")
         t.add_column("attention", justify="right")
         t.add_column("beyond last", justify="right")
-        t.add_row("proposed", _pct(h.overhead.tokens), _pct(h.overhead.attention), str(h.beyond_last), style="bold green")
+        t.add_row("proposed", _pct(held.tokens), _pct(held.attention), str(h.beyond_last), style="bold green")
         for name, s in h.baselines.items():
             t.add_row(name, _pct(s.tokens), _pct(s.attention), str(s.beyond_last))
         out.append(t)

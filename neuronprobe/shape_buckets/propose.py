@@ -30,6 +30,7 @@ from neuronprobe.shape_buckets.configs import render_configs
 from neuronprobe.shape_buckets.costs import CostModel, Score, StepTimeFit, parse_cost, score
 from neuronprobe.shape_buckets.optimal import Solution, candidate_edges, check_fit, round_up, solve
 from neuronprobe.shape_buckets.reading import LengthData, validate_lengths
+from neuronprobe.vocabulary import Fit
 
 # The report embeds the histogram (HTML reports, notebooks): above this many distinct
 # lengths it is stored binned, so the JSON stays a few tens of KB.
@@ -75,7 +76,7 @@ def propose_buckets(
         if timestamps is None:
             timestamps = lengths.timestamps
         source = source or lengths.source + (f" column {lengths.column}" if lengths.column else "")
-        data = lengths.lengths
+        data: Any = lengths.lengths
     else:
         data = lengths
     where = source or "lengths"
@@ -160,7 +161,7 @@ def propose_buckets(
         cost_model=model.name,
         overhead=_overhead(chosen_score),
         cost=chosen.cost,
-        fit=fit,
+        fit=Fit(fit),
         max_len=top,
         curve=curve,
         baselines=baselines,
