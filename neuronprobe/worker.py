@@ -175,7 +175,9 @@ def _signal_name(number: int) -> str:
 def _is_internal(traceback_text: str) -> bool:
     """Raised in neuronprobe's own code (not the model's, not torch's): a neuronprobe bug."""
     file = deepest_frame_file(traceback_text)
-    return bool(file) and os.path.abspath(file).startswith(_NEURONPROBE_DIR + os.sep)
+    if not file:
+        return False
+    return os.path.abspath(file).startswith(_NEURONPROBE_DIR + os.sep)
 
 
 def _failure_message(result: Any, label: str, model_file: Path | None, limits: WorkerLimits, memory: int) -> str:
@@ -199,10 +201,10 @@ def _failure_message(result: Any, label: str, model_file: Path | None, limits: W
     line = line_in_traceback(result.traceback, model_file)
     kind, message = result.error_type, result.error.partition(": ")[2]
     if kind == "SystemExit":
-        code: Any = message
+        exit_arg: Any = message
         with contextlib.suppress(ValueError):
-            code = int(message) if message else None
-        return f"{where(label, line)}: the model code called {exit_text(code)}; a model file must return, not exit"
+            exit_arg = int(message) if message else None
+        return f"{where(label, line)}: the model code called {exit_text(exit_arg)}; a model file must return, not exit"
     if kind == "KeyboardInterrupt":
         return f"{where(label, line)}: the model code raised KeyboardInterrupt"
     if kind == "MemoryError" or any(t in result.error for t in _OOM_TEXT):
