@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install system-deps xla-env demo test bench clean
+.PHONY: install system-deps xla-env lint demo test bench clean
 
 $(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/hf.txt requirements/dev.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -29,7 +29,13 @@ demo: install
 xla-env: install
 	-$(VENV)/bin/neuronprobe setup xla-cpu
 
-test: install system-deps xla-env
+# ruff (lint and format) and mypy, configured in pyproject.toml: a violation fails `make test`.
+lint: install
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+
+test: install system-deps xla-env lint
 	$(VENV)/bin/pytest
 
 bench: install
