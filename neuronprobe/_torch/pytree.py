@@ -8,11 +8,14 @@ torch 2.9 and are left as they are; this wrapper serves the analysis process.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeVar
 
 from neuronprobe._torch.check import Check, MissingInternal, run_check
 
 INTERNAL = "torch.utils._pytree"
 DEGRADES = "reading nested model inputs and outputs (training step capture, output counts)"
+
+T = TypeVar("T")
 
 
 def _module() -> object:
@@ -28,8 +31,10 @@ def tree_leaves(value: object) -> list[object]:
     return leaves
 
 
-def tree_map(fn: Callable[[object], object], value: object, is_leaf: Callable[[object], bool] | None = None) -> object:
-    return _module().tree_map(fn, value, is_leaf=is_leaf)  # type: ignore[attr-defined]
+def tree_map(fn: Callable[[object], object], value: T, is_leaf: Callable[[object], bool] | None = None) -> T:
+    """``value`` with each leaf replaced by ``fn(leaf)``: the same containers, new leaves."""
+    mapped: T = _module().tree_map(fn, value, is_leaf=is_leaf)  # type: ignore[attr-defined]
+    return mapped
 
 
 def leaves_with_names(value: object) -> list[tuple[str, object]]:
