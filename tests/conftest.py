@@ -175,7 +175,8 @@ _TRANSFORMERS = "transformers"
 _HUB_CONSTANTS = "huggingface_hub.constants"
 # torch's structured-trace handler removes itself on the first compile of the process (no TORCH_TRACE): torch's doing.
 _TRACE_LOGGER = "torch.__trace"
-# pytest's own per-test variable
+# pytest's own per-test variable, and its log-capturing handlers (attached per test phase)
+_PYTEST_LOGGING = "_pytest"
 _PYTEST_ENV = "PYTEST_CURRENT_TEST"
 
 
@@ -186,7 +187,12 @@ def torch_log_settings() -> dict[str, object]:
     from torch._logging import _internal
 
     loggers = {
-        name: (logger.level, logger.propagate, logger.disabled, tuple(sorted(type(h).__name__ for h in logger.handlers)))
+        name: (
+            logger.level,
+            logger.propagate,
+            logger.disabled,
+            tuple(sorted(type(h).__name__ for h in logger.handlers if not type(h).__module__.startswith(_PYTEST_LOGGING))),
+        )
         for name, logger in list(logging.Logger.manager.loggerDict.items())
         if (name == "torch" or name.startswith("torch.")) and isinstance(logger, logging.Logger) and name != _TRACE_LOGGER
     }

@@ -29,8 +29,13 @@ def self_check() -> Check:
         seen: list[object | None] = []
         x = torch.ones(2, requires_grad=True)
         y = x * 2
-        y.register_hook(lambda g: seen.append(current_autograd_node()) or g)
-        y.sum().backward()
+
+        def hook(grad: torch.Tensor) -> torch.Tensor:
+            seen.append(current_autograd_node())
+            return grad
+
+        y.register_hook(hook)  # type: ignore[no-untyped-call]
+        y.sum().backward()  # type: ignore[no-untyped-call]
         if current_autograd_node() is not None or not seen or seen[0] is None:
             raise MissingInternal(INTERNAL, DEGRADES, "no node reported inside a backward hook")
 

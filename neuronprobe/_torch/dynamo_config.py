@@ -36,11 +36,11 @@ def raised_recompile_limits(limit: int) -> Iterator[None]:
 
     require()
     config = torch._dynamo.config
-    patch = {
+    patch: dict[str, object] = {
         "recompile_limit": max(limit, int(config.recompile_limit)),
         "accumulated_recompile_limit": max(limit * ACCUMULATED_FACTOR, int(config.accumulated_recompile_limit)),
     }
-    with config.patch(**patch):
+    with config.patch(patch):
         yield
 
 

@@ -11,6 +11,7 @@ and then puts every counter back, so the user's statistics (``unique_graphs``,
 from __future__ import annotations
 
 from collections import Counter
+from typing import cast
 
 from neuronprobe._torch.check import Check, MissingInternal, run_check
 
@@ -28,7 +29,7 @@ def _counters() -> dict[str, Counter[object]]:
         raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
     if not isinstance(counters, dict):
         raise MissingInternal(INTERNAL, DEGRADES, f"is a {type(counters).__name__}, not a dict")
-    return counters
+    return cast(dict[str, Counter[object]], counters)
 
 
 def snapshot() -> Snapshot:

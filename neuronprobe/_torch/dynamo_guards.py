@@ -20,9 +20,9 @@ Counts = dict[CodeType, int]
 
 def _failures() -> dict[CodeType, list[object]]:
     try:
-        import torch._dynamo
+        from torch._dynamo import guard_failures  # type: ignore[attr-defined]
 
-        failures: dict[CodeType, list[object]] = torch._dynamo.guard_failures
+        failures: dict[CodeType, list[object]] = guard_failures
     except (ImportError, AttributeError) as exc:
         raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
     if not isinstance(failures, dict):

@@ -32,7 +32,7 @@ import contextlib
 import inspect
 from collections.abc import Callable, Iterator
 from types import CodeType
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from neuronprobe._torch.check import Check, MissingInternal, run_check
 
@@ -57,11 +57,9 @@ def compile_isolated(fn: F, backend: Callable[..., object], *, dynamic: bool) ->
     """``torch.compile(fn)`` with fullgraph off, in a cache region of its own when torch has them."""
     import torch
 
-    if supports_isolated_regions():
-        compiled: F = torch.compile(fn, backend=backend, fullgraph=False, dynamic=dynamic, isolate_recompiles=True)  # type: ignore[call-overload]
-    else:
-        compiled = torch.compile(fn, backend=backend, fullgraph=False, dynamic=dynamic)  # type: ignore[call-overload]
-    return compiled
+    compile_fn: Callable[..., object] = torch.compile  # its typed overloads do not list isolate_recompiles yet
+    region = {"isolate_recompiles": True} if supports_isolated_regions() else {}
+    return cast(F, compile_fn(fn, backend=backend, fullgraph=False, dynamic=dynamic, **region))
 
 
 def _tracked_codes() -> list[CodeType]:
