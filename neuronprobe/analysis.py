@@ -36,7 +36,7 @@ from neuronprobe.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.loading import LoadedModel, load_model, split_inputs
+from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, split_inputs
 from neuronprobe.report.model import (
     CaptureInfo,
     Finding,
@@ -158,7 +158,9 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
     is_file = not spec.startswith("hf:") and Path(spec).is_file()
-    with user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+    # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
+    scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
+    with scope, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
         loaded = load_model(spec, options.overrides)
         return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
 

@@ -7,6 +7,12 @@ tensor data, an op without a fake kernel), the failure itself becomes a
 ``aot_autograd`` backend captures what it can, graph breaks included. Graph
 breaks are read from dynamo's ``graph_breaks`` log records, not from
 ``explain().graph_break_count`` (which is ``graph_count - 1`` on torch 2.13).
+
+A good guest in the user's process: the dynamo capture compiles in isolation
+(:mod:`neuronprobe._torch.dynamo_isolation`: no ``torch._dynamo.reset()``, so the
+user's compiled functions keep their caches), reads graph breaks without
+changing torch's log settings, and puts dynamo's counters back. Every private
+torch internal is reached through :mod:`neuronprobe._torch`.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from neuronprobe._torch import MissingInternal, dispatcher, pytree
+from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 
 # Frames inside these folders are library code, not the user's: the user's
 # line is the innermost frame outside them.
@@ -280,12 +289,11 @@ def _module_of(node: Any, strip_prefix: str) -> tuple[str | None, str | None]:
 
 def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
     """Walk an FX graph's call_function nodes into OpCalls (aten and custom ops)."""
-    import torch
 
     calls: list[OpCall] = []
     parts_by_op: dict[str, list[OpCall] | None] = {}
     for node in graph.nodes:
-        if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
+        if node.op != "call_function" or not dispatcher.is_op_overload(node.target):
             continue
         call = _bare_call(node.target, len(calls))
         input_symbols: set[str] = set()
@@ -374,14 +382,13 @@ def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool 
     read: the read is the finding.
     """
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     seen: list[Any] = []
 
-    class Record(TorchDispatchMode):
+    class Record(dispatch_mode_base()):  # type: ignore[misc]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             seen.append(func)
-            first = isinstance(func, torch._ops.OpOverload) and func not in described
+            first = dispatcher.is_op_overload(func) and func not in described
             if first:  # described before it runs: a value read on meta tensors raises
                 described[func] = describe_call(func, args, kwargs or {}, None, len(described))
             out = func(*args, **(kwargs or {}))
@@ -397,7 +404,7 @@ def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool 
         try:
             with quiet_torch(), Record():
                 if explicit:
-                    target._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, *args, **kwargs)
+                    dispatcher.call_composite_explicit(target, *args, **kwargs)
                 else:
                     target(*args, **kwargs)
         except Exception:
@@ -449,19 +456,18 @@ def _bare_call(func: Any, index: int) -> OpCall:
         name=name,
         overload=overload,
         tags=sorted(str(t).replace("Tag.", "") for t in getattr(func, "tags", ())),
-        has_composite_implicit=_has_kernel(qual, "CompositeImplicitAutograd"),
+        has_composite_implicit=_has_kernel(qual, dispatcher.COMPOSITE_IMPLICIT),
         # Not CompositeExplicitAutogradNonFunctional: the dispatcher never uses those
         # kernels for XLA (a functional backend), so they are no decomposition there.
-        has_composite_explicit=_has_kernel(qual, "CompositeExplicitAutograd"),
+        has_composite_explicit=_has_kernel(qual, dispatcher.COMPOSITE_EXPLICIT),
     )
 
 
 def _has_kernel(qualname: str, key: str) -> bool:
-    import torch
-
+    """Without the dispatcher query no op is known to decompose: ``neuronprobe doctor`` names that degradation."""
     try:
-        return bool(torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key))
-    except RuntimeError:
+        return dispatcher.has_kernel(qualname, key)
+    except MissingInternal:
         return False
 
 
@@ -471,14 +477,20 @@ def _drop(record: logging.LogRecord) -> bool:
 
 @contextlib.contextmanager
 def quiet_torch() -> Iterator[None]:
-    """Failed exports print partial graph code, warnings and log lines: keep them off the user's console."""
+    """Failed exports print partial graph code, warnings and log lines: keep them off the user's console.
+
+    Everything is scoped to the block and put back on the way out, exceptions
+    included: ``sys.stdout``/``sys.stderr`` (swapped, not the file descriptors),
+    the warning filters, and the drop filter on torch's log handlers. Handlers
+    added inside the block (the graph-break recorder) are not filtered.
+    """
     sink = io.StringIO()
     loggers = [
         logger
         for name, logger in list(logging.Logger.manager.loggerDict.items())
         if (name == "torch" or name.startswith("torch.")) and isinstance(logger, logging.Logger)
     ]
-    handlers = [h for logger in loggers for h in logger.handlers if not isinstance(h, _BreakLog)]
+    handlers = [h for logger in loggers for h in logger.handlers]
     for h in handlers:
         h.addFilter(_drop)
     try:
@@ -526,27 +538,17 @@ def _exported_output_tensors(ep: Any) -> int:
     import torch
 
     outputs = [n for n in ep.graph.nodes if n.op == "output"]
-    leaves = torch.utils._pytree.tree_leaves(outputs[0].args) if outputs else []
+    leaves = pytree.tree_leaves(outputs[0].args) if outputs else []
     return sum(isinstance(getattr(v, "meta", {}).get("val"), torch.Tensor) for v in leaves)
 
 
 def _count_tensors(value: Any) -> int:
     import torch
 
-    return sum(isinstance(v, torch.Tensor) for v in torch.utils._pytree.tree_leaves(value))
+    return sum(isinstance(v, torch.Tensor) for v in pytree.tree_leaves(value))
 
 
 # --- dynamo path --------------------------------------------------------------------------
-
-
-class _BreakLog(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.records: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        with contextlib.suppress(Exception):  # a malformed record must not break capture
-            self.records.append(record.getMessage())
 
 
 def _parse_breaks(messages: list[str]) -> list[BreakRecord]:
@@ -561,12 +563,53 @@ def _parse_breaks(messages: list[str]) -> list[BreakRecord]:
     return out
 
 
+def _graph_break_log(notes: list[str]) -> contextlib.AbstractContextManager[list[str]]:
+    """Records of dynamo's ``graph_breaks`` artifact; without its loggers, an empty list and a note."""
+    from neuronprobe._torch import logs
+
+    try:
+        logs.artifact_loggers(logs.GRAPH_BREAKS)
+    except MissingInternal as exc:
+        notes.append(str(exc))
+        return contextlib.nullcontext([])
+    return logs.recorded_artifact(logs.GRAPH_BREAKS)
+
+
+@contextlib.contextmanager
+def _dynamo_counters_kept(notes: list[str]) -> Iterator[list[str]]:
+    """Yield a list that receives the graph-break reasons counted inside; dynamo's counters and guard failures are put back."""
+    from neuronprobe._torch import dynamo_counters, dynamo_guards
+
+    reasons: list[str] = []
+    try:
+        counters = dynamo_counters.snapshot()
+    except MissingInternal as exc:
+        notes.append(str(exc))
+        counters = None
+    try:
+        failures = dynamo_guards.counts()
+    except MissingInternal:  # only restored here; the recompile sweep is what reports it missing
+        failures = None
+    try:
+        yield reasons
+    finally:
+        if counters is not None:
+            reasons.extend(dynamo_counters.new_graph_break_reasons(counters))
+            dynamo_counters.restore(counters)
+        if failures is not None:
+            dynamo_guards.restore(failures)
+
+
 def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "") -> OpGraph:
-    """Compile with a recording aot_autograd backend, fullgraph off; collect aten graphs and breaks."""
+    """Compile with a recording aot_autograd backend, fullgraph off; collect aten graphs and breaks.
+
+    The compile is isolated from the user's own compiled functions and cleaned up
+    after (see :mod:`neuronprobe._torch.dynamo_isolation`).
+    """
     import torch
-    import torch._dynamo
-    from torch._dynamo.backends.common import aot_autograd
-    from torch._dynamo.utils import counters
+
+    from neuronprobe._torch import aot
+    from neuronprobe._torch.dynamo_isolation import compile_isolated, isolated_compiles
 
     graphs: list[Any] = []
 
@@ -574,31 +617,25 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
         graphs.append(gm)
         return gm.forward
 
-    backend = aot_autograd(fw_compiler=record)
-    handler = _BreakLog()
-    logger = logging.getLogger("torch._dynamo")
     start = time.perf_counter()
-    torch._dynamo.reset()
-    counters.clear()
-    torch._logging.set_logs(graph_breaks=True)
-    logger.addHandler(handler)
     notes: list[str] = []
     output_tensors: int | None = None
-    try:
-        with quiet_torch(), torch.no_grad():
-            compiled = torch.compile(module, backend=backend, fullgraph=False, dynamic=False)
-            output_tensors = _count_tensors(compiled(*args, **kwargs))
-    except Exception as exc:
-        notes.append(f"dynamo capture stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    finally:
-        logger.removeHandler(handler)
-        torch._logging.set_logs()
-    breaks = _parse_breaks(handler.records)
+    messages: list[str] = []
+    with _dynamo_counters_kept(notes) as counted:
+        try:
+            backend = aot.aot_backend(record)
+            with quiet_torch(), _graph_break_log(notes) as messages, isolated_compiles(), torch.no_grad():
+                compiled = compile_isolated(module, backend, dynamic=False)
+                output_tensors = _count_tensors(compiled(*args, **kwargs))
+        except MissingInternal as exc:
+            notes.append(str(exc))
+        except Exception as exc:
+            notes.append(f"dynamo capture stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    breaks = _parse_breaks(messages)
     # Breaks at the very start of a frame (sparse tensors, unique) leave no log
     # line with a location; the counters still have their reasons.
     logged = {b.reason for b in breaks}
-    for reason in list(counters.get("graph_break", {}).keys()):
-        first = str(reason).splitlines()[0]
+    for first in counted:
         if not any(first in r or r in first for r in logged):
             breaks.append(BreakRecord(reason=first))
     calls: list[OpCall] = []
@@ -606,7 +643,6 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
         for call in calls_from_graph(gm.graph, strip_module_prefix):
             call.index = len(calls)
             calls.append(call)
-    torch._dynamo.reset()
     return OpGraph(
         calls=calls,
         method="dynamo",

@@ -685,20 +685,31 @@ def doctor(
         except NeuronprobeError as exc:  # auto never raises today; say so if it ever does
             chosen = None
             _err_console().print(f"warning: --backend auto: {exc}", markup=False)
+        from rich.text import Text
+
+        from neuronprobe._torch import degraded, self_checks
         from neuronprobe.backends.xla_env import find_env
 
         xla = find_env()
+        checks = self_checks()
         if as_json:
             data = dataclasses.asdict(detection) | {
                 "usable": detection.usable,
                 "real": detection.is_real,
                 "auto_backend": dataclasses.asdict(chosen) if chosen else None,
                 "xla_cpu": dataclasses.asdict(xla) | {"usable": xla.usable},
+                "torch_internals": [dataclasses.asdict(c) for c in checks],
+                "degraded_features": degraded(checks),
             }
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
             table.add_row("xla-cpu environment", xla.summary())
+            for check in checks:
+                status = "ok     " if check.ok else "MISSING"
+                value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")
+                table.add_row("torch internal", Text(value, style="" if check.ok else "red"))
+            table.add_row("degraded features", Text("; ".join(degraded(checks)) or "none"))
             _out_console().print(table)
         resolve_backend("auto", require_backend)  # BackendUnavailable -> one line, exit 2
 

@@ -7,15 +7,20 @@ file can be broken becomes one :class:`ModelLoadError` naming the file and line.
 
 ``hf:`` models are built on the meta device: the architecture is analysed
 without allocating its weights, so a 7B config costs no more memory than a toy.
+Building one keeps the Hugging Face hub offline and transformers quiet only
+while it runs (:func:`hf_build_scope`): the user's ``HF_HUB_OFFLINE`` and
+transformers' log level are as they were afterwards.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import linecache
+import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,9 @@ from neuronprobe.errors import InputError, ModelLoadError
 HF_PREFIX = "hf:"
 HF_DEFAULT_SEQ_LEN = 32
 HF_DEFAULT_BATCH = 1
+HF_OFFLINE_ENV = "HF_HUB_OFFLINE"
+_HUB_CONSTANTS = "huggingface_hub.constants"
+_TRUE_WORDS = frozenset({"1", "ON", "YES", "TRUE"})  # huggingface_hub's own reading of a true variable
 
 
 @dataclass
@@ -237,14 +245,64 @@ def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
     return config
 
 
+def _env_true(value: str | None) -> bool:
+    return value is not None and value.upper() in _TRUE_WORDS
+
+
+@contextmanager
+def hf_build_scope() -> Iterator[None]:
+    """The hub offline and transformers' advice silenced while neuronprobe builds a model; the user's settings after.
+
+    Nothing may be downloaded at run time, so ``HF_HUB_OFFLINE`` defaults to 1
+    inside (a value the user set is kept). huggingface_hub reads the variable
+    once, at import, into ``huggingface_hub.constants.HF_HUB_OFFLINE``: that
+    constant is put back too, to its earlier value or, when the hub was first
+    imported inside, to what the user's environment says.
+    """
+    saved_env = os.environ.get(HF_OFFLINE_ENV)
+    constants = sys.modules.get(_HUB_CONSTANTS)
+    saved_constant = getattr(constants, "HF_HUB_OFFLINE", None) if constants is not None else None
+    os.environ.setdefault(HF_OFFLINE_ENV, "1")
+    if constants is not None and saved_env is None:
+        constants.HF_HUB_OFFLINE = True
+    verbosity = _transformers_verbosity()
+    try:
+        yield
+    finally:
+        if saved_env is None:
+            os.environ.pop(HF_OFFLINE_ENV, None)
+        else:
+            os.environ[HF_OFFLINE_ENV] = saved_env
+        now = sys.modules.get(_HUB_CONSTANTS)
+        if now is not None:
+            user = saved_constant if constants is not None else _env_true(saved_env or os.environ.get("TRANSFORMERS_OFFLINE"))
+            now.HF_HUB_OFFLINE = user
+        if verbosity is not None:
+            import transformers
+
+            transformers.logging.set_verbosity(verbosity)
+
+
+def _transformers_verbosity() -> int | None:
+    """transformers' log level now, or None when it is not installed."""
+    try:
+        import transformers
+    except ImportError:
+        return None
+    level: int = transformers.logging.get_verbosity()
+    return level
+
+
 def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta") -> LoadedModel:
     """Build ``model_type`` from its default config on the meta device (no weights allocated).
 
     ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker runs it).
     """
-    import os
+    with hf_build_scope():
+        return _load_hf(model_type, overrides, seq_len, device)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+def _load_hf(model_type: str, overrides: Iterable[str], seq_len: int, device: str) -> LoadedModel:
     import torch
 
     overrides = list(overrides)

@@ -41,6 +41,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from neuronprobe._torch import dispatcher, fake_tensor
+from neuronprobe._torch.autograd_node import current_autograd_node
+from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 from neuronprobe.backends.train_program import build_optimizer  # the same optimizer the observed step builds
 from neuronprobe.capture import (
     OpCall,
@@ -66,7 +69,7 @@ _SITE_KEY = "neuronprobe_site"
 _SKIP_NAMESPACES = ("prim", "profiler")
 _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # torch frames between a tensor method and a TorchFunctionMode (Tensor.__repr__ -> handle_torch_function)
-_FAKE_TENSOR_FILE = os.path.join("torch", "_subclasses", "fake_tensor.py")
+_FAKE_TENSOR_FILE = fake_tensor.FAKE_TENSOR_FILE
 _DISPATCH_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"), _FAKE_TENSOR_FILE)
 # torch's GradScaler.step reads found_inf with .item() (grad_scaler.py, _maybe_opt_step) every step
 _GRAD_SCALER_FILES = (os.path.join("torch", "amp", "grad_scaler.py"), os.path.join("torch", "cuda", "amp", "grad_scaler.py"))
@@ -325,8 +328,8 @@ def _stand_in(kind: str, tensor: Any, args: tuple[Any, ...]) -> Any:
 def _modes(state: _State) -> tuple[Any, Any]:
     import torch
     from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
+
+    from neuronprobe._torch.pytree import tree_leaves
 
     def tag(outputs: Any, site: _Site) -> None:
         """Label every autograd node this call created with its site (older nodes are labelled already)."""
@@ -368,15 +371,15 @@ def _modes(state: _State) -> tuple[Any, Any]:
                 finally:
                     state.in_backward, state.backward_done = False, True
             out = func(*args, **kwargs)
-            if torch.is_grad_enabled() and torch._C._current_autograd_node() is None:
+            if torch.is_grad_enabled() and current_autograd_node() is None:
                 tag(out, state.user_site())
             return out
 
-    class Record(TorchDispatchMode):
+    class Record(dispatch_mode_base()):  # type: ignore[misc]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            if isinstance(func, torch._ops.OpOverload) and func.namespace not in _SKIP_NAMESPACES:
+            if dispatcher.is_op_overload(func) and func.namespace not in _SKIP_NAMESPACES:
                 _record_op(state, func, args, kwargs, out)
             return out
 
@@ -393,9 +396,7 @@ def _record_read(state: _State, kind: str, tensor: Any) -> None:
 
 
 def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-    import torch
-
-    node = torch._C._current_autograd_node()
+    node: Any = current_autograd_node()
     if node is not None or state.in_backward:
         phase = "backward"
         site = node.metadata.get(_SITE_KEY) if node is not None else None
@@ -467,7 +468,8 @@ def _fake_copy(module: Any, fake_mode: Any) -> Any:
 
 def _fake_inputs(value: Any, fake_mode: Any) -> Any:
     import torch
-    from torch.utils._pytree import tree_map
+
+    from neuronprobe._torch.pytree import tree_map
 
     def convert(t: Any) -> Any:
         if not isinstance(t, torch.Tensor):
@@ -494,10 +496,10 @@ def check_trainable(module: Any, name: str) -> None:
 def _loss_of(output: Any) -> tuple[Any, str]:
     """The training loss of a model's output: a scalar output as it is, else the sum of its float outputs."""
     import torch
-    from torch.utils._pytree import keystr, tree_flatten_with_path
 
-    leaves, _ = tree_flatten_with_path(output)
-    tensors = [(keystr(path) or "output", t) for path, t in leaves if isinstance(t, torch.Tensor)]
+    from neuronprobe._torch.pytree import leaves_with_names
+
+    tensors: list[tuple[str, Any]] = [(path or "output", t) for path, t in leaves_with_names(output) if isinstance(t, torch.Tensor)]
     usable = [(n, t) for n, t in tensors if t.requires_grad and (t.dtype.is_floating_point or t.dtype.is_complex)]
     if not usable:
         names = ", ".join(f"the model's output{n if n != 'output' else ''} ({_tensor_metas(t)[0]})" for n, t in tensors) or "the model's output (not a tensor)"
@@ -550,11 +552,10 @@ def _constructor_site(state: _State, fn: Callable[[], Any]) -> tuple[Any, _Site 
 def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: str = "") -> TrainCapture:
     """Run one training step of ``loaded`` on fake tensors and record it by phase."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
 
     check_trainable(loaded.module, loaded.name)
     start = time.perf_counter()
-    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    fake_mode: Any = fake_tensor.fake_mode()
     model = _fake_copy(loaded.module, fake_mode)
     model.train()
     names = {}
@@ -621,7 +622,8 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
 def _metas_of(value: Any) -> Any:
     """A call's arguments with each tensor replaced by its TensorMeta (the fake tensors die with the step)."""
     import torch
-    from torch.utils._pytree import tree_map
+
+    from neuronprobe._torch.pytree import tree_map
 
     return tree_map(lambda t: _tensor_metas(t)[0] if isinstance(t, torch.Tensor) else t, value)
 
@@ -634,8 +636,8 @@ def capture_step_forward(step: TrainCapture, loaded: Any, strip_module_prefix: s
     model leaves the forward to the step's own record.
     """
     import torch
-    from torch.utils._pytree import tree_map
 
+    from neuronprobe._torch.pytree import tree_map
     from neuronprobe.capture import OpGraph
 
     if step.model_inputs is None:

@@ -165,3 +165,96 @@ def xla_env(xla_python: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """This test (and the CLI processes it starts) uses the real xla-cpu environment."""
     monkeypatch.setenv(_XLA_PYTHON_ENV, xla_python)
     return xla_python
+
+
+# --- a good guest (issue 15) ----------------------------------------------------------------------
+# neuronprobe runs inside the user's process (a notebook): no test may leave global state changed.
+# Each test's state is compared before and after; a test that leaks fails at teardown, naming what.
+
+_TRANSFORMERS = "transformers"
+_HUB_CONSTANTS = "huggingface_hub.constants"
+# torch's structured-trace handler removes itself on the first compile of the process (no TORCH_TRACE): torch's doing.
+_TRACE_LOGGER = "torch.__trace"
+# pytest's own per-test variable, and its log-capturing handlers (attached per test phase)
+_PYTEST_LOGGING = "_pytest"
+_PYTEST_ENV = "PYTEST_CURRENT_TEST"
+
+
+def torch_log_settings() -> dict[str, object]:
+    """What TORCH_LOGS / set_logs() decide: torch._logging's state and the level, propagation and handlers of torch's loggers."""
+    import logging
+
+    from torch._logging import _internal
+
+    loggers = {
+        name: (
+            logger.level,
+            logger.propagate,
+            logger.disabled,
+            tuple(sorted(type(h).__name__ for h in logger.handlers if not type(h).__module__.startswith(_PYTEST_LOGGING))),
+        )
+        for name, logger in list(logging.Logger.manager.loggerDict.items())
+        if (name == "torch" or name.startswith("torch.")) and isinstance(logger, logging.Logger) and name != _TRACE_LOGGER
+    }
+    return {
+        "log_state.levels": dict(_internal.log_state.log_qname_to_level),
+        "log_state.artifacts": set(_internal.log_state.artifact_names),
+        "loggers": loggers,
+    }
+
+
+def global_state() -> dict[str, object]:
+    """The process-wide settings a library must not change behind the user's back."""
+    import torch
+    import torch._dynamo
+    import torch.fx.experimental._config as fx_config
+
+    state: dict[str, object] = {
+        "torch.is_grad_enabled()": torch.is_grad_enabled(),
+        "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled(),
+        "torch.get_default_dtype()": torch.get_default_dtype(),
+        "torch.get_default_device()": torch.get_default_device(),
+        "torch._dynamo.config.recompile_limit": torch._dynamo.config.recompile_limit,
+        "torch._dynamo.config.accumulated_recompile_limit": torch._dynamo.config.accumulated_recompile_limit,
+        "torch.fx.experimental._config.use_duck_shape": fx_config.use_duck_shape,
+        "os.environ": {k: v for k, v in os.environ.items() if k != _PYTEST_ENV},
+        "sys.stdout": sys.stdout,
+        "sys.stderr": sys.stderr,
+        "sys.getprofile()": sys.getprofile(),
+        **{f"torch log settings: {k}": v for k, v in torch_log_settings().items()},
+    }
+    if _TRANSFORMERS in sys.modules:
+        state["transformers verbosity"] = sys.modules[_TRANSFORMERS].logging.get_verbosity()
+    if _HUB_CONSTANTS in sys.modules:
+        state["huggingface_hub.constants.HF_HUB_OFFLINE"] = sys.modules[_HUB_CONSTANTS].HF_HUB_OFFLINE
+    return state
+
+
+def leaks(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    """What changed between two states, one line each; entries that only appeared (a logger created by a first import) are no change."""
+    out: list[str] = []
+    for key, old in before.items():
+        new = after.get(key)
+        if new == old:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            changed = sorted(k for k in set(old) & set(new) if old[k] != new[k]) + sorted(set(old) - set(new))
+            if key == "os.environ":
+                changed += sorted(set(new) - set(old))
+            if not changed:
+                continue  # only new entries (a logger created by a first import) are no leak
+            first = changed[0]
+            out.append(f"{key}: {', '.join(map(str, changed[:5]))} (e.g. {first}: {old.get(first)!r} -> {new.get(first)!r})")
+        else:
+            out.append(f"{key}: {old!r} -> {new!r}")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def leaves_no_global_state() -> Iterator[None]:
+    """Fail the test that changes torch's grad mode, dtype, dynamo config, log settings, the environment..."""
+    before = global_state()
+    yield
+    changed = leaks(before, global_state())
+    if changed:
+        pytest.fail("the test leaked global state: " + "; ".join(changed), pytrace=False)

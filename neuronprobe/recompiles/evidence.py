@@ -20,8 +20,11 @@ Two runs, both with a recording backend that compiles nothing:
    *every* signature of the traffic finds the causes even for shapes the sweep
    did not compile.
 
-``torch._dynamo.reset()`` runs before and after each run so nothing leaks into
-the caller's process.
+Each run compiles in isolation and cleans up after itself
+(:mod:`neuronprobe._torch.dynamo_isolation`): there is no ``torch._dynamo.reset()``,
+so a notebook user's compiled functions keep their caches, and the guard
+failures and counters the runs add are taken back out. A torch internal the runs
+need and this torch lacks becomes a limitation naming what is degraded.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from neuronprobe._torch import MissingInternal, dynamo_config, dynamo_counters, dynamo_guards, filenames, shape_env
+from neuronprobe._torch.dynamo_isolation import compile_isolated, isolated_compiles
 from neuronprobe.capture import is_library_file, quiet_torch, relative_path, source_line, user_frame_from_stack
 from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
@@ -98,6 +103,7 @@ class Sweep:
     events: list[CompileEvent]
     failures: list[tuple[RunShape, BaseException]]
     files: set[str] = field(default_factory=set)  # source files seen in graph stack traces
+    missing: list[MissingInternal] = field(default_factory=list)  # torch internals this torch lacks
 
 
 @dataclass
@@ -220,42 +226,53 @@ def size_mismatch(reason: str) -> tuple[str, int] | None:
 
 
 @contextlib.contextmanager
-def _limits(n: int) -> Iterator[None]:
-    """Raise dynamo's recompile limits above ``n`` (the default 8 falls back to eager silently)."""
-    import torch._dynamo
-
-    limit = n + RECOMPILE_HEADROOM
-    config = torch._dynamo.config
-    patch: dict[str, int] = {}
-    if hasattr(config, "recompile_limit"):
-        patch["recompile_limit"] = max(limit, config.recompile_limit)
-    elif hasattr(config, "cache_size_limit"):  # torch < 2.6
-        patch["cache_size_limit"] = max(limit, config.cache_size_limit)
-    if hasattr(config, "accumulated_recompile_limit"):
-        patch["accumulated_recompile_limit"] = max(limit * 4, config.accumulated_recompile_limit)
-    with config.patch(**patch):
-        yield
-
-
-def _failure_count() -> dict[Any, int]:
-    import torch._dynamo
-
-    return {code: len(reasons) for code, reasons in torch._dynamo.guard_failures.items()}
+def _kept_state(missing: list[MissingInternal]) -> Iterator[None]:
+    """The runs' compiles in isolation; dynamo's guard failures and counters as they were, afterwards."""
+    try:
+        failures: dynamo_guards.Counts | None = dynamo_guards.counts()
+    except MissingInternal as exc:
+        missing.append(exc)
+        failures = None
+    try:
+        counters: dynamo_counters.Snapshot | None = dynamo_counters.snapshot()
+    except MissingInternal:  # capture names it; here it only means nothing to restore
+        counters = None
+    try:
+        with isolated_compiles():
+            yield
+    finally:
+        if failures is not None:
+            dynamo_guards.restore(failures)
+        if counters is not None:
+            dynamo_counters.restore(counters)
 
 
-def _new_failures(before: dict[Any, int]) -> list[str]:
-    import torch._dynamo
+def _limits(n: int, missing: list[MissingInternal]) -> contextlib.AbstractContextManager[None]:
+    """Dynamo's recompile limits above ``n`` (the default 8 falls back to eager silently)."""
+    try:
+        dynamo_config.require()
+    except MissingInternal as exc:
+        missing.append(exc)
+        return contextlib.nullcontext()
+    return dynamo_config.raised_recompile_limits(n + RECOMPILE_HEADROOM)
 
-    out: list[str] = []
-    for code, reasons in list(torch._dynamo.guard_failures.items()):
-        out.extend(str(r) for r in reasons[before.get(code, 0) :])
-    return out
+
+def _new_reasons(before: dynamo_guards.Counts | None) -> list[str]:
+    return dynamo_guards.since(before) if before is not None else []
+
+
+def _mark(missing: list[MissingInternal]) -> dynamo_guards.Counts | None:
+    try:
+        return dynamo_guards.counts()
+    except MissingInternal as exc:
+        if not any(m.internal == exc.internal for m in missing):
+            missing.append(exc)
+        return None
 
 
 def sweep(module: Any, shapes: Sequence[RunShape]) -> Sweep:
     """Compile ``module`` with dynamic=False over ``shapes`` in order; one event per call that compiled."""
     import torch
-    import torch._dynamo
 
     graphs: list[Any] = []
 
@@ -264,75 +281,66 @@ def sweep(module: Any, shapes: Sequence[RunShape]) -> Sweep:
         return gm.forward
 
     result = Sweep(shapes=[], events=[], failures=[])
-    torch._dynamo.reset()
-    try:
-        with quiet_torch(), _limits(len(shapes)), torch.no_grad():
-            compiled = torch.compile(module, backend=recorder, dynamic=False)
-            for shape in shapes:
-                before, failures = len(graphs), _failure_count()
-                try:
-                    compiled(*shape.args, **shape.kwargs)
-                except Exception as exc:  # a shape the model cannot take is reported, not fatal
-                    result.failures.append((shape, exc))
-                    continue
-                result.shapes.append(shape)
-                new = graphs[before:]
-                if not new:
-                    continue
-                reasons = list(dict.fromkeys(normalise_reason(r) for r in _new_failures(failures)))
-                result.events.append(
-                    CompileEvent(
-                        shape=len(result.shapes) - 1,
-                        graph_hash=graph_hash(new),
-                        graphs=len(new),
-                        reasons=reasons,
-                        lines=_user_lines(new, result.files),
-                    )
+    with _kept_state(result.missing), quiet_torch(), _limits(len(shapes), result.missing), torch.no_grad():
+        compiled = compile_isolated(module, recorder, dynamic=False)
+        for shape in shapes:
+            before, failures = len(graphs), _mark(result.missing)
+            try:
+                compiled(*shape.args, **shape.kwargs)
+            except Exception as exc:  # a shape the model cannot take is reported, not fatal
+                result.failures.append((shape, exc))
+                continue
+            result.shapes.append(shape)
+            new = graphs[before:]
+            if not new:
+                continue
+            reasons = list(dict.fromkeys(normalise_reason(r) for r in _new_reasons(failures)))
+            result.events.append(
+                CompileEvent(
+                    shape=len(result.shapes) - 1,
+                    graph_hash=graph_hash(new),
+                    graphs=len(new),
+                    reasons=reasons,
+                    lines=_user_lines(new, result.files),
                 )
-    finally:
-        torch._dynamo.reset()
+            )
     return result
 
 
-def probe(module: Any, shapes: Sequence[RunShape]) -> tuple[list[GuardRecord], list[str]]:
-    """Compile a few shapes with symbolic sizes and collect the shape guards with their source lines."""
+def probe(module: Any, shapes: Sequence[RunShape], missing: list[MissingInternal] | None = None) -> tuple[list[GuardRecord], list[str]]:
+    """Compile a few shapes with symbolic sizes and collect the shape guards with their source lines.
+
+    A ShapeEnv internal this torch lacks goes to ``missing`` (the caller's limitation), not into silence.
+    """
     import torch
-    import torch._dynamo
-    import torch.fx.experimental._config as fx_config
 
     records: list[GuardRecord] = []
     errors: list[str] = []
+    lacking: list[MissingInternal] = [] if missing is None else missing
 
     def recorder(gm: Any, example_inputs: Any) -> Any:
-        ctx = torch._guards.TracingContext.try_get()
-        env = getattr(getattr(ctx, "fake_mode", None), "shape_env", None)
-        if env is not None:
-            sources = {sym: [_source_name(s) for s in srcs] for sym, srcs in getattr(env, "var_to_sources", {}).items()}
-            for g in getattr(env, "guards", []):
-                sloc = getattr(g, "sloc", None)
-                records.append(GuardRecord(g.expr, getattr(sloc, "maybe_user_loc", None), sources))
+        try:
+            guards = shape_env.current_guards()
+        except MissingInternal as exc:
+            if not lacking:
+                lacking.append(exc)
+            return gm.forward
+        records.extend(GuardRecord(g.expr, g.user_loc, g.sources) for g in guards)
         return gm.forward
 
-    torch._dynamo.reset()
     try:
-        duck = {"use_duck_shape": False} if hasattr(fx_config, "use_duck_shape") else {}
-        with quiet_torch(), _limits(len(shapes)), fx_config.patch(**duck), torch.no_grad():
-            compiled = torch.compile(module, backend=recorder, dynamic=True)
-            for shape in shapes:
-                try:
-                    compiled(*shape.args, **shape.kwargs)
-                except Exception as exc:
-                    errors.append(f"{shape.label}: {type(exc).__name__}: {_first_line(exc)}")
-    finally:
-        torch._dynamo.reset()
+        symbols = shape_env.distinct_symbols()
+    except MissingInternal as exc:
+        lacking.append(exc)
+        symbols = contextlib.nullcontext()
+    with _kept_state(lacking), quiet_torch(), _limits(len(shapes), lacking), symbols, torch.no_grad():
+        compiled = compile_isolated(module, recorder, dynamic=True)
+        for shape in shapes:
+            try:
+                compiled(*shape.args, **shape.kwargs)
+            except Exception as exc:
+                errors.append(f"{shape.label}: {type(exc).__name__}: {_first_line(exc)}")
     return records, errors
-
-
-def _source_name(source: Any) -> str:
-    name = getattr(source, "name", None)
-    if callable(name):
-        name = name()
-    return str(name) if name is not None else str(source)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -345,17 +353,23 @@ def _first_line(exc: BaseException) -> str:
 
 def resolve_file(short: str, candidates: Sequence[str]) -> str:
     """Dynamo prints paths shortened against torch's folder; find the real file among ``candidates``."""
-    from torch.utils._traceback import shorten_filename
-
     if os.path.isabs(short) and os.path.exists(short):
         return short
     for pool in (candidates, [getattr(m, "__file__", None) for m in list(sys.modules.values())]):
         for c in pool:
             if not c:
                 continue
-            if c == short or c.endswith(os.sep + short) or shorten_filename(c) == short:
+            if c == short or c.endswith(os.sep + short) or _shortened(c) == short:
                 return c
     return short
+
+
+def _shortened(path: str) -> str | None:
+    """Torch's own shortening of ``path``; None without it (the doctor names the degradation)."""
+    try:
+        return filenames.shorten_filename(path)
+    except MissingInternal:
+        return None
 
 
 def parse_user_loc(text: str | None, candidates: Sequence[str]) -> tuple[str | None, int | None, str | None]:
@@ -673,6 +687,7 @@ def collect_evidence(
     """Sweep, probe, and turn both into an ObservedCompiles and the causes they prove."""
     limitations: list[Limitation] = []
     result = sweep(module, shapes)
+    missing = list(result.missing)
     for shape, exc in result.failures:
         limitations.append(
             Limitation(
@@ -684,7 +699,7 @@ def collect_evidence(
     candidates = candidate_files(module, model_path, result.files)
     causes: list[RecompileCause] = []
     if result.shapes:
-        records, errors = probe(module, _probe_shapes(result))
+        records, errors = probe(module, _probe_shapes(result), missing)
         if errors:
             limitations.append(
                 Limitation(
@@ -701,6 +716,8 @@ def collect_evidence(
             diff = _diff_cause(result)
             if diff is not None:
                 causes.append(diff)
+    for exc in {m.internal: m for m in missing}.values():
+        limitations.append(Limitation("recompile evidence", str(exc)))
     file, line, code = where
     _, other = shape_reason_counts(result)
     for reason, n in other.items():
