@@ -61,7 +61,7 @@ from neuronprobe.support import (
     with_user_rules,
 )
 from neuronprobe.usercode import user_exit_guard
-from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.training import TrainOptions
@@ -306,11 +306,11 @@ def _apply_training(
 
 def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
-    groups: dict[tuple[str, str, str | None, int | None, str], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[Verdict, str, str | None, int | None, Phase], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
         if c.verdict.verdict in SUPPORTED_VERDICTS:
             continue
-        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line, c.call.phase)].append(c)
+        groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line, Phase(c.call.phase))].append(c)
     out = []
     for (verdict, rule, file, line, phase), items in groups.items():
         first = items[0]
@@ -349,7 +349,7 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
         return [
             Finding(
                 op=CONTROL_FLOW_OP,
-                verdict="control_flow",
+                verdict=Verdict.CONTROL_FLOW,
                 file=relative_path(failure.file),
                 line=failure.line,
                 module=None,
@@ -360,11 +360,11 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
                 source_line=failure.source_line,
             )
         ]
-    custom = bool(failure.op) and not failure.op.startswith("aten::")
+    custom = failure.op is not None and failure.op != "" and not failure.op.startswith("aten::")
     return [
         Finding(
             op=failure.op or "<unsupported op>",
-            verdict="cpu_fallback",
+            verdict=Verdict.CPU_FALLBACK,
             file=relative_path(failure.file),
             line=failure.line,
             module=None,
@@ -410,7 +410,7 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
             out.append(
                 Finding(
                     op=CONTROL_FLOW_OP,
-                    verdict="control_flow",
+                    verdict=Verdict.CONTROL_FLOW,
                     file=file,
                     line=b.line,
                     module=None,
@@ -441,9 +441,9 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
 
 
 def _inventory(classified: list[ClassifiedCall]) -> list[OpSummary]:
-    groups: dict[tuple[str, str, str], list[ClassifiedCall]] = defaultdict(list)
+    groups: dict[tuple[str, Verdict, Phase], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
-        groups[(c.call.op, c.verdict.verdict, c.call.phase)].append(c)
+        groups[(c.call.op, c.verdict.verdict, Phase(c.call.phase))].append(c)
     rows = []
     for (op, verdict, phase), items in groups.items():
         shapes: list[str] = []
@@ -630,11 +630,11 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
     them (``aten::softmax.int``): an observed name matches its exact op, else
     every overload of it, taking the most severe prediction.
     """
-    predicted: dict[str, str] = {}
+    predicted: dict[str, Verdict] = {}
     for row in report.ops:
         for key in {row.op, _op_base(row.op)}:
             worst = predicted.get(key)
-            if worst is None or row.verdict.rank > Verdict(worst).rank:
+            if worst is None or row.verdict.rank > worst.rank:
                 predicted[key] = row.verdict
     where: dict[str, tuple[str | None, int | None]] = {}
     detail: dict[str, str] = {}
@@ -649,13 +649,14 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
         guess = predicted.get(op) or predicted.get(_op_base(op))
         if guess is None:
             continue
-        ok_guess, ok_seen = guess in SUPPORTED_VERDICTS, seen in SUPPORTED_VERDICTS
+        seen_verdict = Verdict(seen)
+        ok_guess, ok_seen = guess in SUPPORTED_VERDICTS, seen_verdict in SUPPORTED_VERDICTS
         file, line = where.get(op) or where.get(_op_base(op)) or (None, None)
         note = detail.get(op) or detail.get(_op_base(op)) or ""
         if ok_guess and not ok_seen:
-            diff.predicted_ok_observed_failing.append(PredictionMismatch(op, guess, seen, file, line, note))
+            diff.predicted_ok_observed_failing.append(PredictionMismatch(op, guess, seen_verdict, file, line, note))
         elif not ok_guess and ok_seen:
-            diff.predicted_failing_observed_ok.append(PredictionMismatch(op, guess, seen, file, line, note))
+            diff.predicted_failing_observed_ok.append(PredictionMismatch(op, guess, seen_verdict, file, line, note))
     return diff
 
 

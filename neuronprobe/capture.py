@@ -35,7 +35,7 @@ from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 
 # Frames inside these folders are library code, not the user's: the user's
 # line is the innermost frame outside them.
-_TORCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__import__("importlib").util.find_spec("torch").origin)))  # type: ignore[union-attr]
+_TORCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__import__("importlib").util.find_spec("torch").origin)))
 _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__))
 _TRANSFORMERS_HELPERS = re.compile(
     r"[\\/]transformers[\\/](utils|integrations|generation)[\\/]|"
@@ -60,10 +60,11 @@ class TensorMeta:
     @property
     def nbytes(self) -> int | None:
         """Bytes of a dense tensor of this shape, or None when a size is symbolic."""
-        if any(not isinstance(s, int) for s in self.shape):
+        sizes = [s for s in self.shape if isinstance(s, int)]
+        if len(sizes) != len(self.shape):
             return None
         n = 1
-        for s in self.shape:
+        for s in sizes:
             n *= s
         return n * _itemsize(self.dtype)
 
@@ -172,7 +173,7 @@ def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | No
     """Innermost frame of a recorded stack trace that is the user's code."""
     if not stack_trace:
         return None, None, None
-    found = (None, None, None)
+    found: tuple[str | None, int | None, str | None] = (None, None, None)
     for m in _FRAME.finditer(stack_trace):
         file = m.group("file")
         if not is_library_file(file):

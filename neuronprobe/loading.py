@@ -260,7 +260,7 @@ def hf_build_scope() -> Iterator[None]:
     imported inside, to what the user's environment says.
     """
     saved_env = os.environ.get(HF_OFFLINE_ENV)
-    constants = sys.modules.get(_HUB_CONSTANTS)
+    constants: Any = sys.modules.get(_HUB_CONSTANTS)  # huggingface_hub.constants, when imported
     saved_constant = getattr(constants, "HF_HUB_OFFLINE", None) if constants is not None else None
     os.environ.setdefault(HF_OFFLINE_ENV, "1")
     if constants is not None and saved_env is None:
@@ -273,7 +273,7 @@ def hf_build_scope() -> Iterator[None]:
             os.environ.pop(HF_OFFLINE_ENV, None)
         else:
             os.environ[HF_OFFLINE_ENV] = saved_env
-        now = sys.modules.get(_HUB_CONSTANTS)
+        now: Any = sys.modules.get(_HUB_CONSTANTS)
         if now is not None:
             user = saved_constant if constants is not None else _env_true(saved_env or os.environ.get("TRANSFORMERS_OFFLINE"))
             now.HF_HUB_OFFLINE = user

@@ -60,7 +60,7 @@ from neuronprobe.capture import (
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import Finding, PhaseSummary, PolicyPrediction, RecompileCause, RecompileSection, TrainInfo
 from neuronprobe.support import Classification, find_rule
-from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, CauseKind, Phase, SourceLocation, Verdict
 
 STEP_CAPTURE = "train_step (eager, fake tensors)"
 OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
@@ -180,7 +180,7 @@ def check_options(options: TrainOptions) -> TrainOptions:
 @dataclass(frozen=True)
 class TrainingRule:
     id: str
-    verdict: str
+    verdict: Verdict
     phases: frozenset[str]
     ops: frozenset[str]
     message: str
@@ -204,7 +204,7 @@ def training_rules() -> tuple[tuple[TrainingRule, ...], tuple[str, ...]]:
     rules = tuple(
         TrainingRule(
             id=r["id"],
-            verdict=r["verdict"],
+            verdict=Verdict(r["verdict"]),
             phases=frozenset(r["phases"]),
             ops=frozenset(r["ops"]),
             message=r["message"],
@@ -678,7 +678,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
             out.append(
                 Finding(
                     op=HOST_READ_OP[r.kind],
-                    verdict="cpu_fallback",
+                    verdict=Verdict.CPU_FALLBACK,
                     file=relative_path(r.file),
                     line=r.line,
                     module=None,
@@ -692,7 +692,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
                     count=r.count,
                     bytes_per_call=r.nbytes,
                     shapes=r.shape,
-                    phase="loop",
+                    phase=Phase.LOOP,
                 )
             )
             continue
@@ -715,7 +715,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
             out.append(
                 Finding(
                     op=HOST_READ_OP[r.kind] if r.kind != "bool" else "<python branch on tensor value>",
-                    verdict="control_flow",
+                    verdict=Verdict.CONTROL_FLOW,
                     file=relative_path(r.file),
                     line=r.line,
                     module=None,
@@ -726,14 +726,14 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
                     count=r.count,
                     bytes_per_call=r.nbytes,
                     shapes=r.shape,
-                    phase="loop",
+                    phase=Phase.LOOP,
                 )
             )
         else:
             out.append(
                 Finding(
                     op=HOST_READ_OP[r.kind],
-                    verdict="cpu_fallback",
+                    verdict=Verdict.CPU_FALLBACK,
                     file=relative_path(r.file),
                     line=r.line,
                     module=None,
@@ -744,7 +744,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
                     count=r.count,
                     bytes_per_call=r.nbytes,
                     shapes=r.shape,
-                    phase="loop",
+                    phase=Phase.LOOP,
                 )
             )
     return out
@@ -792,7 +792,7 @@ def epoch_recompiles(sizes: list[int], source: str, seconds: float | None) -> Re
             reason=f"a batch of {b} rows instead of {full}: a new input shape, so torch-xla compiles the whole "
             "training step (forward, backward, optimizer) again",
             count=1,
-            kind="partial_batch",
+            kind=CauseKind.PARTIAL_BATCH,
             input="batch",
             dim=0,
             fix=f"drop_last=True in the DataLoader, or pad the last batch to {full} rows and mask the padded rows out of the loss",

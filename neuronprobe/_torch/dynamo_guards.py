@@ -20,7 +20,7 @@ Counts = dict[CodeType, int]
 
 def _failures() -> dict[CodeType, list[object]]:
     try:
-        from torch._dynamo import guard_failures  # type: ignore[attr-defined]
+        from torch._dynamo import guard_failures
 
         failures: dict[CodeType, list[object]] = guard_failures
     except (ImportError, AttributeError) as exc:

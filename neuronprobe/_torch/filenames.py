@@ -17,7 +17,7 @@ def shorten_filename(path: str) -> str:
         from torch.utils._traceback import shorten_filename as shorten
     except ImportError as exc:
         raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
-    return str(shorten(path))  # type: ignore[no-untyped-call]
+    return str(shorten(path))
 
 
 def self_check() -> Check:

@@ -77,7 +77,7 @@ def distinct_symbols() -> Iterator[None]:
 
     if not hasattr(fx_config, "use_duck_shape"):
         raise MissingInternal(DUCK_INTERNAL, DEGRADES, "fx config has no use_duck_shape")
-    with fx_config.patch(use_duck_shape=False):  # type: ignore[attr-defined]
+    with fx_config.patch(use_duck_shape=False):
         yield
 
 

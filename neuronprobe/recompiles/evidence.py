@@ -47,6 +47,7 @@ from neuronprobe._torch.dynamo_isolation import compile_isolated, isolated_compi
 from neuronprobe.capture import is_library_file, quiet_torch, relative_path, source_line, user_frame_from_stack
 from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
+from neuronprobe.vocabulary import CauseKind
 
 GRAPH_HASH_CHARS = 12
 # The probe compiles this many shapes with symbolic sizes: enough to see each side
@@ -328,6 +329,7 @@ def probe(module: Any, shapes: Sequence[RunShape], missing: list[MissingInternal
         records.extend(GuardRecord(g.expr, g.user_loc, g.sources) for g in guards)
         return gm.forward
 
+    symbols: contextlib.AbstractContextManager[Any]
     try:
         symbols = shape_env.distinct_symbols()
     except MissingInternal as exc:
@@ -554,7 +556,7 @@ def _cause_from_guard(cause: _GuardCause, changes: bool | None) -> RecompileCaus
         line=cause.line,
         graph_changes_with_shape=changes is not False,
         source_line=cause.code,
-        kind=cause.kind,
+        kind=CauseKind(cause.kind),
         input=param,
         dim=dim,
         fix=fix,
@@ -580,7 +582,7 @@ def _diff_cause(result: Sweep) -> RecompileCause | None:
         line=line,
         graph_changes_with_shape=True,
         source_line=source_line(file, line),
-        kind="graph_change",
+        kind=CauseKind.GRAPH_CHANGE,
         fix="find the Python code that depends on the size at this line and express it with tensor ops",
     )
 
@@ -728,7 +730,7 @@ def collect_evidence(
                 file=file,
                 line=line,
                 source_line=code,
-                kind="guard",
+                kind=CauseKind.GUARD,
                 observed=n,
                 fix="see the guard: dynamo recompiled because this changed between calls",
             )

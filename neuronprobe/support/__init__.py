@@ -31,7 +31,7 @@ from typing import Any, Protocol, TypeVar
 from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError, InternalError
 from neuronprobe.support.conditions import Condition, holds
-from neuronprobe.vocabulary import Verdict
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
 # Rule ids :func:`classify` gives without a rule of the data file (inventories may name them).
@@ -52,7 +52,7 @@ BUILTIN_RULES: tuple[str, ...] = (
 @dataclass(frozen=True)
 class Rule:
     id: str
-    verdict: str
+    verdict: Verdict
     message: str
     fix: str
     ops: frozenset[str] = frozenset()
@@ -158,7 +158,7 @@ def rule_by_id(table: SupportTable, rule_id: str) -> Rule:
 
 @dataclass(frozen=True)
 class Classification:
-    verdict: str
+    verdict: Verdict
     rule: str
     reason: str
     fix: str = ""
@@ -299,13 +299,13 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
     key = call.key
     if call.namespace != "aten":
         return Classification(
-            "cpu_fallback",
+            Verdict.CPU_FALLBACK,
             "custom-op",
             f"{call.op} is a custom op outside the aten namespace: Neuron has no lowering for it unless you register one",
             "register a Neuron/XLA lowering for the op (an NKI kernel), or express it with aten ops",
         )
     if key in table.bookkeeping or call.name in table.bookkeeping:
-        return Classification("lowered", "bookkeeping", f"{call.op} is tracer bookkeeping: no device work")
+        return Classification(Verdict.LOWERED, "bookkeeping", f"{call.op} is tracer bookkeeping: no device work")
     # A boolean-mask index produces a data-dependent size even though index.Tensor lowers.
     if call.data_dependent_output and call.name not in ("_local_scalar_dense", "item"):
         rule = rule_by_id(table, "dynamic-output-shape")
@@ -316,28 +316,28 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
     )
     for rule in table.rules:
         # torch-xla sends an op it cannot lower to the host before neuronx-cc sees it.
-        if rule.verdict == "compile_error" and not reaches_compiler:
+        if rule.verdict == Verdict.COMPILE_ERROR and not reaches_compiler:
             continue
         if _rule_matches(rule, call, target, sdk):
             return Classification(rule.verdict, rule.id, rule.reason(), rule.fix_for(key), rule.ncc_code)
     if key in table.device_artifacts:
         stands_for = table.device_artifacts[key]
         return Classification(
-            "decomposed",
+            Verdict.DECOMPOSED,
             "device-artifact",
             f"{call.op} is the kernel a CPU capture picks for {stands_for}; on Neuron, {stands_for} decomposes into matmul and softmax, which lower",
         )
     if key in table.lowered or (call.overload == "default" and call.name in table.lowered):
-        return Classification("lowered", "xla-lowering", f"{call.op} has a torch-xla lowering ({table.torch_xla})")
+        return Classification(Verdict.LOWERED, "xla-lowering", f"{call.op} has a torch-xla lowering ({table.torch_xla})")
     view_copy = _view_copy_key(call)
     if view_copy in table.lowered:
-        return Classification("lowered", "xla-lowering-view", f"{call.op} is a view torch-xla lowers as {view_copy}")
+        return Classification(Verdict.LOWERED, "xla-lowering-view", f"{call.op} is a view torch-xla lowers as {view_copy}")
     functional = _functional_key(key) or _out_functional_key(call)
     if functional and (functional in table.lowered or functional.split(".")[0] in table.lowered):
-        return Classification("lowered", "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}")
+        return Classification(Verdict.LOWERED, "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}")
     if call.has_composite_implicit:
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or ()]
-        failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
+        failing = [(part, c) for part, c in failing if c.verdict not in SUPPORTED_VERDICTS]
         if failing:
             part, worst = max(failing, key=_part_rank)
             return Classification(
@@ -349,18 +349,18 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
             )
         if call.parts is None:
             return Classification(
-                "decomposed",
+                Verdict.DECOMPOSED,
                 "composite-implicit",
                 f"{call.op} is CompositeImplicitAutograd: it decomposes into other aten ops before lowering (its parts could not be replayed to check them)",
             )
         return Classification(
-            "decomposed",
+            Verdict.DECOMPOSED,
             "composite-implicit",
             f"{call.op} is CompositeImplicitAutograd: it decomposes into {', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
         )
     if call.has_composite_explicit:
         failing = [(part, classify(part, target, table, sdk)) for part in call.parts or () if part.key != key]
-        failing = [(part, c) for part, c in failing if c.verdict not in ("lowered", "decomposed")]
+        failing = [(part, c) for part, c in failing if c.verdict not in SUPPORTED_VERDICTS]
         if failing:
             part, worst = max(failing, key=_part_rank)
             return Classification(
@@ -371,12 +371,12 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
                 worst.ncc_code,
             )
         return Classification(
-            "decomposed",
+            Verdict.DECOMPOSED,
             "composite-explicit",
             f"{call.op} has a backend-independent (CompositeExplicitAutograd) kernel built from other aten ops",
         )
     return Classification(
-        "cpu_fallback",
+        Verdict.CPU_FALLBACK,
         "no-lowering",
         f"{call.op} has no torch-xla lowering ({table.torch_xla}) and no decomposition: torch-xla runs it on the host",
         f"replace {call.op} with ops that lower (see the op inventory), or move it out of the traced forward",

@@ -17,6 +17,7 @@ from typing import Any
 
 from neuronprobe.errors import InputError
 from neuronprobe.support.conditions import OUTPUT_NAME, ConditionError, parse_condition, schema_arguments
+from neuronprobe.vocabulary import Verdict
 
 RULE_KEYS = frozenset(
     {
@@ -95,7 +96,7 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
         raise _fail(source, rid, '"fixes" must be an object of op -> fix')
     return Rule(
         id=rid,
-        verdict=doc["verdict"],
+        verdict=Verdict(doc["verdict"]),
         message=doc["message"],
         fix=doc["fix"],
         ops=frozenset(doc.get("ops", ())),
