@@ -504,13 +504,18 @@ def quiet_torch() -> Iterator[None]:
 
 
 def _classify_failure(exc: BaseException) -> CaptureFailure:
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    from neuronprobe._torch.check import MissingInternal
+    from neuronprobe._torch.symbolic_shapes import data_dependent_error
 
     file, line, code = user_frame_from_traceback(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     name = type(exc).__name__
     full = str(exc)
-    if isinstance(exc, GuardOnDataDependentSymNode):
+    try:
+        on_data = isinstance(exc, data_dependent_error())
+    except MissingInternal:  # the message patterns below still class it (doctor names the degraded check)
+        on_data = False
+    if on_data:
         return CaptureFailure("control_flow", text, name, file, line, code)
     from neuronprobe.support.error_patterns import load_error_patterns
 
