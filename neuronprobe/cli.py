@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_UNUSABLE, NeuronprobeError
+from neuronprobe.errors import EXIT_COULD_NOT_ANALYSE, EXIT_GATE_FAILED, EXIT_UNUSABLE, NeuronprobeError
 
 app = typer.Typer(
     name="neuronprobe",
@@ -269,6 +269,9 @@ def analyze(
             _write(html_out, render_html(report))
             written.append(str(html_out))
         console.print(f"reports: {', '.join(written)}", markup=False)
+        if report.capture.strategy == "none":  # valid input that no capture strategy could run (issue 12)
+            _err_console().print(f"could not analyse {report.model}: {report.not_analysed[-1].why}", markup=False)
+            raise typer.Exit(EXIT_COULD_NOT_ANALYSE)
 
         gates = _split_csv(fail_on)
         hit = [f for f in report.findings if f.verdict in gates]

@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_UNUSABLE = 2
+EXIT_COULD_NOT_ANALYSE = 4  # valid input that no capture strategy could analyse
 
 
 class NeuronprobeError(Exception):
@@ -35,3 +36,9 @@ class ConfigError(InputError):
 
 class BackendUnavailable(NeuronprobeError):
     """A required backend (the real Neuron SDK) is missing, a placeholder or a fake."""
+
+
+class CouldNotAnalyse(NeuronprobeError):
+    """Valid input that every capture strategy failed on: neuronprobe's limit, not the user's mistake."""
+
+    exit_code = EXIT_COULD_NOT_ANALYSE
