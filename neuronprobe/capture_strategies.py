@@ -141,13 +141,16 @@ def has_meta_weights(module: Any) -> bool:
 def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel) -> tuple[Report | None, BaseException | None]:
     """Run the pipeline; a forward that raises (or an internal tracer error) is a failed attempt, bad input is not."""
     try:
-        return run(loaded), None
+        report = run(loaded)
     except ModelLoadError as exc:
         return None, exc
     except NeuronprobeError:
         raise  # bad traffic files, a missing backend: the user's to fix, whatever the strategy
     except Exception as exc:  # a tracer's own failure on this way of running the model
         return None, exc
+    if report.capture.nodes == 0 and report.capture.export_error:  # nothing captured: another way may see the ops
+        return None, RuntimeError(f"no op captured ({report.capture.export_error})")
+    return report, None
 
 
 def capture_hf(model_type: str, overrides: list[str], seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> Outcome:
