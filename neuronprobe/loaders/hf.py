@@ -383,6 +383,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
             pixel_inputs, count = _vision_inputs(config, vision, params, batch, device, plan)
             inputs.update(pixel_inputs)
             ids = torch.cat([torch.full((batch, count), image_token, dtype=ids.dtype, device=device), ids], dim=1)
+        elif vision is not None and "pixel_values" in params:  # a dual encoder (CLIP-style): text and image side by side
+            inputs["pixel_values"] = _pixels(vision, batch, device)
         inputs[main if main in params else "input_ids"] = ids
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = text_ids(getattr(config, "decoder", None) or config, batch, seq, device)
