@@ -138,7 +138,7 @@ def has_meta_weights(module: Any) -> bool:
 # --- the chains ----------------------------------------------------------------------------
 
 
-def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel) -> tuple[Report | None, BaseException | None]:
+def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel, require_ops: bool = True) -> tuple[Report | None, BaseException | None]:
     """Run the pipeline; a forward that raises (or an internal tracer error) is a failed attempt, bad input is not."""
     try:
         report = run(loaded)
@@ -148,7 +148,7 @@ def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel) -> tuple[Rep
         raise  # bad traffic files, a missing backend: the user's to fix, whatever the strategy
     except Exception as exc:  # a tracer's own failure on this way of running the model
         return None, exc
-    if report.capture.nodes == 0 and report.capture.export_error:  # nothing captured: another way may see the ops
+    if require_ops and report.capture.nodes == 0 and report.capture.export_error:  # nothing captured: another way may see the ops
         return None, RuntimeError(f"no op captured ({report.capture.export_error})")
     return report, None
 
@@ -191,8 +191,8 @@ def capture_hf(model_type: str, overrides: list[str], seq_len: int, batch: int, 
 
 def capture_loaded(loaded: LoadedModel, run: Callable[[LoadedModel], Report]) -> Outcome:
     """A model file: as given; one with meta weights whose forward fails there gets the fake way too."""
-    if not has_meta_weights(loaded.module):
-        report, error = _run(run, loaded)
+    if not has_meta_weights(loaded.module):  # real weights: the one way there is, whatever it captures
+        report, error = _run(run, loaded, require_ops=False)
         if error is not None:
             raise error  # a model with real weights whose forward raises: the model file's own bug
         return Outcome(report, [], loaded.notes, AS_GIVEN)
