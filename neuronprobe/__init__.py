@@ -12,6 +12,12 @@ __version__ = "0.1.0"
 
 __all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets"]
 
+# A CUDA torchvision wheel beside a CPU torch fails at import (and takes transformers' vision models
+# with it); this watches for that import and lets it through with traceable op schemas. Imports nothing now.
+from neuronprobe.loaders import torchvision_ops as _torchvision_ops
+
+_torchvision_ops.install()
+
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.analysis import analyze
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates

@@ -160,9 +160,57 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     is_file = not spec.startswith("hf:") and Path(spec).is_file()
     # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
+    traffic = traffic or TrafficOptions()
     with scope, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+        return _analyze_with_strategies(spec, options, traffic, resolved)
+
+
+def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
+    """Capture the way that works (meta, fake, cpu-shrunk; see capture_strategies) and say which it was."""
+    from neuronprobe import capture_strategies as cs
+    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, HF_PREFIX
+
+    def run(loaded: LoadedModel) -> Report:
+        return _analyze_loaded(loaded, options, traffic, resolved)
+
+    if spec.startswith(HF_PREFIX):
+        model_type = spec[len(HF_PREFIX) :]
+        outcome = cs.capture_hf(model_type, list(options.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
+        if outcome.report is None:
+            cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
+            return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
+    else:
         loaded = load_model(spec, options.overrides)
-        return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+        outcome = cs.capture_loaded(loaded, run)
+        if outcome.report is None:
+            return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
+    assert outcome.report is not None
+    return cs.finish(outcome.report, outcome)
+
+
+def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: ResolvedBackend, outcome: Any) -> Report:
+    """A report with no ops whose limitation gives every strategy's reason (the CLI exits 4 on it)."""
+    from neuronprobe import capture_strategies as cs
+
+    table = load_table()
+    reasons = cs.give_up_reason(outcome)
+    report = Report(
+        model=name,
+        target=options.target,
+        backend=resolved.info,
+        capture=CaptureInfo(method="none", export_error=f"no capture strategy worked ({reasons})"),
+        support_table=SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
+        metadata=_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
+        not_analysed=[Limitation(what="the whole model", why=f"no capture strategy could run its forward: {reasons}")],
+    )
+    return cs.finish(report, outcome)
+
+
+class _Empty:
+    """A stand-in module for the metadata of a model that could not be built or run."""
+
+    def parameters(self) -> list[Any]:
+        return []
 
 
 def _source_file(model: Any) -> str | None:

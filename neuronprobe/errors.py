@@ -14,6 +14,7 @@ EXIT_INTERNAL = 3  # a bug in neuronprobe: a CI job can tell it from "your model
 
 # Where an internal error tells the user to report it (pyproject.toml names no project URL).
 BUG_REPORT_URL = "https://github.com/neuronprobe/neuronprobe/issues"
+EXIT_COULD_NOT_ANALYSE = 4  # valid input that no capture strategy could analyse
 
 
 class NeuronprobeError(Exception):
@@ -51,3 +52,9 @@ class InternalError(Exception):
     """
 
     exit_code: int = EXIT_INTERNAL
+
+
+class CouldNotAnalyse(NeuronprobeError):
+    """Valid input that every capture strategy failed on: neuronprobe's limit, not the user's mistake."""
+
+    exit_code = EXIT_COULD_NOT_ANALYSE

@@ -28,6 +28,7 @@ from typing import Any
 from neuronprobe.errors import InputError, ModelLoadError
 
 HF_PREFIX = "hf:"
+VISION_PREFIXES = ("tv:", "timm:")
 HF_DEFAULT_SEQ_LEN = 32
 HF_DEFAULT_BATCH = 1
 HF_OFFLINE_ENV = "HF_HUB_OFFLINE"
@@ -52,6 +53,7 @@ class LoadedModel:
     train_step: Callable[..., Any] | None = None
     get_optimizer: Callable[[Any], Any] | None = None
     overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
+    notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -72,6 +74,12 @@ def load_model(spec: str, overrides: Iterable[str] = ()) -> LoadedModel:
     overrides = list(overrides)
     if spec.startswith(HF_PREFIX):
         return load_hf(spec[len(HF_PREFIX) :], overrides)
+    if spec.startswith(VISION_PREFIXES):
+        from neuronprobe.loaders.vision import load_vision
+
+        if overrides:
+            raise InputError("--set applies to hf: models only; tv: and timm: models are built with their defaults")
+        return load_vision(spec)
     if overrides:
         raise InputError("--set applies to hf: models only; edit the model file to change its configuration")
     return load_model_file(Path(spec))
@@ -180,69 +188,10 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-class _HFForward:
-    """Build the forward wrapper lazily so that this module imports without torch."""
-
-    @staticmethod
-    def make(model: Any) -> Any:
-        import torch
-
-        class HFModel(torch.nn.Module):
-            """Calls the transformers model with cache off and returns the first output tensor."""
-
-            def __init__(self, inner: torch.nn.Module) -> None:
-                super().__init__()
-                self.model = inner
-
-            def forward(self, **inputs: torch.Tensor) -> Any:
-                extra: dict[str, Any] = {}
-                if getattr(self.model.config, "use_cache", None) is not None:
-                    extra["use_cache"] = False
-                out = self.model(**inputs, return_dict=False, **extra)
-                return out[0]
-
-        return HFModel(model)
-
-
-def _hf_main_input(model: Any, config: Any, vocab: int, batch: int, seq: int, device: str) -> Any:
-    """An example tensor for the model's main input (text, image, audio or features)."""
-    import torch
-
-    name = getattr(model, "main_input_name", "input_ids")
-    if name == "pixel_values":
-        size = getattr(config, "image_size", 224)
-        h, w = (size, size) if isinstance(size, int) else tuple(size)[:2]
-        return torch.randn(batch, getattr(config, "num_channels", 3), h, w, device=device)
-    if name == "input_values":
-        return torch.randn(batch, 16000, device=device)
-    if name == "input_features":
-        frames = 2 * int(getattr(config, "max_source_positions", 1500))
-        return torch.randn(batch, int(getattr(config, "num_mel_bins", 80)), frames, device=device)
-    return torch.randint(0, vocab, (batch, seq), device=device)
-
-
 def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
-    try:
-        from transformers import AutoConfig
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise InputError("hf: models need transformers: pip install 'neuronprobe[hf]'") from exc
-    try:
-        config = AutoConfig.for_model(model_type)
-    except ValueError as exc:
-        raise InputError(f"hf:{model_type}: unknown transformers model_type ({str(exc).splitlines()[0]})") from exc
-    from neuronprobe.limits import check_override
+    from neuronprobe.loaders.hf import build_config
 
-    for text in overrides:
-        key, value = parse_override(text)
-        if not hasattr(config, key):
-            raise InputError(f"--set {key}: hf:{model_type}'s config has no field {key!r}")
-        value = check_override(getattr(config, key), key, value, f"hf:{model_type}", text.partition("=")[2].strip())
-        try:
-            setattr(config, key, value)
-        except Exception as exc:  # the config's own validation (strict dataclasses): still the user's value
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"--set {key}: hf:{model_type}'s config rejects this value ({first})") from None
-    return config
+    return build_config(model_type, overrides)
 
 
 def _env_true(value: str | None) -> bool:
@@ -293,55 +242,23 @@ def _transformers_verbosity() -> int | None:
     return level
 
 
-def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta") -> LoadedModel:
+def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta", shrink: bool = False) -> LoadedModel:
     """Build ``model_type`` from its default config on the meta device (no weights allocated).
 
-    ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker runs it).
+    ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker
+    runs it; ``shrink`` makes its config small enough for that). A constructor
+    that raises is the config's fault: one line naming the fields to give.
     """
     with hf_build_scope():
-        return _load_hf(model_type, overrides, seq_len, device)
+        return _load_hf(model_type, overrides, seq_len, device, shrink)
 
 
-def _load_hf(model_type: str, overrides: Iterable[str], seq_len: int, device: str) -> LoadedModel:
-    import torch
+def _load_hf(model_type: str, overrides: Iterable[str], seq_len: int, device: str, shrink: bool) -> LoadedModel:
+    from neuronprobe.loaders.hf import BuildError, load
 
-    overrides = list(overrides)
-    config = build_hf_config(model_type, overrides)
-    import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
-
-    encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     try:
-        with torch.device(device):
-            # The model class a user would deploy: a causal LM, a seq2seq LM, else the base model.
-            head = AutoModelForSeq2SeqLM if encoder_decoder else AutoModelForCausalLM
-            try:
-                inner = head.from_config(config)
-            except ValueError:
-                inner = AutoModel.from_config(config)
-    except Exception as exc:
-        raise InputError(f"hf:{model_type}: cannot build the model from its config: {type(exc).__name__}: {exc}") from exc
-    inner.eval()
-    main_input = getattr(inner, "main_input_name", "input_ids")
-    module = _HFForward.make(inner)
-    vocab = int(getattr(config, "vocab_size", None) or 1000)
-    decoder_vocab = int(getattr(getattr(config, "decoder", None), "vocab_size", 0) or vocab)
-
-    def make_inputs(batch_size: int, seq: int) -> dict[str, Any]:
-        inputs: dict[str, Any] = {main_input: _hf_main_input(inner, config, vocab, batch_size, seq, device)}
-        if encoder_decoder:
-            inputs["decoder_input_ids"] = torch.randint(0, decoder_vocab, (batch_size, seq), device=device)
-        return inputs
-
-    kwargs = make_inputs(HF_DEFAULT_BATCH, seq_len)
-    return LoadedModel(
-        name=f"hf_{model_type}",
-        source=f"hf:{model_type}",
-        module=module,
-        kwargs=kwargs,
-        make_inputs=make_inputs,
-        on_meta=device == "meta",
-        overrides=list(overrides),
-    )
+        return load(model_type, overrides, seq_len, HF_DEFAULT_BATCH, device=device, shrink=shrink)
+    except BuildError as exc:
+        raise InputError(
+            f"hf:{model_type}: transformers cannot build the model from this config ({exc}); give the fields it needs with --set KEY=VALUE"
+        ) from exc

@@ -42,6 +42,8 @@ def render_summary(report: Report) -> Any:
     )
     if report.backend.detail:
         head.append(f"\n{report.backend.detail}", style="dim")
+    if report.capture.strategy not in ("", "meta", "eager"):
+        head.append(f"\n{strategy_line(report)}", style="dim")
     counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in Verdict), style="dim")
     stats = Text(
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {format_percent(s.support_percentage)} · "
@@ -115,3 +117,9 @@ def _training_lines(report: Report) -> list[Any]:
             continue
         lines.append(Text(f"  {phase:<9} {p.ops_total:>6} op calls · support {format_percent(p.support_percentage):>6} · {p.findings} finding(s)"))
     return lines
+
+
+def strategy_line(report: Report) -> str:
+    """How the capture ran when it was not the plain meta-device path, and why the earlier ways failed."""
+    why = "; ".join(f"{r.strategy}: {r.reason}" for r in report.capture.strategy_reasons)
+    return f"capture strategy {report.capture.strategy}" + (f" (after {why})" if why else "")

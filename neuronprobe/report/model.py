@@ -194,6 +194,18 @@ class CaptureInfo:
     export_error: str | None = None
     seconds: float = 0.0
     nodes: int = 0
+    # How the model was run for capture (issue 12): "meta", "fake", "cpu-shrunk", "eager" (a
+    # model given with real weights), or "none" when every way failed; and why each earlier way failed.
+    strategy: str = ""
+    strategy_reasons: list[StrategyReason] = field(default_factory=list)
+
+
+@dataclass
+class StrategyReason:
+    """One capture strategy that was tried and failed, with the root error it failed on."""
+
+    strategy: str
+    reason: str
 
 
 @dataclass

@@ -1,0 +1,248 @@
+"""Capture that does not give up: try the cheap way first, then ways that run more of the model.
+
+1. ``meta``: weights and inputs on the meta device. No memory, but ops without a
+   meta kernel (``nonzero`` in mixture-of-experts routing), value reads and
+   tensors the forward makes on the CPU next to meta weights all raise.
+2. ``fake``: the same meta-built model with its weights and inputs turned into
+   fake CPU tensors (``FakeTensorMode``): data-dependent ops get unbacked sizes,
+   CPU tensors made in the forward mix in, and still nothing is allocated.
+3. ``cpu-shrunk`` (``hf:`` only): real CPU weights on a shrunken config. The
+   shapes differ from the real model; the op kinds and their lines do not.
+
+Each failed way leaves its root error; the report says which way worked and
+why the earlier ones did not. When none works, the caller gets every reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.loading import LoadedModel
+    from neuronprobe.report.model import Report
+
+META = "meta"
+FAKE = "fake"
+CPU_SHRUNK = "cpu-shrunk"
+AS_GIVEN = "as-given"  # a model file or module with real weights: run as it is
+NONE = "none"  # every strategy failed
+HF_STRATEGIES = (META, FAKE, CPU_SHRUNK)
+INPUT_RETRIES = 2  # inputs rebuilt from what the forward's error said (image token count, audio layout)
+
+
+@dataclass
+class Attempt:
+    strategy: str
+    reason: str
+    build_failed: bool = False  # the constructor raised (the config's fault) rather than the forward
+
+
+@dataclass
+class Outcome:
+    """A report from the first strategy that worked, or every attempt's reason when none did."""
+
+    report: Report | None
+    attempts: list[Attempt]
+    notes: list[str]
+    strategy: str = NONE
+
+
+def root_error(exc: BaseException) -> BaseException:
+    """The innermost real error under wrappers (``.original``, ``__cause__``)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "original", None) or exc.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc
+
+
+def describe(exc: BaseException) -> str:
+    root = root_error(exc)
+    text = str(root).strip().splitlines()[0] if str(root).strip() else ""
+    return f"{type(root).__name__}: {text}" if text else type(root).__name__
+
+
+# --- fake tensors -------------------------------------------------------------------------
+
+
+def _fake_mode() -> Any:
+    """A fake mode with a shape environment (for unbacked sizes) that accepts real CPU tensors made in the forward.
+
+    Uses ``torch._subclasses.fake_tensor`` (checked on torch 2.13).
+    """
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    return FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+
+
+def _fake_cpu(mode: Any, tensor: Any) -> Any:
+    """A meta (or real) tensor as a fake tensor on the CPU: same shape and dtype, no storage."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return FakeTensor(mode, tensor.detach().to("meta"), torch.device("cpu"))
+
+
+def _fake_value(mode: Any, value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return _fake_cpu(mode, value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fake_value(mode, v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fake_value(mode, v) for k, v in value.items()}
+    return value
+
+
+def to_fake(loaded: LoadedModel) -> LoadedModel:
+    """The model's weights and inputs as fake CPU tensors (in place: the model was built for this attempt)."""
+    import dataclasses
+
+    import torch
+
+    mode = _fake_mode()
+    for module in loaded.module.modules():
+        for name, param in list(module._parameters.items()):
+            if param is not None:
+                module._parameters[name] = torch.nn.Parameter(_fake_cpu(mode, param), requires_grad=param.requires_grad)
+        for name, buffer in list(module._buffers.items()):
+            if buffer is not None:
+                module._buffers[name] = _fake_cpu(mode, buffer)
+    make = loaded.make_inputs
+
+    def fake_inputs(batch: int, seq: int) -> Any:
+        return _fake_value(mode, make(batch, seq)) if make is not None else None
+
+    return dataclasses.replace(
+        loaded,
+        args=_fake_value(mode, loaded.args),
+        kwargs=_fake_value(mode, loaded.kwargs),
+        make_inputs=fake_inputs if make is not None else None,
+        on_meta=True,
+    )
+
+
+def has_meta_weights(module: Any) -> bool:
+    return any(p.is_meta for p in module.parameters())
+
+
+# --- the chains ----------------------------------------------------------------------------
+
+
+def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel, require_ops: bool = True) -> tuple[Report | None, BaseException | None]:
+    """Run the pipeline; a forward that raises (or an internal tracer error) is a failed attempt, bad input is not."""
+    try:
+        report = run(loaded)
+    except ModelLoadError as exc:
+        return None, exc
+    except (NeuronprobeError, InternalError):
+        raise  # bad traffic files, a missing backend: the user's to fix; a bug in neuronprobe: exit 3, not "could not analyse"
+    except Exception as exc:  # a tracer's own failure on this way of running the model
+        return None, exc
+    if require_ops and report.capture.nodes == 0 and report.capture.export_error:  # nothing captured: another way may see the ops
+        return None, RuntimeError(f"no op captured ({report.capture.export_error})")
+    return report, None
+
+
+def capture_hf(model_type: str, overrides: list[str], seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> Outcome:
+    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``."""
+    from neuronprobe.loaders import hf
+
+    attempts: list[Attempt] = []
+    for strategy in HF_STRATEGIES:
+        plan = hf.InputPlan()
+        for _ in range(INPUT_RETRIES + 1):
+            device = "cpu" if strategy == CPU_SHRUNK else "meta"
+            try:
+                loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
+            except hf.BuildError as exc:
+                attempts.append(Attempt(strategy, str(exc), build_failed=True))
+                break
+            except NeuronprobeError:
+                raise
+            except Exception as exc:  # building the inputs raised
+                attempts.append(Attempt(strategy, describe(exc)))
+                break
+            if strategy == FAKE:
+                loaded = to_fake(loaded)
+            report, error = _run(run, loaded)
+            if report is not None:
+                return Outcome(report, attempts, loaded.notes, strategy)
+            assert error is not None
+            main_input = getattr(loaded.module.model, "main_input_name", "input_ids")
+            better = hf.learn_from_error(str(root_error(error)), plan, main_input)
+            if better is None:
+                attempts.append(Attempt(strategy, describe(error)))
+                break
+            plan = better
+        else:
+            attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
+    return Outcome(None, attempts, [])
+
+
+def capture_loaded(loaded: LoadedModel, run: Callable[[LoadedModel], Report]) -> Outcome:
+    """A model file: as given; one with meta weights whose forward fails there gets the fake way too."""
+    if not has_meta_weights(loaded.module):  # real weights: the one way there is, whatever it captures
+        report, error = _run(run, loaded, require_ops=False)
+        if error is not None:
+            raise error  # a model with real weights whose forward raises: the model file's own bug
+        return Outcome(report, [], loaded.notes, AS_GIVEN)
+    report, error = _run(run, loaded)
+    if report is not None:
+        return Outcome(report, [], loaded.notes, META)
+    assert error is not None
+    attempts = [Attempt(META, describe(error))]
+    report, second = _run(run, to_fake(loaded))
+    if report is not None:
+        return Outcome(report, attempts, loaded.notes, FAKE)
+    assert second is not None
+    attempts.append(Attempt(FAKE, describe(second)))
+    return Outcome(None, attempts, [])
+
+
+def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> None:
+    """Raise InputError when the failure is the input's: a config no device can build, or ``--set`` values
+    the default config does not need (it captures without them on the meta device)."""
+    from neuronprobe.errors import InputError
+    from neuronprobe.loaders import hf
+
+    if outcome.attempts and all(a.build_failed for a in outcome.attempts):
+        raise InputError(
+            f"hf:{model_type}: transformers cannot build the model from this config ({outcome.attempts[-1].reason}); give the fields it needs with --set KEY=VALUE"
+        )
+    if not overrides:
+        return
+    try:
+        plain = hf.load(model_type, [], seq_len, batch, device="meta")
+    except Exception:
+        return
+    report, _ = _run(run, plain)
+    if report is not None:
+        fields = ", ".join(o.partition("=")[0].strip() for o in overrides)
+        forward = next((a.reason for a in outcome.attempts if not a.build_failed), outcome.attempts[-1].reason)
+        raise InputError(
+            f"hf:{model_type}: with --set {fields} the model's forward raised {forward}; the default config analyses, so these values make the model inconsistent"
+        )
+
+
+def finish(report: Report, outcome: Outcome) -> Report:
+    """Say in the report how the capture went and what the model build changed."""
+    from neuronprobe.report.model import Limitation, StrategyReason
+
+    report.capture.strategy = outcome.strategy
+    report.capture.strategy_reasons = [StrategyReason(a.strategy, a.reason) for a in outcome.attempts]
+    report.not_analysed.extend(Limitation(what="model build", why=n) for n in outcome.notes)
+    return report
+
+
+def give_up_reason(outcome: Outcome) -> str:
+    return "; ".join(f"{a.strategy}: {a.reason}" for a in outcome.attempts)

@@ -1,0 +1,455 @@
+"""``hf:<model_type>``: a transformers architecture built from its config alone, offline.
+
+Three things make "any architecture" work here, each kept small and separate:
+
+* the config, with ``--set`` overrides that reach nested sub-configs
+  (``text_config.num_hidden_layers=1``) and a *shrunken* copy for the real-CPU
+  capture strategy (fewer layers and experts, narrower layers);
+* the head: the class a user would deploy (causal LM, seq2seq LM), falling back
+  to the base model when the head refuses the config, with the reason kept;
+* the example inputs every forward needs: text ids, pixels at the config's image
+  size, audio features, and for vision-language models the image tokens and
+  image grids that must agree with the pixels.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from neuronprobe.errors import InputError
+
+DEFAULT_IMAGE_SIZE = 224
+DEFAULT_CHANNELS = 3
+DEFAULT_MEL_BINS = 80
+AUDIO_SAMPLES = 16000  # one second at 16 kHz: what wav2vec-style encoders take
+ALT_AUDIO_FRAMES = 128
+TEXT_ID_LIMIT = 1000  # ids well below every special token of the zoo's vocabularies
+QWEN_GRID = 4  # an image grid of 4x4 patches (divisible by the spatial merge of 2)
+
+# Shrinking for the real-CPU strategy: ops and their lines do not depend on these sizes.
+SHRUNK_LAYERS = 2
+SHRUNK_EXPERTS = 4
+SHRUNK_HEADS = 4
+SHRUNK_HEAD_DIM = 32
+WIDE_HIDDEN = 512  # hidden sizes above this are narrowed
+
+_LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$")
+_EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
+_TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
+_WIDTH_FIELDS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
+_IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
+_SPECIAL_TOKEN_FIELDS = (
+    *_IMAGE_TOKEN_FIELDS,
+    "video_token_id",
+    "video_token_index",
+    "audio_token_id",
+    "audio_token_index",
+    "boi_token_id",
+    "eoi_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+)
+_IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+
+
+class BuildError(Exception):
+    """transformers could not build the model from this config on this device (its constructor raised)."""
+
+
+def root_message(exc: BaseException) -> str:
+    """The innermost real error under wrappers (``.original``, ``__cause__``): that is what the user can act on."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "original", None) or exc.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+# --- config ------------------------------------------------------------------------
+
+
+def sub_configs(config: Any) -> list[Any]:
+    """The config and every config nested in it (text_config, vision_config, encoder, ...)."""
+    from transformers import PretrainedConfig
+
+    found: list[Any] = []
+    todo = [config]
+    while todo:
+        current = todo.pop()
+        if any(current is f for f in found):
+            continue
+        found.append(current)
+        todo.extend(v for v in vars(current).values() if isinstance(v, PretrainedConfig))
+    return found
+
+
+def _override_target(config: Any, key: str, model: str) -> tuple[Any, str]:
+    """``text_config.num_hidden_layers`` -> (the text config, ``num_hidden_layers``)."""
+    *path, leaf = key.split(".")
+    target = config
+    for part in path:
+        target = getattr(target, part, None)
+        if target is None or not hasattr(target, "to_dict"):
+            raise InputError(f"--set {key}: {model}'s config has no sub-config {part!r}")
+    if not hasattr(target, leaf):
+        raise InputError(f"--set {key}: {model}'s config has no field {key!r}")
+    return target, leaf
+
+
+def build_config(model_type: str, overrides: Iterable[str]) -> Any:
+    """The default config of ``model_type`` with the user's ``--set`` values (dotted keys reach sub-configs)."""
+    try:
+        from transformers import AutoConfig
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise InputError("hf: models need transformers: pip install 'neuronprobe[hf]'") from exc
+    from neuronprobe.limits import check_override
+    from neuronprobe.loading import parse_override
+
+    model = f"hf:{model_type}"
+    try:
+        config = AutoConfig.for_model(model_type)
+    except ValueError as exc:
+        raise InputError(f"{model}: unknown transformers model_type ({str(exc).splitlines()[0]})") from exc
+    for text in overrides:
+        key, value = parse_override(text)
+        target, leaf = _override_target(config, key, model)
+        value = check_override(getattr(target, leaf), key, value, model, text.partition("=")[2].strip())
+        try:
+            setattr(target, leaf, value)
+        except Exception as exc:  # the config's own validation (strict dataclasses): still the user's value
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise InputError(f"--set {key}: {model}'s config rejects this value ({first})") from None
+    return config
+
+
+def _shrink_one(config: Any) -> list[str]:
+    changes: list[str] = []
+
+    def cap(name: str, limit: int) -> None:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            try:
+                setattr(config, name, limit)
+            except Exception:  # a strict config refuses: keep its value
+                return
+            changes.append(f"{name} {value}->{limit}")
+
+    for name in list(vars(config)):
+        if _LAYER_FIELD.match(name):
+            cap(name, SHRUNK_LAYERS)
+    for name in _EXPERT_FIELDS:
+        cap(name, SHRUNK_EXPERTS)
+    for name in _TOPK_FIELDS:
+        cap(name, min(SHRUNK_EXPERTS, 2))
+    hidden = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and hidden > WIDE_HIDDEN and heads > 0:
+        head_dim = getattr(config, "head_dim", None)
+        # An explicit head_dim is kept: rotary sections (mrope) are sized by it.
+        width_per_head = head_dim if isinstance(head_dim, int) and head_dim > 0 else SHRUNK_HEAD_DIM
+        new_heads = min(heads, SHRUNK_HEADS)
+        kv = getattr(config, "num_key_value_heads", None)
+        if not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0 and hidden // heads != SHRUNK_HEAD_DIM:
+            with _ignore():
+                config.head_dim = SHRUNK_HEAD_DIM  # models that read head_dim from the config
+        cap("num_attention_heads", new_heads)
+        if isinstance(kv, int) and kv > 0:
+            cap("num_key_value_heads", new_heads if kv >= new_heads else 1)
+        cap("hidden_size", new_heads * width_per_head)
+        for name in _WIDTH_FIELDS:
+            cap(name, 2 * new_heads * width_per_head)
+    return changes
+
+
+class _ignore:
+    """A context that swallows a strict config's refusal of one field."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return True
+
+
+def shrink_config(config: Any) -> tuple[Any, list[str]]:
+    """A copy with fewer layers and experts and narrower layers, and what changed (said in the report)."""
+    small = copy.deepcopy(config)
+    changes: list[str] = []
+    for sub in sub_configs(small):
+        changes.extend(_shrink_one(sub))
+    return small, changes
+
+
+# --- model ---------------------------------------------------------------------------
+
+
+@dataclass
+class BuiltModel:
+    inner: Any  # transformers PreTrainedModel
+    head: str  # its class name
+    head_note: str | None = None  # why the deploy head was not used
+
+
+def build_model(config: Any, device: str) -> BuiltModel:
+    """The deploy head (causal LM / seq2seq LM) when it takes the config, else the base model."""
+    import torch
+    import transformers
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
+    head = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
+    head_error: BaseException | None = None
+    with torch.device(device):
+        try:
+            inner = head.from_config(config)
+            return BuiltModel(inner.eval(), type(inner).__name__)
+        except Exception as exc:  # no such head for this type, or the head refuses the config
+            head_error = exc
+        try:
+            inner = AutoModel.from_config(config)
+        except Exception as exc:
+            raise BuildError(root_message(exc)) from exc
+    note = None
+    if not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
+        note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({root_message(head_error)}); the base model {type(inner).__name__} was analysed"
+    return BuiltModel(inner.eval(), type(inner).__name__, note)
+
+
+def _first_tensor(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    for item in items:
+        found = _first_tensor(item)
+        if found is not None:
+            return found
+    return None
+
+
+def forward_wrapper(inner: Any) -> Any:
+    """A module whose forward calls the model with its cache off and returns its first output tensor."""
+    import torch
+
+    params = inspect.signature(inner.forward).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    extra: dict[str, Any] = {}
+    if "return_dict" in params or takes_any:
+        extra["return_dict"] = False
+    if getattr(inner.config, "use_cache", None) is not None and ("use_cache" in params or takes_any):
+        extra["use_cache"] = False
+
+    class HFModel(torch.nn.Module):
+        """Calls the transformers model with cache off and returns the first output tensor."""
+
+        def __init__(self, model: torch.nn.Module) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, **inputs: torch.Tensor) -> Any:
+            return _first_tensor(self.model(**inputs, **extra))
+
+    return HFModel(inner)
+
+
+# --- inputs --------------------------------------------------------------------------
+
+
+@dataclass
+class InputPlan:
+    """Choices an earlier attempt's error taught: how many image tokens, which audio layout."""
+
+    image_tokens: int | None = None
+    audio_time_major: bool = False
+
+
+def _field(configs: list[Any], names: Iterable[str]) -> Any:
+    for config in configs:
+        for name in names:
+            value = getattr(config, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def _image_size(config: Any) -> tuple[int, int]:
+    size = getattr(config, "image_size", None) or DEFAULT_IMAGE_SIZE
+    if isinstance(size, dict):
+        size = size.get("height") or size.get("shortest_edge") or DEFAULT_IMAGE_SIZE
+    if isinstance(size, (list, tuple)):
+        return int(size[0]), int(size[-1])
+    return int(size), int(size)
+
+
+def _channels(config: Any) -> int:
+    return int(_field([config], ("num_channels", "in_channels", "in_chans")) or DEFAULT_CHANNELS)
+
+
+def _pixels(config: Any, batch: int, device: str) -> Any:
+    import torch
+
+    h, w = _image_size(config)
+    return torch.randn(batch, _channels(config), h, w, device=device)
+
+
+def _vocab(config: Any) -> int:
+    for sub in sub_configs(config):
+        vocab = getattr(sub, "vocab_size", None)
+        if isinstance(vocab, int) and vocab > 1:
+            return vocab
+    return TEXT_ID_LIMIT
+
+
+def text_ids(config: Any, batch: int, seq: int, device: str) -> Any:
+    """Random token ids that avoid every special (image, audio, video) token id of the config."""
+    import torch
+
+    limit = max(2, min(_vocab(config), TEXT_ID_LIMIT))
+    ids = torch.randint(0, limit, (batch, seq), device=device) if device != "meta" else torch.zeros(batch, seq, dtype=torch.long, device=device)
+    if device != "meta":
+        for value in {_field(sub_configs(config), (name,)) for name in _SPECIAL_TOKEN_FIELDS}:
+            if isinstance(value, int):
+                ids[ids == value] = (value + 1) % limit
+    return ids
+
+
+def _image_token_count(config: Any, vision: Any) -> int:
+    count = _field([config], _IMAGE_COUNT_FIELDS)
+    if isinstance(count, int) and count > 0:
+        return count
+    h, w = _image_size(vision)
+    patch = int(getattr(vision, "patch_size", 14) or 14)
+    return max(1, (h // patch) * (w // patch))
+
+
+def _vision_inputs(config: Any, vision: Any, params: Any, batch: int, device: str, plan: InputPlan) -> tuple[dict[str, Any], int]:
+    """Pixels (or flattened patches with their grid) and how many image tokens stand for them."""
+    import torch
+
+    if "image_grid_thw" in params:  # Qwen-VL: patches flattened, with their (t, h, w) grid
+        patch = int(getattr(vision, "patch_size", 14) or 14)
+        temporal = int(getattr(vision, "temporal_patch_size", 2) or 2)
+        merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
+        grid = QWEN_GRID * merge // 2 if merge > 2 else QWEN_GRID
+        patches = grid * grid
+        width = _channels(vision) * temporal * patch * patch
+        inputs = {
+            "pixel_values": torch.randn(batch * patches, width, device=device),
+            "image_grid_thw": torch.tensor([[1, grid, grid]] * batch, device="cpu" if device == "meta" else device),
+        }
+        return inputs, plan.image_tokens or patches // (merge * merge)
+    return {"pixel_values": _pixels(vision, batch, device)}, plan.image_tokens or _image_token_count(config, vision)
+
+
+def _audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> Any:
+    import torch
+
+    mel = int(_field([config], ("num_mel_bins", "feature_size", "input_feat_per_channel")) or DEFAULT_MEL_BINS)
+    if plan.audio_time_major:
+        return torch.randn(batch, ALT_AUDIO_FRAMES, mel, device=device)
+    frames = 2 * int(getattr(config, "max_source_positions", ALT_AUDIO_FRAMES // 2) or ALT_AUDIO_FRAMES // 2)
+    return torch.randn(batch, mel, frames, device=device)
+
+
+def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
+    """Every input the forward needs, from the config alone."""
+    import torch
+
+    plan = plan or InputPlan()
+    params = inspect.signature(inner.forward).parameters
+    main = getattr(inner, "main_input_name", "input_ids")
+    inputs: dict[str, Any] = {}
+    if main == "pixel_values":
+        inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, batch, device)
+    elif main == "input_values":
+        inputs["input_values"] = torch.randn(batch, AUDIO_SAMPLES, device=device)
+    elif main == "input_features":
+        inputs["input_features"] = _audio_features(config, batch, device, plan)
+    else:
+        ids = text_ids(config, batch, seq, device)
+        vision = getattr(config, "vision_config", None)
+        image_token = _field([config, getattr(config, "text_config", None)] if hasattr(config, "text_config") else [config], _IMAGE_TOKEN_FIELDS)
+        if vision is not None and isinstance(image_token, int) and "pixel_values" in params:
+            pixel_inputs, count = _vision_inputs(config, vision, params, batch, device, plan)
+            inputs.update(pixel_inputs)
+            ids = torch.cat([torch.full((batch, count), image_token, dtype=ids.dtype, device=device), ids], dim=1)
+        elif vision is not None and "pixel_values" in params:  # a dual encoder (CLIP-style): text and image side by side
+            inputs["pixel_values"] = _pixels(vision, batch, device)
+        inputs[main if main in params else "input_ids"] = ids
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        inputs["decoder_input_ids"] = text_ids(getattr(config, "decoder", None) or config, batch, seq, device)
+    return inputs
+
+
+_FEATURE_COUNT = re.compile(r"image (?:features|tokens).*?features:? (\d+)", re.I | re.S)
+
+
+def learn_from_error(message: str, plan: InputPlan, main_input: str) -> InputPlan | None:
+    """A better input plan from the forward's own complaint, or None when it teaches nothing new."""
+    m = _FEATURE_COUNT.search(message)
+    if m and plan.image_tokens != int(m.group(1)):
+        return InputPlan(image_tokens=int(m.group(1)), audio_time_major=plan.audio_time_major)
+    if main_input == "input_features" and not plan.audio_time_major:
+        return InputPlan(image_tokens=plan.image_tokens, audio_time_major=True)
+    return None
+
+
+# --- the LoadedModel ---------------------------------------------------------------
+
+
+def load(
+    model_type: str,
+    overrides: Iterable[str],
+    seq_len: int,
+    batch: int,
+    device: str = "meta",
+    shrink: bool = False,
+    plan: InputPlan | None = None,
+) -> Any:
+    """Build ``model_type`` on ``device`` (``shrink``: a smaller config, for real CPU weights) with its inputs.
+
+    Raises :class:`BuildError` when the constructor raises; the caller decides
+    whether that is bad input or a reason to try another way.
+    """
+    import torch
+
+    from neuronprobe.loading import LoadedModel
+
+    overrides = list(overrides)
+    config = build_config(model_type, overrides)
+    notes: list[str] = []
+    if shrink:
+        config, changes = shrink_config(config)
+        if changes:
+            notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
+    built = build_model(config, device)
+    if built.head_note:
+        notes.append(built.head_note)
+    inner = built.inner
+    module = forward_wrapper(inner)
+    plan = plan or InputPlan()
+
+    def inputs_for(batch_size: int, seq: int) -> dict[str, Any]:
+        with torch.no_grad():
+            return make_inputs(inner, config, batch_size, seq, device, plan)
+
+    return LoadedModel(
+        name=f"hf_{model_type}",
+        source=f"hf:{model_type}",
+        module=module,
+        kwargs=inputs_for(batch, seq_len),
+        make_inputs=inputs_for,
+        on_meta=device == "meta",
+        overrides=overrides,
+        notes=notes,
+    )

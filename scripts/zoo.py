@@ -1,0 +1,141 @@
+"""The architecture zoo: analyse every transformers model type that builds from its default config.
+
+    python scripts/zoo.py --out benchmarks/zoo.jsonl [--only llama,gpt2] [--timeout 120]
+    python scripts/zoo.py --table benchmarks/zoo.jsonl > benchmarks/zoo.md
+
+Each model type gets small layer counts (every layer-count field of the config
+and its sub-configs set to 1 with ``--set``), is analysed with the static
+backend, and gives one JSON line: analysed or not and by which capture strategy,
+ops, findings by verdict, seconds, and the reason when it failed. A benchmark,
+not a test: the whole zoo takes about an hour on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers)$")
+
+
+class Timeout(Exception):
+    pass
+
+
+def small_layer_overrides(model_type: str) -> list[str]:
+    """``--set`` values that make every stack of the default config one layer deep (dotted for sub-configs)."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    config = AutoConfig.for_model(model_type)
+    out: list[str] = []
+
+    def walk(cfg: Any, prefix: str, depth: int) -> None:
+        for name, value in vars(cfg).items():
+            if isinstance(value, PretrainedConfig) and depth < 2:
+                walk(value, f"{prefix}{name}.", depth + 1)
+            elif LAYER_FIELD.match(name) and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+                out.append(f"{prefix}{name}=1")
+
+    walk(config, "", 0)
+    return out
+
+
+def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
+    from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+
+    row: dict[str, Any] = {"model_type": model_type}
+    start = time.perf_counter()
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise Timeout(f"over {timeout} s")
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(timeout)
+    try:
+        overrides = small_layer_overrides(model_type)
+        row["set"] = overrides
+        report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
+        row["strategy"] = report.capture.strategy
+        row["analysed"] = report.capture.strategy != "none"
+        row["ops"] = report.summary.ops_total
+        row["findings"] = dict(Counter(f.verdict for f in report.findings))
+        row["reason"] = "; ".join(f"{a.strategy}: {a.reason}" for a in report.capture.strategy_reasons)
+    except Timeout as exc:
+        row.update(analysed=False, strategy="timeout", reason=str(exc))
+    except Exception as exc:
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        row.update(analysed=False, strategy="error", reason=f"{type(exc).__name__}: {text}"[:400])
+    finally:
+        signal.alarm(0)
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def run_zoo(out: Path, only: list[str] | None, timeout: int) -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import CONFIG_MAPPING
+
+    types = only or sorted(CONFIG_MAPPING.keys())
+    done = set()
+    if out.exists():
+        done = {json.loads(line)["model_type"] for line in out.read_text().splitlines() if line.strip()}
+    with out.open("a", encoding="utf-8") as fh:
+        for model_type in types:
+            if model_type in done:
+                continue
+            row = analyse_one(model_type, timeout)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            print(f"{model_type}: {row['strategy']} {row.get('ops', '')} {row['seconds']}s {row.get('reason', '')[:120]}", file=sys.stderr)
+
+
+def table(path: Path) -> str:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    analysed = [r for r in rows if r["analysed"]]
+    by = Counter(r["strategy"] for r in rows)
+    lines = [
+        "# The transformers architecture zoo",
+        "",
+        f"{len(analysed)} of {len(rows)} model types analysed ({100.0 * len(analysed) / max(1, len(rows)):.1f}%); "
+        + ", ".join(f"{k} {v}" for k, v in sorted(by.items())),
+        "",
+        "Made by `python scripts/zoo.py --out benchmarks/zoo.jsonl` then `--table`. Strategy: how the capture ran "
+        "(meta, fake, cpu-shrunk), or why it did not (none: every strategy failed; error: bad input or a build failure; timeout).",
+        "",
+        "| architecture | analysed | strategy | ops | findings | seconds | why not / earlier strategies |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        findings = ", ".join(f"{k} {v}" for k, v in sorted(r.get("findings", {}).items())) or "-"
+        reason = (r.get("reason") or "").replace("|", "/").replace("\n", " ")[:200]
+        lines.append(
+            f"| {r['model_type']} | {'yes' if r['analysed'] else 'no'} | {r['strategy']} | {r.get('ops', '-')} | {findings} | {r['seconds']} | {reason} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, help="append one JSON line per model type (resumes where it stopped)")
+    parser.add_argument("--only", help="comma-separated model types")
+    parser.add_argument("--timeout", type=int, default=120)
+    parser.add_argument("--table", type=Path, help="print the markdown table of a results file")
+    args = parser.parse_args()
+    if args.table:
+        sys.stdout.write(table(args.table))
+        return
+    if not args.out:
+        parser.error("give --out or --table")
+    run_zoo(args.out, args.only.split(",") if args.only else None, args.timeout)
+
+
+if __name__ == "__main__":
+    main()
