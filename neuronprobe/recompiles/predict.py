@@ -24,7 +24,7 @@ import numpy as np
 
 from neuronprobe.recompiles.traffic import Const, Key, Signature, Traffic
 from neuronprobe.report.model import BucketProposal, PolicyPrediction, RecompileCause
-from neuronprobe.vocabulary import CauseKind
+from neuronprobe.vocabulary import CauseKind, Fit
 
 POLICIES: tuple[str, ...] = ("static", "dynamic_batch", "bucketed")
 
@@ -37,7 +37,7 @@ BATCH_DIM = 0
 SEQ_DIM = 1
 # Bucket fit of the bucketed policy: the first edge >= the length (transformers-neuronx,
 # vLLM); NxD Inference's strict rule is an option of the `buckets` command.
-BUCKET_FIT = "inclusive"
+BUCKET_FIT = Fit.INCLUSIVE
 
 
 @dataclass

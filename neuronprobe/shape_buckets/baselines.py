@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from neuronprobe.defaults import DEFAULT_FIT
 from neuronprobe.shape_buckets.optimal import round_up
 
 # NxD Inference's default smallest bucket (modules/autobucketing.py generate_buckets
@@ -60,7 +61,7 @@ def quantiles(
     counts: np.ndarray,
     k: int,
     max_len: int,
-    fit: str = "inclusive",
+    fit: str = DEFAULT_FIT,
     multiple_of: int | None = None,
 ) -> list[int]:
     """Equal-frequency edges: the length at cumulative share i/k covers that share."""
@@ -81,7 +82,7 @@ def all_baselines(
     counts: np.ndarray,
     k: int,
     max_len: int,
-    fit: str = "inclusive",
+    fit: str = DEFAULT_FIT,
     multiple_of: int | None = None,
 ) -> list[tuple[str, list[int]]]:
     """Each baseline's name and edges, in :data:`BASELINE_NAMES` order; uniform and quantiles use k buckets

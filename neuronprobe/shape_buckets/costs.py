@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuronprobe.errors import InputError
+from neuronprobe.vocabulary import Fit
 
 # Integer arithmetic is exact, so the DP compares costs without rounding whenever
 # the largest intermediate value fits comfortably in int64 (2**62 leaves a
@@ -165,7 +166,7 @@ def assign(values: np.ndarray, edges: np.ndarray, fit: str) -> np.ndarray:
     """
     edges = np.asarray(edges, dtype=np.int64)
     values = np.asarray(values, dtype=np.int64)
-    if fit == "inclusive":
+    if fit == Fit.INCLUSIVE:
         return np.asarray(np.searchsorted(edges, values, side="left"))
     idx: np.ndarray = np.asarray(np.searchsorted(edges, values, side="right"))
     on_last = values == edges[-1]

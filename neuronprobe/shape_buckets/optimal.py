@@ -38,6 +38,7 @@ from typing import overload
 
 import numpy as np
 
+from neuronprobe.defaults import DEFAULT_FIT
 from neuronprobe.errors import InputError
 from neuronprobe.shape_buckets.costs import INT64_SAFE_BOUND, CostModel
 from neuronprobe.vocabulary import Fit
@@ -83,7 +84,7 @@ def round_up(x: int | np.ndarray, multiple: int) -> int | np.ndarray:
 def candidate_edges(
     values: np.ndarray,
     max_len: int,
-    fit: str = "inclusive",
+    fit: str = DEFAULT_FIT,
     multiple_of: int | None = None,
     min_bucket: int | None = None,
 ) -> Candidates:
@@ -102,7 +103,7 @@ def candidate_edges(
         base = np.maximum(base, round_up(int(min_bucket), step))
     base = np.unique(base)
     base = base[base < max_len]
-    cover = np.searchsorted(v, base, side="right" if fit == "inclusive" else "left")
+    cover = np.searchsorted(v, base, side="right" if fit == Fit.INCLUSIVE else "left")
     # Every candidate covers at least one length. One may cover all of them when
     # max_len lies above the longest length: the forced last bucket is then empty.
     keep = cover > 0

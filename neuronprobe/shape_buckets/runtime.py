@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from neuronprobe.defaults import DEFAULT_FIT
 from neuronprobe.errors import InputError
 from neuronprobe.shape_buckets.costs import assign
 from neuronprobe.shape_buckets.optimal import check_fit
@@ -38,7 +39,7 @@ def check_edges(edges: Sequence[int] | np.ndarray) -> np.ndarray:
     return arr
 
 
-def bucket_for(length: int, edges: Sequence[int] | np.ndarray, fit: str = "inclusive") -> int:
+def bucket_for(length: int, edges: Sequence[int] | np.ndarray, fit: str = DEFAULT_FIT) -> int:
     """The compiled length a sequence of ``length`` runs in.
 
     ``inclusive``: the smallest edge ``>= length``. ``strict``: the smallest edge
@@ -61,7 +62,7 @@ def pad_to_bucket(
     edges: Sequence[int] | np.ndarray,
     dim: int = -1,
     value: float | int = 0,
-    fit: str = "inclusive",
+    fit: str = DEFAULT_FIT,
 ) -> Any:
     """Pad ``tensor`` along ``dim`` with ``value`` up to its bucket (a torch tensor or numpy array).
 
