@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError
+from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, root_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.loading import LoadedModel
@@ -49,18 +49,6 @@ class Outcome:
     attempts: list[Attempt]
     notes: list[str]
     strategy: str = NONE
-
-
-def root_error(exc: BaseException) -> BaseException:
-    """The innermost real error under wrappers (``.original``, ``__cause__``)."""
-    seen: set[int] = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        inner = getattr(exc, "original", None) or exc.__cause__
-        if not isinstance(inner, BaseException):
-            break
-        exc = inner
-    return exc
 
 
 def describe(exc: BaseException) -> str:

@@ -58,3 +58,19 @@ class CouldNotAnalyse(NeuronprobeError):
     """Valid input that every capture strategy failed on: neuronprobe's limit, not the user's mistake."""
 
     exit_code = EXIT_COULD_NOT_ANALYSE
+
+
+def root_error(exc: BaseException) -> BaseException:
+    """The innermost real error under wrappers (``.original``, ``__cause__``): what the user can act on.
+
+    torch wraps a model's own exception (dynamo's ``.original``, export's chained
+    causes); a capture strategy's reason should name the model's error, not the wrapper.
+    """
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "original", None) or exc.__cause__
+        if not isinstance(inner, BaseException):
+            break
+        exc = inner
+    return exc

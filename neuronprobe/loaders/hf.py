@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from neuronprobe.errors import InputError
+from neuronprobe.errors import InputError, root_error
 
 DEFAULT_IMAGE_SIZE = 224
 DEFAULT_CHANNELS = 3
@@ -63,13 +63,7 @@ class BuildError(Exception):
 
 def root_message(exc: BaseException) -> str:
     """The innermost real error under wrappers (``.original``, ``__cause__``): that is what the user can act on."""
-    seen: set[int] = set()
-    while id(exc) not in seen:
-        seen.add(id(exc))
-        inner = getattr(exc, "original", None) or exc.__cause__
-        if not isinstance(inner, BaseException):
-            break
-        exc = inner
+    exc = root_error(exc)
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
