@@ -5,7 +5,10 @@
    tensors the forward makes on the CPU next to meta weights all raise.
 2. ``fake``: the same meta-built model with its weights and inputs turned into
    fake CPU tensors (``FakeTensorMode``): data-dependent ops get unbacked sizes,
-   CPU tensors made in the forward mix in, and still nothing is allocated.
+   CPU tensors made in the forward mix in, and still nothing is allocated. A
+   branch on such a size (a detection model's ``if boxes.numel() == 0`` after
+   ``nms``) is followed with an assumed size and named in the report, so the
+   ops after it (``roi_align``) are still seen.
 3. ``cpu-shrunk`` (``hf:`` only): real CPU weights on a shrunken config. The
    shapes differ from the real model; the op kinds and their lines do not.
 
@@ -128,6 +131,7 @@ def to_fake(loaded: LoadedModel) -> LoadedModel:
         kwargs=_fake_value(mode, loaded.kwargs),
         make_inputs=fake_inputs if make is not None else None,
         on_meta=True,
+        assume_sizes=True,  # fake sizes from nonzero or nms have no value to branch on: assume a few survive
     )
 
 
