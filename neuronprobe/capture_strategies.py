@@ -157,12 +157,27 @@ def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel, require_ops:
     return report, None
 
 
-def capture_hf(model_type: str, overrides: list[str], seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> Outcome:
-    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``."""
+def capture_hf(
+    model_type: str,
+    overrides: list[str],
+    seq_len: int,
+    batch: int,
+    run: Callable[[LoadedModel], Report],
+    strategies: tuple[str, ...] = HF_STRATEGIES,
+) -> Outcome:
+    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``.
+
+    ``strategies``: the ways to try, in order. The analysis always passes all
+    three; ``benchmarks/bench_strategies.py`` passes one at a time to time each
+    way on a model the cheaper ways could already capture.
+    """
     from neuronprobe.loaders import hf
 
+    unknown = set(strategies) - set(HF_STRATEGIES)
+    if unknown:
+        raise ValueError(f"unknown capture strategies {sorted(unknown)}; known: {', '.join(HF_STRATEGIES)}")
     attempts: list[Attempt] = []
-    for strategy in HF_STRATEGIES:
+    for strategy in strategies:
         plan = hf.InputPlan()
         for _ in range(INPUT_RETRIES + 1):
             device = "cpu" if strategy == CPU_SHRUNK else "meta"
