@@ -66,9 +66,14 @@ def root_error(exc: BaseException) -> BaseException:
     return exc
 
 
+REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
+
+
 def describe(exc: BaseException) -> str:
     root = root_error(exc)
     text = str(root).strip().splitlines()[0] if str(root).strip() else ""
+    if len(text) > REASON_CHARS:
+        text = text[:REASON_CHARS].rstrip() + " ..."
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
 
 

@@ -78,3 +78,12 @@ def test_a_torchvision_detection_model_reports_nms_and_roi_align_in_its_detectio
     branches = [f for f in report.findings if f.verdict == "control_flow"]
     assert branches and all("/torchvision/models/detection/" in (f.file or "") and "assumed" in f.message for f in branches)
     assert _line_of(RPN, "keep = box_ops.batched_nms(") in {f.line for f in branches if f.file.endswith("rpn.py")}
+
+
+def test_ssd_models_build_at_their_own_fixed_size():
+    """SSD's builders set the transform's size themselves; the loader must not pass min_size again."""
+    from neuronprobe.loaders.vision import load_vision
+
+    loaded = load_vision("tv:ssdlite320_mobilenet_v3_large")
+    assert type(loaded.module).__name__ == "SSD" and loaded.on_meta
+    assert loaded.module.transform.fixed_size == (320, 320)
