@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from neuronprobe.backends import ResolvedBackend, resolve_backend
 from neuronprobe.capture import (
+    AssumedBranch,
     BreakRecord,
     CaptureFailure,
     ForwardError,
@@ -254,7 +255,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             graph = training.capture_step_forward(step, loaded, prefix, capture)
         else:
             with training.train_mode(loaded.module) if training else contextlib.nullcontext():
-                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix)
+                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix, assume_sizes=loaded.assume_sizes)
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
@@ -275,6 +276,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
+    findings.extend(_assumed_findings(graph.assumed, findings))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
@@ -427,6 +429,32 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
             source_line=failure.source_line,
         )
     ]
+
+
+def _assumed_findings(branches: list[AssumedBranch], existing: list[Finding]) -> list[Finding]:
+    """A branch on a data-dependent size that the fake capture followed with an assumed size: still a branch on data."""
+    seen = {(f.file, f.line, f.verdict) for f in existing}
+    out: list[Finding] = []
+    for b in branches:
+        file = relative_path(b.file)
+        if (file, b.line, Verdict.CONTROL_FLOW) in seen:
+            continue
+        seen.add((file, b.line, Verdict.CONTROL_FLOW))
+        out.append(
+            Finding(
+                op=CONTROL_FLOW_OP,
+                verdict=Verdict.CONTROL_FLOW,
+                file=file,
+                line=b.line,
+                module=None,
+                message=f"a Python branch on a data-dependent size ({b.symbol}, known only from tensor data): the capture "
+                f"assumed {b.size} elements and followed that branch; a Neuron trace freezes whichever branch the example input took",
+                fix="keep the size static (pad to a fixed count and mask) or move the branch out of forward",
+                rule=BRANCH_RULE,
+                source_line=b.source_line,
+            )
+        )
+    return out
 
 
 def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:

@@ -42,6 +42,9 @@ _TRANSFORMERS_HELPERS = re.compile(
     r"[\\/]transformers[\\/](masking_utils|modeling_utils|pytorch_utils|activations|modeling_layers|"
     r"modeling_rope_utils|modeling_attn_mask_utils|cache_utils|modeling_flash_attention_utils)\.py$"
 )
+# torchvision's op library (nms, roi_align, MultiScaleRoIAlign) is library code like torch: a custom op
+# belongs at the line that called into it (a detection head for tv: models, the user's own forward otherwise).
+_OP_LIBRARIES = re.compile(r"[\\/]torchvision[\\/]ops[\\/]")
 _FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
 _GRAPH_BREAK = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)\s*\n?.*?Graph Break Reason: (?P<reason>[^\n]+)", re.S)
 
@@ -153,6 +156,18 @@ class OpGraph:
     dynamo_graphs: int = 0
     notes: list[str] = field(default_factory=list)
     output_tensors: int | None = None  # tensors the forward returns; None when unknown
+    assumed: list[AssumedBranch] = field(default_factory=list)  # branches on data-dependent sizes, followed with an assumed size
+
+
+@dataclass
+class AssumedBranch:
+    """A branch on a data-dependent size that the fake capture followed with an assumed size, at the user's line."""
+
+    symbol: str
+    size: int
+    file: str | None = None
+    line: int | None = None
+    source_line: str | None = None
 
 
 # --- frames -----------------------------------------------------------------------
@@ -165,6 +180,7 @@ def is_library_file(path: str) -> bool:
         or path.startswith(_TORCH_DIR + os.sep + "torch" + os.sep)
         or path.startswith(_NEURONPROBE_DIR + os.sep)
         or bool(_TRANSFORMERS_HELPERS.search(path))
+        or bool(_OP_LIBRARIES.search(path))
         or os.sep + "contextlib.py" in path
     )
 
@@ -181,6 +197,20 @@ def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | No
     if found[0] is not None and not found[2]:
         found = (found[0], found[1], source_line(found[0], found[1]))
     return found
+
+
+def _model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, int | None, str | None]:
+    """The innermost frame of the model's own code that led to this point, walking out from the innermost.
+
+    Reaching neuronprobe first means no model code asked (torch checking its own
+    trace afterwards): there is no line to give, and (None, None, None) says so.
+    """
+    for fr in reversed(stack):
+        if os.path.abspath(fr.filename).startswith(_NEURONPROBE_DIR + os.sep):
+            break
+        if not is_library_file(fr.filename):
+            return fr.filename, fr.lineno, (fr.line or "").strip() or None
+    return None, None, None
 
 
 def user_frame_from_traceback(exc: BaseException) -> tuple[str | None, int | None, str | None]:
@@ -678,13 +708,51 @@ def _check_eager(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         raise ForwardError(exc) from exc
 
 
-def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "") -> OpGraph:
+def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "", assume_sizes: bool = False) -> OpGraph:
     """Export first; on failure, record why and fall back to dynamo for the rest.
 
     An unexplained export failure is checked against an eager run first: if
     the forward raises there too, that is the user's bug (:class:`ForwardError`),
     not something to analyse.
+
+    ``assume_sizes`` (the fake capture strategy): a branch on a data-dependent
+    size is followed with an assumed size instead of ending the trace, and the
+    graph lists each such branch (:mod:`neuronprobe._torch.assumed_sizes`).
     """
+    with _assuming(assume_sizes) as assumed:
+        graph = _capture(module, args, kwargs, strip_module_prefix)
+    graph.assumed = _assumed_branches(assumed)
+    return graph
+
+
+@contextlib.contextmanager
+def _assuming(enabled: bool) -> Iterator[list[Any]]:
+    from neuronprobe._torch import assumed_sizes
+
+    if not enabled:
+        yield []
+        return
+    try:
+        block = assumed_sizes.assumed_sizes()
+    except MissingInternal:  # a guard on a size stays a failed export; doctor names the degradation
+        yield []
+        return
+    with block as record:
+        yield record
+
+
+def _assumed_branches(assumed: list[Any]) -> list[AssumedBranch]:
+    """One entry per line of the model's code (a guard is asked again at every retrace), in the order they were met."""
+    out: dict[tuple[str | None, int | None], AssumedBranch] = {}
+    for a in assumed:
+        file, line, code = _model_frame_from_stack(a.stack)
+        if file is None:  # torch's own check after the trace, on a size an earlier branch already assumed
+            continue
+        out.setdefault((file, line), AssumedBranch(a.symbol, a.size, file, line, code or source_line(file, line)))
+    return list(out.values())
+
+
+def _capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str) -> OpGraph:
     try:
         return capture_export(module, args, kwargs, strip_module_prefix)
     except Exception as exc:  # every export failure is information, not the end

@@ -5,7 +5,10 @@
    tensors the forward makes on the CPU next to meta weights all raise.
 2. ``fake``: the same meta-built model with its weights and inputs turned into
    fake CPU tensors (``FakeTensorMode``): data-dependent ops get unbacked sizes,
-   CPU tensors made in the forward mix in, and still nothing is allocated.
+   CPU tensors made in the forward mix in, and still nothing is allocated. A
+   branch on such a size (a detection model's ``if boxes.numel() == 0`` after
+   ``nms``) is followed with an assumed size and named in the report, so the
+   ops after it (``roi_align``) are still seen.
 3. ``cpu-shrunk`` (``hf:`` only): real CPU weights on a shrunken config. The
    shapes differ from the real model; the op kinds and their lines do not.
 
@@ -51,9 +54,14 @@ class Outcome:
     strategy: str = NONE
 
 
+REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
+
+
 def describe(exc: BaseException) -> str:
     root = root_error(exc)
     text = str(root).strip().splitlines()[0] if str(root).strip() else ""
+    if len(text) > REASON_CHARS:
+        text = text[:REASON_CHARS].rstrip() + " ..."
     return f"{type(root).__name__}: {text}" if text else type(root).__name__
 
 
@@ -116,6 +124,7 @@ def to_fake(loaded: LoadedModel) -> LoadedModel:
         kwargs=_fake_value(mode, loaded.kwargs),
         make_inputs=fake_inputs if make is not None else None,
         on_meta=True,
+        assume_sizes=True,  # fake sizes from nonzero or nms have no value to branch on: assume a few survive
     )
 
 
@@ -141,12 +150,27 @@ def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel, require_ops:
     return report, None
 
 
-def capture_hf(model_type: str, overrides: list[str], seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> Outcome:
-    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``."""
+def capture_hf(
+    model_type: str,
+    overrides: list[str],
+    seq_len: int,
+    batch: int,
+    run: Callable[[LoadedModel], Report],
+    strategies: tuple[str, ...] = HF_STRATEGIES,
+) -> Outcome:
+    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``.
+
+    ``strategies``: the ways to try, in order. The analysis always passes all
+    three; ``benchmarks/bench_strategies.py`` passes one at a time to time each
+    way on a model the cheaper ways could already capture.
+    """
     from neuronprobe.loaders import hf
 
+    unknown = set(strategies) - set(HF_STRATEGIES)
+    if unknown:
+        raise ValueError(f"unknown capture strategies {sorted(unknown)}; known: {', '.join(HF_STRATEGIES)}")
     attempts: list[Attempt] = []
-    for strategy in HF_STRATEGIES:
+    for strategy in strategies:
         plan = hf.InputPlan()
         for _ in range(INPUT_RETRIES + 1):
             device = "cpu" if strategy == CPU_SHRUNK else "meta"

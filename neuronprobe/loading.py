@@ -54,6 +54,7 @@ class LoadedModel:
     get_optimizer: Callable[[Any], Any] | None = None
     overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
     notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
+    assume_sizes: bool = False  # fake capture: branches on data-dependent sizes are followed with an assumed size
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:

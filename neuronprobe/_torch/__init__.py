@@ -21,6 +21,7 @@ __all__ = ["Check", "MissingInternal", "degraded", "self_checks"]
 def _all() -> list[Callable[[], Check]]:
     from neuronprobe._torch import (
         aot,
+        assumed_sizes,
         autograd_node,
         dispatch_mode,
         dispatcher,
@@ -56,6 +57,7 @@ def _all() -> list[Callable[[], Check]]:
         fake_tensor.self_check,
         fake_tensor.self_check_tolist,
         autograd_node.self_check,
+        assumed_sizes.self_check,
     ]
 
 

@@ -51,7 +51,8 @@ def _torchvision_model(name: str) -> tuple[Any, str]:
     kwargs: dict[str, Any] = {"weights": None}
     if family == "detection":
         kwargs["weights_backbone"] = None
-        kwargs["min_size"] = kwargs["max_size"] = DETECTION_SIZE  # the transform resizes to this
+        if not name.startswith("ssd"):  # SSD models resize to their own fixed size and refuse min_size
+            kwargs["min_size"] = kwargs["max_size"] = DETECTION_SIZE  # the transform resizes to this
     with torch.device("meta"):
         return tv.models.get_model(name, **kwargs), family
 
