@@ -193,6 +193,90 @@ class BuiltModel:
     head_note: str | None = None  # why the deploy head was not used
 
 
+def _auto_class_names(model_type: str) -> list[str]:
+    """Every class a transformers auto mapping names for this model type (depth estimation, segmentation, ...)."""
+    from transformers.models.auto import modeling_auto
+
+    names: list[str] = []
+    for attr in sorted(dir(modeling_auto)):
+        mapping = getattr(modeling_auto, attr)
+        if attr.startswith("MODEL") and attr.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            value = mapping.get(model_type)
+            for name in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return names
+
+
+def _takes_config(cls: type, config_class: type) -> bool:
+    """A plain module whose constructor's ``config`` is annotated with this config class."""
+    try:
+        param = inspect.signature(cls).parameters.get("config")
+    except (TypeError, ValueError):
+        return False
+    if param is None:
+        return False
+    annotation = param.annotation
+    return annotation is config_class or annotation == config_class.__name__
+
+
+def model_classes_for(config: Any) -> list[type]:
+    """The classes that take this config, when no auto class does: a sub-config model type
+    (``align_vision_model`` -> ``AlignVisionModel``), found by the auto mappings of its type and
+    by the ``config_class`` of the classes in its modeling modules; base models first."""
+    import importlib
+    import pkgutil
+
+    import torch
+    import transformers
+    from transformers import PreTrainedModel
+
+    config_class = type(config)
+    found: list[type] = []
+    for name in _auto_class_names(getattr(config, "model_type", "")):
+        with _ignore():
+            cls = getattr(transformers, name)
+            if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls not in found:
+                found.append(cls)
+    package = config_class.__module__.rpartition(".")[0]
+    pretrained: list[type] = []
+    plain: list[type] = []
+    with _ignore():
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if not info.name.startswith("modeling_"):
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except Exception:  # a modeling file whose optional dependency is missing
+                continue
+            for cls in vars(module).values():
+                if not (isinstance(cls, type) and cls.__module__ == module.__name__ and issubclass(cls, torch.nn.Module)):
+                    continue
+                if issubclass(cls, PreTrainedModel) and getattr(cls, "config_class", None) is config_class:
+                    pretrained.append(cls)
+                elif not issubclass(cls, PreTrainedModel) and _takes_config(cls, config_class):
+                    plain.append(cls)
+
+    def rank(cls: type) -> int:
+        name = cls.__name__
+        return 2 if name.endswith("PreTrainedModel") else 0 if name.endswith("Model") else 1
+
+    for cls in sorted(pretrained, key=rank) + plain:
+        if cls not in found:
+            found.append(cls)
+    return found
+
+
+def _build_by_class(config: Any, first_error: BaseException) -> Any:
+    """The first class that takes this config builds it; the auto class's error when none does."""
+    for cls in model_classes_for(config):
+        try:
+            return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+        except Exception as exc:
+            first_error = exc
+    raise BuildError(root_message(first_error)) from first_error
+
+
 def build_model(config: Any, device: str) -> BuiltModel:
     """The deploy head (causal LM / seq2seq LM) when it takes the config, else the base model."""
     import torch
@@ -210,6 +294,10 @@ def build_model(config: Any, device: str) -> BuiltModel:
             head_error = exc
         try:
             inner = AutoModel.from_config(config)
+        except ValueError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise BuildError(root_message(exc)) from exc
+            inner = _build_by_class(config, exc)  # a sub-config type: its class is found by its config class
         except Exception as exc:
             raise BuildError(root_message(exc)) from exc
     note = None
@@ -240,7 +328,7 @@ def forward_wrapper(inner: Any) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    if getattr(inner.config, "use_cache", None) is not None and ("use_cache" in params or takes_any):
+    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
         extra["use_cache"] = False
 
     class HFModel(torch.nn.Module):
