@@ -161,6 +161,10 @@ def _shrink_one(config: Any) -> list[str]:
         cap("hidden_size", new_heads * width_per_head)
         for name in _WIDTH_FIELDS:
             cap(name, 2 * new_heads * width_per_head)
+    hidden = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:  # keep the width divisible by the heads
+        cap("num_attention_heads", max(d for d in range(1, heads + 1) if hidden % d == 0))
     return changes
 
 
@@ -178,8 +182,18 @@ def shrink_config(config: Any) -> tuple[Any, list[str]]:
     """A copy with fewer layers and experts and narrower layers, and what changed (said in the report)."""
     small = copy.deepcopy(config)
     changes: list[str] = []
-    for sub in sub_configs(small):
+    subs = sub_configs(small)
+    widths = {id(sub): getattr(sub, "hidden_size", None) for sub in subs}
+    for sub in subs:
         changes.extend(_shrink_one(sub))
+    # A sub-config that names another's width (a Q-Former's encoder_hidden_size is the vision hidden_size) follows it.
+    narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
+    for sub in subs:
+        for name, value in list(vars(sub).items()):
+            if name != "hidden_size" and name.endswith(("hidden_size", "hidden_dim", "embed_dim")) and value in narrowed and isinstance(value, int):
+                with _ignore():
+                    setattr(sub, name, narrowed[value])
+                    changes.append(f"{name} {value}->{narrowed[value]}")
     return small, changes
 
 
@@ -443,20 +457,90 @@ def _audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> An
     return torch.randn(batch, mel, frames, device=device)
 
 
+def _audio_values(config: Any, batch: int, device: str) -> Any:
+    """Raw audio, or (frames, mel bins) for spectrogram encoders (audio-spectrogram-transformer) that take ``input_values``."""
+    import torch
+
+    mel = getattr(config, "num_mel_bins", None)
+    if isinstance(mel, int) and mel > 0:
+        frames = int(getattr(config, "max_length", None) or ALT_AUDIO_FRAMES)
+        return torch.randn(batch, frames, mel, device=device)
+    return torch.randn(batch, AUDIO_SAMPLES, device=device)
+
+
+_MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "inputs_embeds", "hidden_states")
+
+
+def _main_input(inner: Any, params: Any) -> str:
+    """The input the forward is about: the model's ``main_input_name`` when its forward takes it, else the first required one."""
+    main = getattr(inner, "main_input_name", "input_ids")
+    if main in params:
+        return str(main)
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for name in (*required, *_MAIN_INPUTS):
+        if name in params:
+            return name
+    return str(main)
+
+
+def _width(config: Any) -> int:
+    return int(_field([config], ("hidden_size", "d_model", "embed_dim", "hidden_dim", "dim")) or 64)
+
+
+def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: dict[str, Any]) -> Any:
+    """An input the forward needs, by its name and the config; None for one neuronprobe does not know how to make."""
+    import torch
+
+    text = next((v for k, v in done.items() if k in ("input_ids", "decoder_input_ids")), None)
+    length = text.shape[-1] if text is not None else seq
+    if name in ("input_ids", "decoder_input_ids"):
+        return text_ids(config, batch, seq, device)
+    if name in ("attention_mask", "decoder_attention_mask"):
+        return torch.ones(batch, length, dtype=torch.long, device=device)
+    if name == "pixel_values":
+        return _pixels(getattr(config, "vision_config", None) or config, batch, device)
+    if name == "pixel_mask":
+        h, w = _image_size(getattr(config, "vision_config", None) or config)
+        return torch.ones(batch, h, w, dtype=torch.long, device=device)
+    if name == "image_sizes" and "pixel_values" in done and done["pixel_values"].dim() == 4:
+        h, w = done["pixel_values"].shape[-2:]
+        return torch.tensor([[h, w]] * batch, device="cpu" if device == "meta" else device)
+    if name == "input_values":
+        return _audio_values(config, batch, device)
+    if name in ("input_features_mask", "feature_attention_mask") and "input_features" in done:
+        features = done["input_features"]
+        return torch.ones(batch, features.shape[-1], dtype=torch.long, device=device)
+    if name in ("inputs_embeds", "hidden_states"):  # features in: a speech encoder's input_dim before its width
+        return torch.randn(batch, length, int(_field([config], ("input_dim",)) or _width(config)), device=device)
+    if name == "encoder_hidden_states":  # what a cross-attending module (Q-Former) reads from the vision side
+        return torch.randn(batch, length, int(_field([config], ("encoder_hidden_size",)) or _width(config)), device=device)
+    if name == "query_embeds":
+        queries = int(getattr(config, "num_query_tokens", None) or 32)
+        return torch.randn(batch, queries, _width(config), device=device)
+    return None
+
+
 def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
-    """Every input the forward needs, from the config alone."""
+    """Every input the forward needs, from the config alone: its main input, then each required one by name."""
     import torch
 
     plan = plan or InputPlan()
     params = inspect.signature(inner.forward).parameters
-    main = getattr(inner, "main_input_name", "input_ids")
+    main = _main_input(inner, params)
     inputs: dict[str, Any] = {}
     if main == "pixel_values":
         inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, batch, device)
     elif main == "input_values":
-        inputs["input_values"] = torch.randn(batch, AUDIO_SAMPLES, device=device)
+        inputs["input_values"] = _audio_values(config, batch, device)
     elif main == "input_features":
         inputs["input_features"] = _audio_features(config, batch, device, plan)
+    elif main in ("hidden_states", "inputs_embeds") and main in params and ("grid_thw" in params or "image_grid_thw" in params):
+        grid_name = "grid_thw" if "grid_thw" in params else "image_grid_thw"
+        patches, _ = _vision_inputs(config, config, {"image_grid_thw": None}, batch, device, plan)
+        inputs[main] = patches["pixel_values"]
+        inputs[grid_name] = patches["image_grid_thw"]
+    elif main in ("hidden_states", "inputs_embeds", "query_embeds") and main in params:
+        inputs[main] = _by_name(main, config, batch, seq, device, inputs)
     else:
         ids = text_ids(config, batch, seq, device)
         vision = getattr(config, "vision_config", None)
@@ -470,6 +554,16 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         inputs[main if main in params else "input_ids"] = ids
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = text_ids(getattr(config, "decoder", None) or config, batch, seq, device)
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    # Inputs some forwards read without a None check: image sizes next to pixels, masks next to audio features.
+    needed = [n for n in ("image_sizes", "input_features_mask") if n in params]
+    if "encoder_hidden_states" in params and getattr(config, "encoder_hidden_size", None) and "pixel_values" not in inputs:
+        needed.append("encoder_hidden_states")
+    for name in (*required, *needed):
+        if name not in inputs:
+            value = _by_name(name, config, batch, seq, device, inputs)
+            if value is not None:
+                inputs[name] = value
     return inputs
 
 
