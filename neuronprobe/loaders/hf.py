@@ -283,11 +283,20 @@ def model_classes_for(config: Any) -> list[type]:
 
 def _build_by_class(config: Any, first_error: BaseException) -> Any:
     """The first class that takes this config builds it; the auto class's error when none does."""
-    for cls in model_classes_for(config):
+    import torch
+
+    plain: list[Any] = []
+    classes = model_classes_for(config)
+    with_forward = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward]
+    for cls in with_forward or classes:  # one without a forward of its own (a VQ-VAE) only when there is no other
         try:
-            return cls._from_config(config) if hasattr(cls, "_from_config") else cls(config)
+            if hasattr(cls, "_from_config"):
+                return cls._from_config(config)
+            plain.append(cls(config))
         except Exception as exc:
             first_error = exc
+    if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
+        return max(plain, key=lambda m: len(list(m.modules())))
     raise BuildError(root_message(first_error)) from first_error
 
 
