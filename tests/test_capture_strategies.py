@@ -80,3 +80,46 @@ def test_set_reaches_nested_sub_configs():
 
     config = build_config("llava", ["text_config.num_hidden_layers=1"])
     assert config.text_config.num_hidden_layers == 1
+
+
+def test_a_sub_config_model_type_builds_the_class_whose_config_class_it_is():
+    # AutoModel has no entry for align_vision_model: its class is found by its config class.
+    report = analyze_spec("hf:align_vision_model", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
+    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+    assert not [lim for lim in report.not_analysed if lim.what == "model build"]  # no head note: there is no head to refuse
+
+
+def test_a_vision_tower_gets_the_pixels_its_forward_requires():
+    # Idefics2VisionTransformer's main_input_name is input_ids but its forward requires pixel_values.
+    import transformers
+
+    from neuronprobe.loaders.hf import build_config, build_model, make_inputs
+
+    config = build_config("idefics2_vision", ["num_hidden_layers=1"])
+    verbosity = transformers.logging.get_verbosity()
+    try:
+        built = build_model(config, "meta")
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    assert type(built.inner).__name__ == "Idefics2VisionTransformer"
+    inputs = make_inputs(built.inner, config, 1, 8, "meta")
+    assert list(inputs) == ["pixel_values"] and tuple(inputs["pixel_values"].shape[-2:]) == (config.image_size, config.image_size)
+    report = analyze_spec("hf:idefics2_vision", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
+    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+
+
+def test_a_spectrogram_encoder_gets_frames_by_mel_bins():
+    report = analyze_spec("hf:audio-spectrogram-transformer", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
+    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+
+
+def test_shrinking_keeps_cross_config_widths_and_heads_divisible():
+    from neuronprobe.loaders.hf import build_config, shrink_config
+
+    config = build_config("blip-2", [])
+    small, changes = shrink_config(config)
+    assert small.qformer_config.encoder_hidden_size == small.vision_config.hidden_size < config.vision_config.hidden_size
+    assert any(c.startswith("encoder_hidden_size ") for c in changes)
+    odd = build_config("bert", ["hidden_size=120", "num_attention_heads=7"])
+    small, _ = shrink_config(odd)
+    assert small.hidden_size % small.num_attention_heads == 0

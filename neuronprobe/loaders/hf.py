@@ -161,6 +161,10 @@ def _shrink_one(config: Any) -> list[str]:
         cap("hidden_size", new_heads * width_per_head)
         for name in _WIDTH_FIELDS:
             cap(name, 2 * new_heads * width_per_head)
+    hidden = getattr(config, "hidden_size", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 and hidden % heads:  # keep the width divisible by the heads
+        cap("num_attention_heads", max(d for d in range(1, heads + 1) if hidden % d == 0))
     return changes
 
 
@@ -178,8 +182,18 @@ def shrink_config(config: Any) -> tuple[Any, list[str]]:
     """A copy with fewer layers and experts and narrower layers, and what changed (said in the report)."""
     small = copy.deepcopy(config)
     changes: list[str] = []
-    for sub in sub_configs(small):
+    subs = sub_configs(small)
+    widths = {id(sub): getattr(sub, "hidden_size", None) for sub in subs}
+    for sub in subs:
         changes.extend(_shrink_one(sub))
+    # A sub-config that names another's width (a Q-Former's encoder_hidden_size is the vision hidden_size) follows it.
+    narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
+    for sub in subs:
+        for name, value in list(vars(sub).items()):
+            if name != "hidden_size" and name.endswith(("hidden_size", "hidden_dim", "embed_dim")) and value in narrowed and isinstance(value, int):
+                with _ignore():
+                    setattr(sub, name, narrowed[value])
+                    changes.append(f"{name} {value}->{narrowed[value]}")
     return small, changes
 
 
@@ -191,6 +205,99 @@ class BuiltModel:
     inner: Any  # transformers PreTrainedModel
     head: str  # its class name
     head_note: str | None = None  # why the deploy head was not used
+
+
+def _auto_class_names(model_type: str) -> list[str]:
+    """Every class a transformers auto mapping names for this model type (depth estimation, segmentation, ...)."""
+    from transformers.models.auto import modeling_auto
+
+    names: list[str] = []
+    for attr in sorted(dir(modeling_auto)):
+        mapping = getattr(modeling_auto, attr)
+        if attr.startswith("MODEL") and attr.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            value = mapping.get(model_type)
+            for name in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+    return names
+
+
+def _takes_config(cls: type, config_class: type) -> bool:
+    """A plain module whose constructor's ``config`` is annotated with this config class."""
+    try:
+        param = inspect.signature(cls).parameters.get("config")
+    except (TypeError, ValueError):
+        return False
+    if param is None:
+        return False
+    annotation = param.annotation
+    return annotation is config_class or annotation == config_class.__name__
+
+
+def model_classes_for(config: Any) -> list[type]:
+    """The classes that take this config, when no auto class does: a sub-config model type
+    (``align_vision_model`` -> ``AlignVisionModel``), found by the auto mappings of its type and
+    by the ``config_class`` of the classes in its modeling modules; base models first."""
+    import importlib
+    import pkgutil
+
+    import torch
+    import transformers
+    from transformers import PreTrainedModel
+
+    config_class = type(config)
+    found: list[type] = []
+    for name in _auto_class_names(getattr(config, "model_type", "")):
+        with _ignore():
+            cls = getattr(transformers, name)
+            if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls not in found:
+                found.append(cls)
+    package = config_class.__module__.rpartition(".")[0]
+    pretrained: list[type] = []
+    plain: list[type] = []
+    with _ignore():
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            if not info.name.startswith("modeling_"):
+                continue
+            try:
+                module = importlib.import_module(f"{package}.{info.name}")
+            except Exception:  # a modeling file whose optional dependency is missing
+                continue
+            for cls in vars(module).values():
+                if not (isinstance(cls, type) and cls.__module__ == module.__name__ and issubclass(cls, torch.nn.Module)):
+                    continue
+                if issubclass(cls, PreTrainedModel) and getattr(cls, "config_class", None) is config_class:
+                    pretrained.append(cls)
+                elif not issubclass(cls, PreTrainedModel) and _takes_config(cls, config_class):
+                    plain.append(cls)
+
+    def rank(cls: type) -> int:
+        name = cls.__name__
+        return 2 if name.endswith("PreTrainedModel") else 0 if name.endswith("Model") else 1
+
+    for cls in sorted(pretrained, key=rank) + plain:
+        if cls not in found:
+            found.append(cls)
+    return found
+
+
+def _build_by_class(config: Any, first_error: BaseException) -> Any:
+    """The first class that takes this config builds it; the auto class's error when none does."""
+    import torch
+
+    plain: list[Any] = []
+    classes = model_classes_for(config)
+    with_forward = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward]
+    for cls in with_forward or classes:  # one without a forward of its own (a VQ-VAE) only when there is no other
+        try:
+            if hasattr(cls, "_from_config"):
+                return cls._from_config(config)
+            plain.append(cls(config))
+        except Exception as exc:
+            first_error = exc
+    if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
+        return max(plain, key=lambda m: len(list(m.modules())))
+    raise BuildError(root_message(first_error)) from first_error
 
 
 def build_model(config: Any, device: str) -> BuiltModel:
@@ -210,6 +317,10 @@ def build_model(config: Any, device: str) -> BuiltModel:
             head_error = exc
         try:
             inner = AutoModel.from_config(config)
+        except ValueError as exc:
+            if "Unrecognized configuration class" not in str(exc):
+                raise BuildError(root_message(exc)) from exc
+            inner = _build_by_class(config, exc)  # a sub-config type: its class is found by its config class
         except Exception as exc:
             raise BuildError(root_message(exc)) from exc
     note = None
@@ -240,7 +351,7 @@ def forward_wrapper(inner: Any) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    if getattr(inner.config, "use_cache", None) is not None and ("use_cache" in params or takes_any):
+    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
         extra["use_cache"] = False
 
     class HFModel(torch.nn.Module):
@@ -355,20 +466,90 @@ def _audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> An
     return torch.randn(batch, mel, frames, device=device)
 
 
+def _audio_values(config: Any, batch: int, device: str) -> Any:
+    """Raw audio, or (frames, mel bins) for spectrogram encoders (audio-spectrogram-transformer) that take ``input_values``."""
+    import torch
+
+    mel = getattr(config, "num_mel_bins", None)
+    if isinstance(mel, int) and mel > 0:
+        frames = int(getattr(config, "max_length", None) or ALT_AUDIO_FRAMES)
+        return torch.randn(batch, frames, mel, device=device)
+    return torch.randn(batch, AUDIO_SAMPLES, device=device)
+
+
+_MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "inputs_embeds", "hidden_states")
+
+
+def _main_input(inner: Any, params: Any) -> str:
+    """The input the forward is about: the model's ``main_input_name`` when its forward takes it, else the first required one."""
+    main = getattr(inner, "main_input_name", "input_ids")
+    if main in params:
+        return str(main)
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for name in (*required, *_MAIN_INPUTS):
+        if name in params:
+            return name
+    return str(main)
+
+
+def _width(config: Any) -> int:
+    return int(_field([config], ("hidden_size", "d_model", "embed_dim", "hidden_dim", "dim")) or 64)
+
+
+def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: dict[str, Any]) -> Any:
+    """An input the forward needs, by its name and the config; None for one neuronprobe does not know how to make."""
+    import torch
+
+    text = next((v for k, v in done.items() if k in ("input_ids", "decoder_input_ids")), None)
+    length = text.shape[-1] if text is not None else seq
+    if name in ("input_ids", "decoder_input_ids"):
+        return text_ids(config, batch, seq, device)
+    if name in ("attention_mask", "decoder_attention_mask"):
+        return torch.ones(batch, length, dtype=torch.long, device=device)
+    if name == "pixel_values":
+        return _pixels(getattr(config, "vision_config", None) or config, batch, device)
+    if name == "pixel_mask":
+        h, w = _image_size(getattr(config, "vision_config", None) or config)
+        return torch.ones(batch, h, w, dtype=torch.long, device=device)
+    if name == "image_sizes" and "pixel_values" in done and done["pixel_values"].dim() == 4:
+        h, w = done["pixel_values"].shape[-2:]
+        return torch.tensor([[h, w]] * batch, device="cpu" if device == "meta" else device)
+    if name == "input_values":
+        return _audio_values(config, batch, device)
+    if name in ("input_features_mask", "feature_attention_mask") and "input_features" in done:
+        features = done["input_features"]
+        return torch.ones(batch, features.shape[-1], dtype=torch.long, device=device)
+    if name in ("inputs_embeds", "hidden_states"):  # features in: a speech encoder's input_dim before its width
+        return torch.randn(batch, length, int(_field([config], ("input_dim",)) or _width(config)), device=device)
+    if name == "encoder_hidden_states":  # what a cross-attending module (Q-Former) reads from the vision side
+        return torch.randn(batch, length, int(_field([config], ("encoder_hidden_size",)) or _width(config)), device=device)
+    if name == "query_embeds":
+        queries = int(getattr(config, "num_query_tokens", None) or 32)
+        return torch.randn(batch, queries, _width(config), device=device)
+    return None
+
+
 def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
-    """Every input the forward needs, from the config alone."""
+    """Every input the forward needs, from the config alone: its main input, then each required one by name."""
     import torch
 
     plan = plan or InputPlan()
     params = inspect.signature(inner.forward).parameters
-    main = getattr(inner, "main_input_name", "input_ids")
+    main = _main_input(inner, params)
     inputs: dict[str, Any] = {}
     if main == "pixel_values":
         inputs["pixel_values"] = _pixels(getattr(config, "vision_config", None) or config, batch, device)
     elif main == "input_values":
-        inputs["input_values"] = torch.randn(batch, AUDIO_SAMPLES, device=device)
+        inputs["input_values"] = _audio_values(config, batch, device)
     elif main == "input_features":
         inputs["input_features"] = _audio_features(config, batch, device, plan)
+    elif main in ("hidden_states", "inputs_embeds") and main in params and ("grid_thw" in params or "image_grid_thw" in params):
+        grid_name = "grid_thw" if "grid_thw" in params else "image_grid_thw"
+        patches, _ = _vision_inputs(config, config, {"image_grid_thw": None}, batch, device, plan)
+        inputs[main] = patches["pixel_values"]
+        inputs[grid_name] = patches["image_grid_thw"]
+    elif main in ("hidden_states", "inputs_embeds", "query_embeds") and main in params:
+        inputs[main] = _by_name(main, config, batch, seq, device, inputs)
     else:
         ids = text_ids(config, batch, seq, device)
         vision = getattr(config, "vision_config", None)
@@ -382,6 +563,16 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         inputs[main if main in params else "input_ids"] = ids
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = text_ids(getattr(config, "decoder", None) or config, batch, seq, device)
+    required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    # Inputs some forwards read without a None check: image sizes next to pixels, masks next to audio features.
+    needed = [n for n in ("image_sizes", "input_features_mask") if n in params]
+    if "encoder_hidden_states" in params and getattr(config, "encoder_hidden_size", None) and "pixel_values" not in inputs:
+        needed.append("encoder_hidden_states")
+    for name in (*required, *needed):
+        if name not in inputs:
+            value = _by_name(name, config, batch, seq, device, inputs)
+            if value is not None:
+                inputs[name] = value
     return inputs
 
 
