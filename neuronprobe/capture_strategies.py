@@ -23,23 +23,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, root_error
+from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.loading import LoadedModel
     from neuronprobe.report.model import Report
 
-META = "meta"
-FAKE = "fake"
-CPU_SHRUNK = "cpu-shrunk"
-AS_GIVEN = "as-given"  # a model file or module with real weights: run as it is
-NONE = "none"  # every strategy failed
+META = CaptureStrategy.META
+FAKE = CaptureStrategy.FAKE
+CPU_SHRUNK = CaptureStrategy.CPU_SHRUNK
+AS_GIVEN = CaptureStrategy.AS_GIVEN  # a model file or module with real weights: run as it is
+NONE = CaptureStrategy.NONE  # every strategy failed
 HF_STRATEGIES = (META, FAKE, CPU_SHRUNK)
 INPUT_RETRIES = 2  # inputs rebuilt from what the forward's error said (image token count, audio layout)
 
 
 @dataclass
 class Attempt:
-    strategy: str
+    strategy: CaptureStrategy
     reason: str
     build_failed: bool = False  # the constructor raised (the config's fault) rather than the forward
 
@@ -51,7 +52,7 @@ class Outcome:
     report: Report | None
     attempts: list[Attempt]
     notes: list[str]
-    strategy: str = NONE
+    strategy: CaptureStrategy = NONE
 
 
 REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
@@ -156,7 +157,7 @@ def capture_hf(
     seq_len: int,
     batch: int,
     run: Callable[[LoadedModel], Report],
-    strategies: tuple[str, ...] = HF_STRATEGIES,
+    strategies: tuple[CaptureStrategy, ...] = HF_STRATEGIES,
 ) -> Outcome:
     """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``.
 

@@ -19,6 +19,7 @@ import typer
 
 from neuronprobe import defaults
 from neuronprobe.errors import BUG_REPORT_URL, EXIT_COULD_NOT_ANALYSE, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
+from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.gates import GateFailure
@@ -288,7 +289,7 @@ def analyze(
             _write(html_out, render_html(report))
             written.append(str(html_out))
         console.print(f"reports: {', '.join(written)}", markup=False)
-        if report.capture.strategy == "none":  # valid input that no capture strategy could run (issue 12)
+        if report.capture.strategy is CaptureStrategy.NONE:  # valid input that no capture strategy could run (issue 12)
             _err_console().print(f"could not analyse {report.model}: {report.not_analysed[-1].why}", markup=False)
             raise typer.Exit(EXIT_COULD_NOT_ANALYSE)
 

@@ -147,6 +147,16 @@ class StepStatus(Word):
     SKIPPED = "skipped"  # not run, because an earlier step made it pointless
 
 
+class CaptureStrategy(Word):
+    """How the model was run for capture (issue 12), in the order they are tried."""
+
+    META = "meta"  # hf: built on the meta device, no weights allocated
+    FAKE = "fake"  # FakeTensorMode: data-dependent sizes become unbacked symbols
+    CPU_SHRUNK = "cpu-shrunk"  # real CPU weights on a shrunken config: shapes differ, op kinds and lines do not
+    AS_GIVEN = "as-given"  # a model file or module with real weights, run as it is
+    NONE = "none"  # every way failed: the report is a limitation (exit 4)
+
+
 class Fit(Word):
     """How a length maps to a bucket edge."""
 

@@ -113,8 +113,9 @@ def _json(report: Report) -> dict:
         (("summary", "counts"), {"lowered": 1, "bogus": 2}, "report.summary.counts.bogus: unknown verdict 'bogus'"),
         (("verdict",), "fine", "report.verdict: unknown verdict 'fine'; expected one of runs, runs_with_fallbacks"),
         (("findings", 0, "verdict"), 3, "report.findings[0].verdict: expected verdict (a string), got int"),
+        (("capture", "strategy"), "lucky", "report.capture.strategy: unknown capture strategy 'lucky'; expected one of meta, fake, cpu-shrunk"),
     ],
-    ids=["verdict", "origin", "phase", "op-verdict", "cause-kind", "counts-key", "top-verdict", "not-a-string"],
+    ids=["verdict", "origin", "phase", "op-verdict", "cause-kind", "counts-key", "top-verdict", "not-a-string", "capture-strategy"],
 )
 def test_from_json_rejects_unknown_values_with_the_field_path(where: tuple, value: object, message: str) -> None:
     data = _json(rich_report())

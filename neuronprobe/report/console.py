@@ -6,7 +6,7 @@ from typing import Any
 
 from neuronprobe.formatting import format_bytes, format_percent
 from neuronprobe.report.model import Report
-from neuronprobe.vocabulary import Origin, TopVerdict, Verdict
+from neuronprobe.vocabulary import CaptureStrategy, Origin, TopVerdict, Verdict
 
 TOP_FINDINGS = 10
 
@@ -42,7 +42,7 @@ def render_summary(report: Report) -> Any:
     )
     if report.backend.detail:
         head.append(f"\n{report.backend.detail}", style="dim")
-    if report.capture.strategy not in ("", "meta", "eager"):
+    if report.capture.strategy not in (None, CaptureStrategy.META, CaptureStrategy.AS_GIVEN):
         head.append(f"\n{strategy_line(report)}", style="dim")
     counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in Verdict), style="dim")
     stats = Text(

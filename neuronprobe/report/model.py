@@ -25,6 +25,7 @@ from typing import Any, Union
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import ReportFormatError
 from neuronprobe.vocabulary import (
+    CaptureStrategy,
     CauseKind,
     Fit,
     Origin,
@@ -194,18 +195,25 @@ class CaptureInfo:
     export_error: str | None = None
     seconds: float = 0.0
     nodes: int = 0
-    # How the model was run for capture (issue 12): "meta", "fake", "cpu-shrunk", "eager" (a
-    # model given with real weights), or "none" when every way failed; and why each earlier way failed.
-    strategy: str = ""
+    # How the model was run for capture (issue 12; None in reports from before it), and why each
+    # earlier way failed.
+    strategy: CaptureStrategy | None = None
     strategy_reasons: list[StrategyReason] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.
+        self.strategy = CaptureStrategy(self.strategy) if self.strategy else None
 
 
 @dataclass
 class StrategyReason:
     """One capture strategy that was tried and failed, with the root error it failed on."""
 
-    strategy: str
+    strategy: CaptureStrategy
     reason: str
+
+    def __post_init__(self) -> None:
+        self.strategy = CaptureStrategy(self.strategy)
 
 
 @dataclass
@@ -666,6 +674,7 @@ _NOUNS: dict[type[Word], str] = {
     CauseKind: "cause kind",
     StepStatus: "step status",
     Fit: "fit",
+    CaptureStrategy: "capture strategy",
 }
 
 
