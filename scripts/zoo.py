@@ -50,6 +50,7 @@ def small_layer_overrides(model_type: str) -> list[str]:
 
 def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+    from neuronprobe.errors import InputError
 
     row: dict[str, Any] = {"model_type": model_type}
     start = time.perf_counter()
@@ -62,7 +63,14 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     try:
         overrides = small_layer_overrides(model_type)
         row["set"] = overrides
-        report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
+        try:
+            report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
+        except InputError as exc:
+            if not overrides or "with --set" not in str(exc):
+                raise
+            # The zoo's own one-layer --set broke the model (the default config captures): use the default config.
+            row["set"] = []
+            report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static"))
         row["strategy"] = report.capture.strategy
         row["analysed"] = report.capture.strategy != "none"
         row["ops"] = report.summary.ops_total
