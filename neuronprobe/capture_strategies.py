@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, root_error
+from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, error_line, root_error
 from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,11 +59,8 @@ REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characte
 
 
 def describe(exc: BaseException) -> str:
-    root = root_error(exc)
-    text = str(root).strip().splitlines()[0] if str(root).strip() else ""
-    if len(text) > REASON_CHARS:
-        text = text[:REASON_CHARS].rstrip() + " ..."
-    return f"{type(root).__name__}: {text}" if text else type(root).__name__
+    """An attempt's reason: the root error's first line, cut to :data:`REASON_CHARS`."""
+    return error_line(exc, REASON_CHARS)
 
 
 # --- fake tensors -------------------------------------------------------------------------

@@ -74,3 +74,12 @@ def root_error(exc: BaseException) -> BaseException:
             break
         exc = inner
     return exc
+
+
+def error_line(exc: BaseException, limit: int | None = None) -> str:
+    """``Type: first line`` of the innermost real error (:func:`root_error`), the line cut at ``limit`` characters."""
+    root = root_error(exc)
+    text = str(root).strip().splitlines()[0] if str(root).strip() else ""
+    if limit is not None and len(text) > limit:
+        text = text[:limit].rstrip() + " ..."
+    return f"{type(root).__name__}: {text}" if text else type(root).__name__

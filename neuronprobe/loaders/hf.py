@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from neuronprobe.errors import InputError, root_error
+from neuronprobe.errors import InputError, error_line
 
 DEFAULT_IMAGE_SIZE = 224
 DEFAULT_CHANNELS = 3
@@ -59,13 +59,6 @@ _IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tok
 
 class BuildError(Exception):
     """transformers could not build the model from this config on this device (its constructor raised)."""
-
-
-def root_message(exc: BaseException) -> str:
-    """The innermost real error under wrappers (``.original``, ``__cause__``): that is what the user can act on."""
-    exc = root_error(exc)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 # --- config ------------------------------------------------------------------------
@@ -297,7 +290,7 @@ def _build_by_class(config: Any, first_error: BaseException) -> Any:
             first_error = exc
     if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
         return max(plain, key=lambda m: len(list(m.modules())))
-    raise BuildError(root_message(first_error)) from first_error
+    raise BuildError(error_line(first_error)) from first_error
 
 
 def build_model(config: Any, device: str) -> BuiltModel:
@@ -319,13 +312,13 @@ def build_model(config: Any, device: str) -> BuiltModel:
             inner = AutoModel.from_config(config)
         except ValueError as exc:
             if "Unrecognized configuration class" not in str(exc):
-                raise BuildError(root_message(exc)) from exc
+                raise BuildError(error_line(exc)) from exc
             inner = _build_by_class(config, exc)  # a sub-config type: its class is found by its config class
         except Exception as exc:
-            raise BuildError(root_message(exc)) from exc
+            raise BuildError(error_line(exc)) from exc
     note = None
     if not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
-        note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({root_message(head_error)}); the base model {type(inner).__name__} was analysed"
+        note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
     return BuiltModel(inner.eval(), type(inner).__name__, note)
 
 
