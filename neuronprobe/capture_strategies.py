@@ -18,6 +18,7 @@ why the earlier ones did not. When none works, the caller gets every reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -162,15 +163,17 @@ def capture_hf(
     three; ``benchmarks/bench_strategies.py`` passes one at a time to time each
     way on a model the cheaper ways could already capture.
     """
-    from neuronprobe.loaders import hf
+    from neuronprobe.loaders import hf, hf_parent
 
     unknown = set(strategies) - set(HF_STRATEGIES)
     if unknown:
         raise ValueError(f"unknown capture strategies {sorted(unknown)}; known: {', '.join(HF_STRATEGIES)}")
     attempts: list[Attempt] = []
+    parent_failed = False
     for strategy in strategies:
         plan = hf.InputPlan()
-        for _ in range(INPUT_RETRIES + 1):
+        config_error: BaseException | None = None
+        for _ in range(INPUT_RETRIES + 2):  # the last try may be inputs recorded from a parent
             device = "cpu" if strategy == CPU_SHRUNK else "meta"
             try:
                 loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
@@ -179,6 +182,10 @@ def capture_hf(
                 break
             except NeuronprobeError:
                 raise
+            except hf_parent.NoParentInputs as exc:  # say why the config's inputs failed, then why no parent helped
+                parent_failed = True  # the parents' runs do not depend on the strategy: not tried again
+                attempts.append(Attempt(strategy, f"{describe(config_error) if config_error else ''}; inputs from a parent: {exc}"[:REASON_CHARS]))
+                break
             except Exception as exc:  # building the inputs raised
                 attempts.append(Attempt(strategy, describe(exc)))
                 break
@@ -189,7 +196,10 @@ def capture_hf(
                 return Outcome(report, attempts, loaded.notes, strategy)
             assert error is not None
             main_input = getattr(loaded.module.model, "main_input_name", "input_ids")
-            better = hf.learn_from_error(str(root_error(error)), plan, main_input)
+            better = None if plan.from_parent else hf.learn_from_error(str(root_error(error)), plan, main_input)
+            if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
+                better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
+                config_error = error
             if better is None:
                 attempts.append(Attempt(strategy, describe(error)))
                 break

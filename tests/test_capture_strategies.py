@@ -123,3 +123,36 @@ def test_shrinking_keeps_cross_config_widths_and_heads_divisible():
     odd = build_config("bert", ["hidden_size=120", "num_attention_heads=7"])
     small, _ = shrink_config(odd)
     assert small.hidden_size % small.num_attention_heads == 0
+
+
+def test_a_component_gets_the_inputs_its_parent_passes_it():
+    # SamMaskDecoder's forward takes image and prompt embeddings only SamModel computes: recorded at SamModel's call.
+    report = analyze_spec("hf:sam_mask_decoder", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
+    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+    notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
+    assert any("inputs recorded from the parent model hf:sam at its call of SamMaskDecoder" in n for n in notes)
+    assert report.summary.support_percentage == 100.0
+
+
+def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_the_component():
+    import torch
+
+    from neuronprobe.loaders import hf, hf_parent
+    from neuronprobe.loading import hf_build_scope
+
+    with hf_build_scope():
+        config = hf.build_config("sam_mask_decoder", [])
+        component = hf.build_model(config, "meta").inner
+        recorder = hf_parent.recorder_for("sam_mask_decoder", config, component, "meta", 1, 8)
+        inputs = recorder.inputs(1, 8)
+    assert recorder.parent_type == "sam" and type(recorder.target).__name__ == "SamMaskDecoder"
+    assert inputs["image_embeddings"].shape == (1, config.hidden_size, 64, 64) and inputs["image_embeddings"].is_meta
+    assert isinstance(inputs["multimask_output"], bool)
+    # For a real-CPU capture the meta recordings become real tensors of the same shapes; CPU-made integers keep their values.
+    grid = torch.tensor([[1, 4, 4]])
+    real = hf_parent._materialise({"x": torch.empty(2, 3, device="meta"), "grid": grid}, "cpu")
+    assert real["x"].device.type == "cpu" and real["x"].shape == (2, 3) and real["grid"] is grid
+    # SamModel calls its mask embedding only for mask prompts: the reason names the parent and what it did not reach.
+    report = analyze_spec("hf:sam_prompt_encoder", AnalyzeOptions(backend="static"))
+    assert report.capture.strategy == "none"
+    assert "inputs from a parent: hf:sam did not reach SamMaskEmbedding (its forward never called the component)" in report.capture.strategy_reasons[0].reason

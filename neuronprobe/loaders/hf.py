@@ -118,7 +118,7 @@ def build_config(model_type: str, overrides: Iterable[str]) -> Any:
     return config
 
 
-def _shrink_one(config: Any) -> list[str]:
+def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
     changes: list[str] = []
 
     def cap(name: str, limit: int) -> None:
@@ -137,6 +137,8 @@ def _shrink_one(config: Any) -> list[str]:
         cap(name, SHRUNK_EXPERTS)
     for name in _TOPK_FIELDS:
         cap(name, min(SHRUNK_EXPERTS, 2))
+    if not narrow:
+        return changes
     hidden = getattr(config, "hidden_size", None)
     heads = getattr(config, "num_attention_heads", None)
     if isinstance(hidden, int) and isinstance(heads, int) and hidden > WIDE_HIDDEN and heads > 0:
@@ -171,14 +173,18 @@ class _ignore:
         return True
 
 
-def shrink_config(config: Any) -> tuple[Any, list[str]]:
-    """A copy with fewer layers and experts and narrower layers, and what changed (said in the report)."""
+def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
+    """A copy with fewer layers and experts and (``narrow``) narrower layers, and what changed (said in the report).
+
+    ``narrow=False`` keeps every width: for a component whose inputs are recorded
+    from its parent at the parent's widths.
+    """
     small = copy.deepcopy(config)
     changes: list[str] = []
     subs = sub_configs(small)
     widths = {id(sub): getattr(sub, "hidden_size", None) for sub in subs}
     for sub in subs:
-        changes.extend(_shrink_one(sub))
+        changes.extend(_shrink_one(sub, narrow))
     # A sub-config that names another's width (a Q-Former's encoder_hidden_size is the vision hidden_size) follows it.
     narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
     for sub in subs:
@@ -369,6 +375,7 @@ class InputPlan:
 
     image_tokens: int | None = None
     audio_time_major: bool = False
+    from_parent: bool = False  # record the inputs from a parent model's call (hf_parent), not from the config
 
 
 def _field(configs: list[Any], names: Iterable[str]) -> Any:
@@ -606,18 +613,26 @@ def load(
     overrides = list(overrides)
     config = build_config(model_type, overrides)
     notes: list[str] = []
+    plan = plan or InputPlan()
     if shrink:
-        config, changes = shrink_config(config)
+        config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
         if changes:
             notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
     built = build_model(config, device)
     if built.head_note:
         notes.append(built.head_note)
     inner = built.inner
-    module = forward_wrapper(inner)
-    plan = plan or InputPlan()
+    recorder = None
+    if plan.from_parent:
+        from neuronprobe.loaders import hf_parent
+
+        recorder = hf_parent.recorder_for(model_type, config, inner, device, batch, seq_len)
+        notes.append(recorder.note)
+    module = forward_wrapper(recorder.target if recorder is not None else inner)
 
     def inputs_for(batch_size: int, seq: int) -> dict[str, Any]:
+        if recorder is not None:
+            return recorder.inputs(batch_size, seq)
         with torch.no_grad():
             return make_inputs(inner, config, batch_size, seq, device, plan)
 

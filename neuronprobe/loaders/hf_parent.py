@@ -1,0 +1,234 @@
+"""Inputs for a component model type, recorded from the parent model that calls it.
+
+About one transformers model type in eight is a part of another model:
+``sam_mask_decoder``, ``glm_image_vision``, ``qwen2_5_omni_audio_encoder``. Their
+forwards take what the rest of the parent computed (image positional
+embeddings, sparse prompt embeddings, patch grids, feature lengths), and no
+config field says what those look like. The parent's forward does: so the
+parent is built (on the meta device, layers capped) with the component's
+config in place of its own sub-config, run on inputs made from the config, and
+stopped at the component's first call. That call's arguments are the
+component's inputs: the ones it gets when the real model runs.
+
+Used by ``hf.load`` when inputs made from the config alone fail; the report
+names the parent the inputs came from.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuronprobe.errors import error_line
+
+PARENT_INPUT_RETRIES = 2  # a parent's own inputs are rebuilt from its error as for any hf: model
+SMALL_INT_ELEMENTS = 64  # integer tensors this small carry values (grids, lengths): they stay on the CPU
+_WRAPPER_KEYWORDS = ("return_dict", "use_cache")  # set by forward_wrapper itself
+
+
+class NoParentInputs(Exception):
+    """No parent model could be run up to the component's call."""
+
+
+class _Recorded(Exception):  # a control-flow signal, not an error
+    """Raised by the pre-hook to stop the parent at the component's call."""
+
+    def __init__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        super().__init__("recorded")
+        self.args_ = args
+        self.kwargs_ = kwargs
+
+
+@functools.cache
+def _sub_config_owners() -> dict[type, list[tuple[str, str]]]:
+    """config class -> [(parent model_type, attribute)] for every config that nests it as a sub-config."""
+    from transformers import CONFIG_MAPPING
+
+    owners: dict[type, list[tuple[str, str]]] = {}
+    for model_type in list(CONFIG_MAPPING.keys()):
+        try:
+            config_class = CONFIG_MAPPING[model_type]
+        except Exception:  # a type whose config module cannot import here
+            continue
+        for attr, sub in (getattr(config_class, "sub_configs", None) or {}).items():
+            if isinstance(sub, type):
+                owners.setdefault(sub, []).append((model_type, attr))
+    return owners
+
+
+def parents_of(model_type: str, config_class: type) -> list[tuple[str, str]]:
+    """The model types that nest this config, the one whose name starts the component's first."""
+    found = [p for p in _sub_config_owners().get(config_class, []) if p[0] != model_type]
+    return sorted(found, key=lambda p: (not model_type.startswith(p[0]), len(p[0]), p[0]))
+
+
+def has_parent(model_type: str) -> bool:
+    from transformers import CONFIG_MAPPING
+
+    try:
+        return bool(parents_of(model_type, CONFIG_MAPPING[model_type]))
+    except Exception:  # an unknown type or one whose config cannot import
+        return False
+
+
+def _hook_target(parent: Any, component: Any) -> tuple[Any, Any] | None:
+    """(module in the parent to stop at, the same-class module in the component to analyse).
+
+    The component model itself when the parent holds one of its class; else the
+    first module inside it whose class the parent holds (``CLIPVisionModel``
+    wraps the ``CLIPVisionTransformer`` that ``CLIPModel`` holds directly).
+    """
+    by_class: dict[type, Any] = {}
+    for module in parent.modules():
+        by_class.setdefault(type(module), module)
+    for depth, module in _shallow_modules(component, max_depth=2):
+        own_class = not type(module).__module__.startswith("torch.")  # not a Linear or ModuleList both happen to hold
+        if type(module) in by_class and (depth == 0 or (own_class and len(list(module.modules())) > 1)):
+            return by_class[type(module)], module
+    return None
+
+
+def _shallow_modules(root: Any, max_depth: int) -> list[tuple[int, Any]]:
+    out: list[tuple[int, Any]] = [(0, root)]
+    frontier = [root]
+    for depth in range(1, max_depth + 1):
+        frontier = [child for module in frontier for child in module.children()]
+        out.extend((depth, m) for m in frontier)
+    return out
+
+
+def _as_kwargs(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    bound = inspect.signature(target.forward).bind_partial(*args, **kwargs)
+    out: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        kind = inspect.signature(target.forward).parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            out.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            out[name] = value
+    return {k: v for k, v in out.items() if k not in _WRAPPER_KEYWORDS}
+
+
+def _materialise(value: Any, device: str) -> Any:
+    """Recorded values for the component on ``device``.
+
+    Meta tensors become random CPU tensors for a real-CPU capture; tensors the
+    parent made on the CPU (grids, lengths) stay where they are; a recording made
+    on the CPU turns into meta tensors for a meta capture, except small integer
+    tensors, whose values the forward reads.
+    """
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        if device == "meta":
+            small_int = not value.is_floating_point() and value.numel() <= SMALL_INT_ELEMENTS
+            return value if value.is_meta or small_int else value.to("meta")
+        if not value.is_meta:
+            return value
+        if value.is_floating_point():
+            return torch.randn(value.shape, dtype=value.dtype)
+        if value.dtype is torch.bool:
+            return torch.ones(value.shape, dtype=torch.bool)
+        return torch.zeros(value.shape, dtype=value.dtype)
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_materialise(v, device) for v in value)
+    if isinstance(value, dict):
+        return {k: _materialise(v, device) for k, v in value.items()}
+    return value
+
+
+@dataclass
+class ParentRecorder:
+    """Records the component's inputs from one parent model; ``target`` is what the capture runs."""
+
+    parent_type: str
+    parent_inner: Any
+    parent_config: Any
+    stop_at: Any  # the module inside the parent
+    target: Any  # the component model, or the module inside it of the same class as stop_at
+    record_device: str
+    device: str  # where the component's capture runs
+    _recorded: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def note(self) -> str:
+        what = type(self.target).__name__
+        return f"inputs recorded from the parent model hf:{self.parent_type} at its call of {what} (the component's forward takes what the parent computes)"
+
+    def inputs(self, batch: int, seq: int) -> dict[str, Any]:
+        """The component's inputs when the parent runs on a batch of ``batch`` at length ``seq``."""
+        if (batch, seq) not in self._recorded:
+            self._recorded[(batch, seq)] = self._record(batch, seq)
+        return self._recorded[(batch, seq)]
+
+    def _record(self, batch: int, seq: int) -> dict[str, Any]:
+        import torch
+
+        from neuronprobe.capture_strategies import root_error
+        from neuronprobe.loaders import hf
+
+        plan = hf.InputPlan()
+        error: BaseException | None = None
+        for _ in range(PARENT_INPUT_RETRIES + 1):
+            parent_inputs = hf.make_inputs(self.parent_inner, self.parent_config, batch, seq, self.record_device, plan)
+
+            def stop(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+                raise _Recorded(args, kwargs)
+
+            handle = self.stop_at.register_forward_pre_hook(stop, with_kwargs=True)
+            try:
+                with torch.no_grad():
+                    self.parent_inner(**parent_inputs)
+            except _Recorded as recorded:
+                kwargs = _as_kwargs(self.target, recorded.args_, recorded.kwargs_)
+                return dict(_materialise(kwargs, self.device))
+            except Exception as exc:
+                error = exc
+                main = getattr(self.parent_inner, "main_input_name", "input_ids")
+                better = hf.learn_from_error(str(root_error(exc)), plan, main)
+                if better is None:
+                    break
+                plan = better
+            finally:
+                handle.remove()
+            if error is None:
+                break
+        reason = error_line(error) if error is not None else "its forward never called the component"
+        raise NoParentInputs(f"hf:{self.parent_type} did not reach {type(self.stop_at).__name__} ({reason})")
+
+
+def recorder_for(model_type: str, config: Any, component: Any, device: str, batch: int, seq: int) -> ParentRecorder:
+    """A recorder from the first parent that builds, holds the component's class and runs up to its call.
+
+    The parent is built on the meta device with the component's config in place of
+    its own sub-config and its layers capped; when its forward cannot run there
+    (a value read before the component), on the CPU with the same caps.
+    """
+    from neuronprobe.loaders import hf
+
+    reasons: list[str] = []
+    for parent_type, attr in parents_of(model_type, type(config)):
+        for record_device in ("meta", "cpu"):
+            try:
+                parent_config = hf.build_config(parent_type, [])
+                setattr(parent_config, attr, copy.deepcopy(config))
+                parent_config, _ = hf.shrink_config(parent_config, narrow=False)
+                parent_inner = hf.build_model(parent_config, record_device).inner
+            except Exception as exc:
+                reasons.append(f"hf:{parent_type} does not build ({error_line(exc)})")
+                break
+            found = _hook_target(parent_inner, component)
+            if found is None:
+                reasons.append(f"hf:{parent_type} holds no {type(component).__name__}")
+                break
+            recorder = ParentRecorder(parent_type, parent_inner, parent_config, found[0], found[1], record_device, device)
+            try:
+                recorder.inputs(batch, seq)  # does this parent reach the component? (kept for the capture)
+            except NoParentInputs as exc:
+                reasons.append(str(exc))
+                continue
+            return recorder
+    raise NoParentInputs("; ".join(reasons) or f"no model type nests {type(config).__name__}")
