@@ -197,6 +197,8 @@ def capture_hf(
             assert error is not None
             main_input = getattr(loaded.module.model, "main_input_name", "input_ids")
             better = None if plan.from_parent else hf.learn_from_error(str(root_error(error)), plan, main_input)
+            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root_error(error)), hf.build_config(model_type, overrides)):
+                better = dataclasses.replace(plan, fill_unset=True)
             if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
                 better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
                 config_error = error

@@ -163,6 +163,36 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
     return changes
 
 
+# Fields some default configs leave unset although the forward needs them (deepseek_v2's top-k,
+# step3p5's sliding window, hunyuan_vl_text's head_dim): a repair after such a forward failed, said in the report.
+_UNSET_FIELD_VALUES: dict[str, Any] = {"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "sliding_window": 4096}
+_UNSET_ERROR = re.compile(r"NoneType|is not set|not be None|must be int, not None")
+
+
+def complete_config(config: Any) -> list[str]:
+    """Give the unset fields of :data:`_UNSET_FIELD_VALUES` (and ``head_dim``) a value, in place; what was set."""
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        fills = dict(_UNSET_FIELD_VALUES)
+        hidden, heads = getattr(sub, "hidden_size", None), getattr(sub, "num_attention_heads", None)
+        if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
+            fills["head_dim"] = hidden // heads
+        for name, value in fills.items():
+            if name in vars(sub) and getattr(sub, name) is None:
+                with _ignore():
+                    setattr(sub, name, value)
+                    changes.append(f"{name}={value}")
+    return changes
+
+
+def may_need_unset_fields(message: str, config: Any) -> bool:
+    """The forward failed on a None, and the config has an unset field neuronprobe knows a value for."""
+    if not _UNSET_ERROR.search(message):
+        return False
+    probe = copy.deepcopy(config)
+    return bool(complete_config(probe))
+
+
 class _ignore:
     """A context that swallows a strict config's refusal of one field."""
 
@@ -376,6 +406,7 @@ class InputPlan:
     image_tokens: int | None = None
     audio_time_major: bool = False
     from_parent: bool = False  # record the inputs from a parent model's call (hf_parent), not from the config
+    fill_unset: bool = False  # give the config's unset fields a value (complete_config)
 
 
 def _field(configs: list[Any], names: Iterable[str]) -> Any:
@@ -614,10 +645,18 @@ def load(
     config = build_config(model_type, overrides)
     notes: list[str] = []
     plan = plan or InputPlan()
+    if plan.fill_unset and (filled := complete_config(config)):
+        notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
     if shrink:
         config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
         if changes:
             notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
+    if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
+        from neuronprobe.loaders import hf_parent
+
+        size = sum(p.numel() * p.element_size() for p in build_model(config, "meta").inner.parameters())
+        if size > hf_parent.MAX_CPU_RECORD_BYTES:
+            raise hf_parent.NoParentInputs(f"at its parent's widths the component is too large to run on the CPU ({size / 2**30:.1f} GiB of weights)")
     built = build_model(config, device)
     if built.head_note:
         notes.append(built.head_note)

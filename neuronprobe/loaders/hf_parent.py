@@ -16,7 +16,6 @@ names the parent the inputs came from.
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 from neuronprobe.errors import error_line
 
 PARENT_INPUT_RETRIES = 2  # a parent's own inputs are rebuilt from its error as for any hf: model
+MAX_CPU_RECORD_BYTES = 4 * 2**30  # a parent whose meta run fails is run for real only when its weights are this small
 SMALL_INT_ELEMENTS = 64  # integer tensors this small carry values (grids, lengths): they stay on the CPU
 _WRAPPER_KEYWORDS = ("return_dict", "use_cache")  # set by forward_wrapper itself
 
@@ -121,7 +121,10 @@ def _materialise(value: Any, device: str) -> Any:
     tensors, whose values the forward reads.
     """
     import torch
+    from torch._subclasses.fake_tensor import FakeTensor
 
+    if isinstance(value, FakeTensor):  # recorded under fake tensors: its shape and dtype, as a meta tensor
+        value = torch.empty(tuple(int(d) for d in value.shape), dtype=value.dtype, device="meta")
     if isinstance(value, torch.Tensor):
         if device == "meta":
             small_int = not value.is_floating_point() and value.numel() <= SMALL_INT_ELEMENTS
@@ -173,7 +176,10 @@ class ParentRecorder:
         plan = hf.InputPlan()
         error: BaseException | None = None
         for _ in range(PARENT_INPUT_RETRIES + 1):
-            parent_inputs = hf.make_inputs(self.parent_inner, self.parent_config, batch, seq, self.record_device, plan)
+            make_on = "meta" if self.record_device == "fake" else self.record_device
+            parent_inputs = hf.make_inputs(self.parent_inner, self.parent_config, batch, seq, make_on, plan)
+            if self.record_device == "fake":
+                parent_inputs = _fake_inputs(self.parent_inner, parent_inputs)
 
             def stop(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
                 raise _Recorded(args, kwargs)
@@ -200,6 +206,42 @@ class ParentRecorder:
         raise NoParentInputs(f"hf:{self.parent_type} did not reach {type(self.stop_at).__name__} ({reason})")
 
 
+def _parent_config(parent_type: str, attr: str, config: Any, narrow_others: bool) -> Any:
+    """The parent's default config with the component's in place, every layer count capped.
+
+    ``narrow_others``: the parent's other sub-configs are narrowed too (a real-CPU run
+    holds their weights); the component's own widths stay, since its inputs are what is recorded.
+    """
+    from neuronprobe.loaders import hf
+
+    parent_config, _ = hf.shrink_config(hf.build_config(parent_type, []), narrow=narrow_others)
+    component, _ = hf.shrink_config(config, narrow=False)
+    setattr(parent_config, attr, component)
+    return parent_config
+
+
+def _as_fake(module: Any) -> Any:
+    """A meta-built parent with fake CPU weights: CPU tensors its forward makes mix in, unbacked sizes flow."""
+    from neuronprobe.capture_strategies import _fake_cpu, _fake_mode
+
+    mode = _fake_mode()
+    module._neuronprobe_fake_mode = mode
+    for sub in module.modules():
+        for name, param in list(sub._parameters.items()):
+            if param is not None:
+                sub._parameters[name] = type(param)(_fake_cpu(mode, param), requires_grad=False)
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = _fake_cpu(mode, buffer)
+    return module
+
+
+def _fake_inputs(module: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    from neuronprobe.capture_strategies import _fake_value
+
+    return dict(_fake_value(module._neuronprobe_fake_mode, inputs))
+
+
 def recorder_for(model_type: str, config: Any, component: Any, device: str, batch: int, seq: int) -> ParentRecorder:
     """A recorder from the first parent that builds, holds the component's class and runs up to its call.
 
@@ -211,12 +253,18 @@ def recorder_for(model_type: str, config: Any, component: Any, device: str, batc
 
     reasons: list[str] = []
     for parent_type, attr in parents_of(model_type, type(config)):
-        for record_device in ("meta", "cpu"):
+        for record_device in ("meta", "fake", "cpu"):
             try:
-                parent_config = hf.build_config(parent_type, [])
-                setattr(parent_config, attr, copy.deepcopy(config))
-                parent_config, _ = hf.shrink_config(parent_config, narrow=False)
-                parent_inner = hf.build_model(parent_config, record_device).inner
+                parent_config = _parent_config(parent_type, attr, config, narrow_others=record_device == "cpu")
+                parent_inner = hf.build_model(parent_config, "meta").inner
+                if record_device == "cpu":
+                    size = sum(p.numel() * p.element_size() for p in parent_inner.parameters())
+                    if size > MAX_CPU_RECORD_BYTES:
+                        reasons.append(f"hf:{parent_type} is too large to run on the CPU for the recording ({size / 2**30:.1f} GiB of weights at its widths)")
+                        break
+                    parent_inner = hf.build_model(parent_config, "cpu").inner
+                elif record_device == "fake":
+                    parent_inner = _as_fake(parent_inner)
             except Exception as exc:
                 reasons.append(f"hf:{parent_type} does not build ({error_line(exc)})")
                 break
