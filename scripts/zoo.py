@@ -76,6 +76,7 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         row["ops"] = report.summary.ops_total
         row["findings"] = dict(Counter(f.verdict for f in report.findings))
         row["reason"] = "; ".join(f"{a.strategy}: {a.reason}" for a in report.capture.strategy_reasons)
+        row["inputs"] = inputs_made(report)
     except Timeout as exc:
         row.update(analysed=False, strategy="timeout", reason=str(exc))
     except Exception as exc:
@@ -85,6 +86,48 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         signal.alarm(0)
     row["seconds"] = round(time.perf_counter() - start, 1)
     return row
+
+
+def inputs_made(report: Any) -> str:
+    """How the capture's inputs were made when not from the config alone: recorded from a parent, or a config field filled."""
+    notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
+    out = []
+    for note in notes:
+        if m := re.search(r"inputs recorded from the parent model (hf:\S+)", note):
+            out.append(f"from {m.group(1)}")
+        elif m := re.search(r"the capture used (.*?) \(give yours", note):
+            out.append(f"config {m.group(1)}")
+        elif m := re.search(r"inputs remade (.*)", note):
+            out.append(f"remade {m.group(1)}")
+    return "; ".join(out)
+
+
+# Why a type failed, by the first reason's words: the README's account of the long tail.
+FAILURE_CLASSES: tuple[tuple[str, str], ...] = (
+    ("no forward of its own (generation or encode methods only)", r"_forward_unimplemented"),
+    ("a tracking model driven through a session object, not a forward call", r"get_obj_num|frame_idx must be provided"),
+    ("the default config is refused by transformers", r"ValidationError|Unrecognized model type for subconfig"),
+    (
+        "inputs the config does not describe",
+        r"missing \d+ required (positional|keyword)|You (have|must) to specify|must specify|must be provided|cannot be `?None|is required|should be specified|are passed|language unknown|expected to be `None`",
+    ),
+    ("a value read or data-dependent branch no capture can follow", r"\.item\(\) cannot be called|GuardOnDataDependent|Cannot copy out of meta"),
+    (
+        "input layout or size the loader guessed wrong",
+        r"unpack|Dimension out of range|channel|reduction dim|broadcast|is invalid for input of size|shapes cannot be multiplied|doesn't match|too many indices|split_with_sizes|Sizes of tensors must match|Expected \d+D|Input type|multiple of|must be mono|too small|Last dimension|normalized_shape|stride should not be zero|shape `|mean\(\): could not infer|permute",
+    ),
+    ("the default config is inconsistent at run time", r"NoneType|divisible|not set|KeyError"),
+    ("over the per-type time limit", r"^over \d+ s"),
+)
+
+
+def failure_class(row: dict[str, Any]) -> str:
+    reason = row.get("reason") or ""
+    first = reason.split("; fake:")[0]
+    for name, pattern in FAILURE_CLASSES:
+        if re.search(pattern, first):
+            return name
+    return "other"
 
 
 def run_zoo(out: Path, only: list[str] | None, timeout: int) -> None:
@@ -135,14 +178,29 @@ def table(path: Path) -> str:
         "`does not build`: transformers cannot build the type from its default config on any device; those types are "
         "listed but not counted in the percentage (the goal counts the types that build).",
         "",
-        "| architecture | analysed | strategy | ops | findings | seconds | why not / earlier strategies |",
-        "|---|---|---|---|---|---|---|",
+    ]
+    failed = [r for r in buildable if not r["analysed"]]
+    if failed:
+        lines += ["## Why the others were not analysed", "", "| class of failure | types |", "|---|---|"]
+        classes = Counter(failure_class(r) for r in failed)
+        lines += [f"| {name} | {count} |" for name, count in classes.most_common()]
+        lines.append("")
+    lines += [
+        "Inputs: how the capture's inputs were made when not from the config alone (`from hf:X`: recorded at the parent "
+        "model's call of this component; `config`: a field the default config leaves unset was given a value; `remade`: "
+        "inputs rebuilt at the layout the forward's own error asked for).",
+        "",
+        "| architecture | analysed | strategy | inputs | ops | findings | seconds | why not / earlier strategies |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         findings = ", ".join(f"{k} {v}" for k, v in sorted(r.get("findings", {}).items())) or "-"
         reason = (r.get("reason") or "").replace("|", "/").replace("\n", " ")[:200]
         strategy = "does not build" if does_not_build(r) else r["strategy"]
-        lines.append(f"| {r['model_type']} | {'yes' if r['analysed'] else 'no'} | {strategy} | {r.get('ops', '-')} | {findings} | {r['seconds']} | {reason} |")
+        made = (r.get("inputs") or "-").replace("|", "/")
+        lines.append(
+            f"| {r['model_type']} | {'yes' if r['analysed'] else 'no'} | {strategy} | {made} | {r.get('ops', '-')} | {findings} | {r['seconds']} | {reason} |"
+        )
     return "\n".join(lines) + "\n"
 
 
