@@ -35,7 +35,7 @@ CPU_SHRUNK = CaptureStrategy.CPU_SHRUNK
 AS_GIVEN = CaptureStrategy.AS_GIVEN  # a model file or module with real weights: run as it is
 NONE = CaptureStrategy.NONE  # every strategy failed
 HF_STRATEGIES = (META, FAKE, CPU_SHRUNK)
-INPUT_RETRIES = 2  # inputs rebuilt from what the forward's error said (image token count, audio layout)
+INPUT_RETRIES = 6  # inputs rebuilt from what the forward's error said (hf.REPAIRS: image tokens, frames, audio channels, sizes, needed inputs)
 
 
 @dataclass
@@ -188,8 +188,8 @@ def capture_hf(
             if report is not None:
                 return Outcome(report, attempts, loaded.notes, strategy)
             assert error is not None
-            main_input = getattr(loaded.module.model, "main_input_name", "input_ids")
-            better = hf.learn_from_error(str(root_error(error)), plan, main_input)
+            root = root_error(error)
+            better = hf.learn_from_error(str(root), plan, hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root))
             if better is None:
                 attempts.append(Attempt(strategy, describe(error)))
                 break
@@ -231,11 +231,20 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
         )
     if not overrides:
         return
-    try:
-        plain = hf.load(model_type, [], seq_len, batch, device="meta")
-    except Exception:
-        return
-    report, _ = _run(run, plain)
+    plan: hf.InputPlan | None = hf.InputPlan()
+    report = None
+    for _ in range(INPUT_RETRIES + 1):  # the default config with the same input repairs the capture had
+        try:
+            plain = hf.load(model_type, [], seq_len, batch, device="meta", plan=plan)
+        except Exception:
+            return
+        report, error = _run(run, plain)
+        if report is not None or error is None:
+            break
+        root = root_error(error)
+        plan = hf.learn_from_error(str(root), plan or hf.InputPlan(), hf.inputs_info(plain.module.model, plain.kwargs or {}, root))
+        if plan is None:
+            return
     if report is not None:
         fields = ", ".join(o.partition("=")[0].strip() for o in overrides)
         forward = next((a.reason for a in outcome.attempts if not a.build_failed), outcome.attempts[-1].reason)
