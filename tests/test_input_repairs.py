@@ -259,3 +259,41 @@ def test_zoo_types_that_needed_repaired_inputs_are_analysed(spec: str, overrides
     report = analyze_spec(spec, AnalyzeOptions(backend="static", overrides=overrides))
     assert report.capture.strategy is CaptureStrategy.META, report.capture.strategy_reasons
     assert report.summary.ops_total > 10
+
+
+# --- feature widths and text lengths --------------------------------------------------------------
+
+
+def test_features_get_the_width_their_first_norm_takes():
+    message = "Given normalized_shape=[160], expected input with shape [160], but got input of size torch.Size([1, 80, 10000])"
+    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 10000)}, "input_features"))
+    assert plan is not None and plan.shape("input_features") == (80, 160)  # wav2vec2-bert
+
+
+def test_features_get_the_width_their_first_linear_takes():
+    message = "a and b must have same reduction dim, but got [80, 128] X [320, 1024]."
+    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
+    assert plan is not None and plan.shape("input_features") == (80, 320)  # granite_speech5_ctc
+    assert hf.repair_feature_width("a and b must have same reduction dim, but got [256, 3072] X [5632, 4096].", InputPlan(), info(PIXELS)) is None
+
+
+def test_text_no_longer_than_the_position_table():
+    message = (
+        "Attempting to broadcast a dimension of length 16 at -2! Mismatching argument at index 1 had torch.Size([1, 16, 512]); "
+        "but expected shape should be broadcastable to [1, 32, 512]"
+    )
+    plan = hf.repair_feature_width(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 768, 768)}, "input_ids"))
+    assert plan is not None and plan.shape("input_ids") == (16,)  # owlvit, owlv2
+
+
+def test_spectrogram_features_get_a_channel_dim_of_one():
+    message = "Dimension out of range (expected to be in range of [-3, 2], but got 3)"
+    plan = hf.repair_audio_channels(message, InputPlan(), info({"input_features": (1, 64, 128)}, "input_features"))
+    assert plan is not None and plan.shape("input_features") == (1, 64, 128)  # clap_audio_model: (B, 1, T, mel)
+
+
+def test_a_long_time_series_context_is_cut_to_whole_patches_of_the_sequence():
+    config = SimpleNamespace(context_length=16384, patch_length=32)
+    assert tuple(hf._by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
+    short = SimpleNamespace(context_length=32, num_input_channels=7)
+    assert tuple(hf._by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context

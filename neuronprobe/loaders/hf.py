@@ -28,6 +28,7 @@ DEFAULT_CHANNELS = 3
 DEFAULT_MEL_BINS = 80
 AUDIO_SAMPLES = 16000  # one second at 16 kHz: what wav2vec-style encoders take
 ALT_AUDIO_FRAMES = 128
+LONG_SERIES = 2048  # time-series contexts above this are cut to the sequence length
 TEXT_ID_LIMIT = 1000  # ids well below every special token of the zoo's vocabularies
 QWEN_GRID = 4  # an image grid of 4x4 patches (divisible by the spatial merge of 2)
 
@@ -370,7 +371,7 @@ class InputPlan:
 
     image_tokens: int | None = None
     audio_time_major: bool = False
-    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after the batch dim)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
 
@@ -378,7 +379,7 @@ class InputPlan:
         return next((shape for n, shape in self.shapes if n == name), None)
 
     def with_shape(self, name: str, shape: tuple[int, ...]) -> InputPlan | None:
-        """This plan with ``name`` remade at ``(batch, *shape)``; None when the plan already says so."""
+        """This plan with ``name`` remade at ``(its first dim, *shape)``; None when the plan already says so."""
         shape = tuple(int(d) for d in shape)
         if self.shape(name) == shape:
             return None
@@ -594,7 +595,12 @@ def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, don
     if name.endswith("_masks") and isinstance(done.get("pixel_values"), torch.Tensor):  # prompt_masks: a mask image per image
         return torch.zeros_like(done["pixel_values"])
     if name in ("past_values", "future_values"):  # time series: (B, context, channels) or (B, context)
+        # The config's context (patchtst checks it), but a long one is the sequence length in whole patches
+        # (timesfm2_5's 16384 steps take minutes on meta; a model that wants its full context says so, see repairs).
         context = _int_field(configs, ("context_length",)) or seq
+        patch = _int_field(configs, ("patch_length",)) or 1
+        if context > LONG_SERIES:
+            context = -(-seq // patch) * patch
         channels = _int_field(configs, ("num_input_channels",))
         if name == "future_values":
             context = _int_field(configs, ("prediction_length",)) or context
