@@ -36,7 +36,7 @@ CPU_SHRUNK = CaptureStrategy.CPU_SHRUNK
 AS_GIVEN = CaptureStrategy.AS_GIVEN  # a model file or module with real weights: run as it is
 NONE = CaptureStrategy.NONE  # every strategy failed
 HF_STRATEGIES = (META, FAKE, CPU_SHRUNK)
-INPUT_RETRIES = 2  # inputs rebuilt from what the forward's error said (image token count, audio layout)
+INPUT_RETRIES = 6  # inputs rebuilt from what the forward's error said (hf.REPAIRS: image tokens, frames, audio channels, sizes, needed inputs)
 
 
 @dataclass
@@ -195,9 +195,10 @@ def capture_hf(
             if report is not None:
                 return Outcome(report, attempts, loaded.notes, strategy)
             assert error is not None
-            main_input = getattr(loaded.module.model, "main_input_name", "input_ids")
-            better = None if plan.from_parent else hf.learn_from_error(str(root_error(error)), plan, main_input)
-            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root_error(error)), hf.build_config(model_type, overrides)):
+            root = root_error(error)
+            info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
+            better = None if plan.from_parent else hf.learn_from_error(str(root), plan, info)
+            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), hf.build_config(model_type, overrides)):
                 better = dataclasses.replace(plan, fill_unset=True)
             if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
                 better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
@@ -243,11 +244,20 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
         )
     if not overrides:
         return
-    try:
-        plain = hf.load(model_type, [], seq_len, batch, device="meta")
-    except Exception:
-        return
-    report, _ = _run(run, plain)
+    plan: hf.InputPlan | None = hf.InputPlan()
+    report = None
+    for _ in range(INPUT_RETRIES + 1):  # the default config with the same input repairs the capture had
+        try:
+            plain = hf.load(model_type, [], seq_len, batch, device="meta", plan=plan)
+        except Exception:
+            return
+        report, error = _run(run, plain)
+        if report is not None or error is None:
+            break
+        root = root_error(error)
+        plan = hf.learn_from_error(str(root), plan or hf.InputPlan(), hf.inputs_info(plain.module.model, plain.kwargs or {}, root))
+        if plan is None:
+            return
     if report is not None:
         fields = ", ".join(o.partition("=")[0].strip() for o in overrides)
         forward = next((a.reason for a in outcome.attempts if not a.build_failed), outcome.attempts[-1].reason)

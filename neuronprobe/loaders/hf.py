@@ -17,8 +17,8 @@ from __future__ import annotations
 import copy
 import inspect
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from neuronprobe.errors import InputError, error_line
@@ -28,6 +28,7 @@ DEFAULT_CHANNELS = 3
 DEFAULT_MEL_BINS = 80
 AUDIO_SAMPLES = 16000  # one second at 16 kHz: what wav2vec-style encoders take
 ALT_AUDIO_FRAMES = 128
+LONG_SERIES = 2048  # time-series contexts above this are cut to the sequence length
 TEXT_ID_LIMIT = 1000  # ids well below every special token of the zoo's vocabularies
 QWEN_GRID = 4  # an image grid of 4x4 patches (divisible by the spatial merge of 2)
 
@@ -399,14 +400,34 @@ def forward_wrapper(inner: Any) -> Any:
 # --- inputs --------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class InputPlan:
-    """Choices an earlier attempt's error taught: how many image tokens, which audio layout."""
+    """Choices earlier attempts' errors taught (see :data:`REPAIRS`): how many image tokens, which audio
+    layout, inputs remade at a shape the forward asked for, optional inputs the forward said it needs."""
 
     image_tokens: int | None = None
     audio_time_major: bool = False
     from_parent: bool = False  # record the inputs from a parent model's call (hf_parent), not from the config
     fill_unset: bool = False  # give the config's unset fields a value (complete_config)
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
+    extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
+    floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        return next((shape for n, shape in self.shapes if n == name), None)
+
+    def with_shape(self, name: str, shape: tuple[int, ...]) -> InputPlan | None:
+        """This plan with ``name`` remade at ``(its first dim, *shape)``; None when the plan already says so."""
+        shape = tuple(int(d) for d in shape)
+        if self.shape(name) == shape:
+            return None
+        return replace(self, shapes=(*((n, s) for n, s in self.shapes if n != name), (name, shape)))
+
+    def with_extra(self, name: str) -> InputPlan | None:
+        return None if name in self.extra else replace(self, extra=(*self.extra, name))
+
+    def with_float(self, name: str) -> InputPlan | None:
+        return None if name in self.floats else replace(self, floats=(*self.floats, name))
 
 
 def _field(configs: list[Any], names: Iterable[str]) -> Any:
@@ -547,6 +568,8 @@ def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: di
         return torch.tensor([[h, w]] * batch, device="cpu" if device == "meta" else device)
     if name == "input_values":
         return _audio_values(config, batch, device)
+    if name == "input_features":  # an audio codec's features next to its raw audio (xcodec2, neucodec)
+        return _audio_features(config, batch, device, InputPlan())
     if name in ("input_features_mask", "feature_attention_mask") and "input_features" in done:
         features = done["input_features"]
         return torch.ones(batch, features.shape[-1], dtype=torch.long, device=device)
@@ -557,6 +580,89 @@ def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: di
     if name == "query_embeds":
         queries = int(getattr(config, "num_query_tokens", None) or 32)
         return torch.randn(batch, queries, _width(config), device=device)
+    return _by_name_more(name, config, batch, seq, device, done, length)
+
+
+def _int_field(configs: list[Any], names: Iterable[str]) -> int | None:
+    value = _field(configs, names)
+    if isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _count(dim: str, config: Any) -> int:
+    """How many of a dimension the forward unpacks by this name: frames from the config (video), channels of
+    raw audio from ``audio_channels``; one image, one sequence, one of anything else."""
+    dim = dim.lower()
+    if dim.isdigit():
+        return int(dim)
+    configs = sub_configs(config) if hasattr(config, "__dict__") else []
+    if "frame" in dim or "video" in dim or dim in ("t", "time"):
+        return _int_field(configs, ("num_frames", "frames_per_clip", "tubelet_size")) or 1
+    if "channel" in dim:
+        return _int_field(configs, ("audio_channels",)) or 1
+    return 1
+
+
+def _boxes(batch: int, length: int, device: str) -> Any:
+    """One box per token, (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1 in 0..1000: what layout models read."""
+    import torch
+
+    if device == "meta":
+        return torch.zeros(batch, length, 4, dtype=torch.long, device=device)
+    corner = torch.randint(0, 500, (batch, length, 2), device=device)
+    return torch.cat([corner, corner + torch.randint(0, 500, (batch, length, 2), device=device)], dim=-1)
+
+
+def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, done: dict[str, Any], length: int) -> Any:
+    """Inputs known by a part of their name and a config field: boxes, side-model text, prompt images and
+    masks, video, time series, region features (``visual_feats`` by ``visual_feat_dim``)."""
+    import torch
+
+    configs = sub_configs(config)
+    vision = getattr(config, "vision_config", None) or config
+    if name == "bbox":  # layout models (bros, udop)
+        return _boxes(batch, length, device)
+    if name.endswith("_input_ids"):  # qformer_input_ids: text for a side model, with that model's vocabulary
+        return text_ids(getattr(config, name.removesuffix("input_ids") + "config", None) or config, batch, seq, device)
+    if name.endswith("_attention_mask") and (ids := done.get(name.replace("attention_mask", "input_ids"))) is not None:
+        return torch.ones(batch, ids.shape[-1], dtype=torch.long, device=device)
+    if "pixel_values" in name or name in ("image", "images"):  # prompt_pixel_values (seggpt), pixel_values_videos (B, frames, C, H, W)
+        pixels = _pixels(vision, batch, device)
+        return pixels.unsqueeze(1).expand(batch, _count("frames", config), *pixels.shape[1:]).contiguous() if "video" in name else pixels
+    if name.endswith("_masks") and isinstance(done.get("pixel_values"), torch.Tensor):  # prompt_masks: a mask image per image
+        return torch.zeros_like(done["pixel_values"])
+    if name in ("past_values", "future_values"):  # time series: (B, context, channels) or (B, context)
+        # The config's context (patchtst checks it), but a long one is the sequence length in whole patches
+        # (timesfm2_5's 16384 steps take minutes on meta; a model that wants its full context says so, see repairs).
+        context = _int_field(configs, ("context_length",)) or seq
+        patch = _int_field(configs, ("patch_length",)) or 1
+        if context > LONG_SERIES:
+            context = -(-seq // patch) * patch
+        channels = _int_field(configs, ("num_input_channels",))
+        if name == "future_values":
+            context = _int_field(configs, ("prediction_length",)) or context
+        return torch.randn(batch, context, *([channels] if channels else []), device=device)
+    if name.endswith(("observed_mask", "_padding")) and isinstance(past := done.get("past_values"), torch.Tensor):
+        return (torch.ones_like if "observed" in name else torch.zeros_like)(past)
+    if name == "image_attention_mask" and isinstance(pixels := done.get("pixel_values"), torch.Tensor) and pixels.dim() == 5:
+        return torch.ones(batch, length, pixels.shape[1], dtype=torch.long, device=device)  # which images each token sees
+    if name == "freq":  # a frequency class per series (timesfm)
+        return torch.zeros(batch, 1, dtype=torch.long, device=device)
+    if name == "latents":  # codec decoders: (B, hidden, frames)
+        return torch.randn(batch, _width(config), length, device=device)
+    if name == "flattened_patches":  # pix2struct, kosmos-2.5: (B, patches, row + column + the patch's pixels)
+        width = _int_field(configs, ("patch_embed_hidden_size",)) or _width(config)
+        patches = torch.randn(batch, length, 2 + width, device=device)
+        if device != "meta":
+            patches[:, :, :2] = 0  # row and column ids: the first patch's, valid for any table of positions
+        return patches
+    if "spectrogram" in name:  # vocoders (hifigan): (B, frames, mel bins)
+        return torch.randn(batch, length, _int_field(configs, ("model_in_dim", "num_mel_bins")) or DEFAULT_MEL_BINS, device=device)
+    for field_name in (f"{name}_dim", f"{name.removesuffix('s')}_dim"):  # features by a config width: visual_feats, visual_pos (lxmert), states
+        dim = _int_field(configs, (field_name,))
+        if dim:
+            return torch.randn(batch, length, dim, device=device)
     return None
 
 
@@ -581,6 +687,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         inputs[grid_name] = patches["image_grid_thw"]
     elif main in ("hidden_states", "inputs_embeds", "query_embeds") and main in params:
         inputs[main] = _by_name(main, config, batch, seq, device, inputs)
+    elif main in params and main != "input_ids" and (made := _by_name(main, config, batch, seq, device, inputs)) is not None:
+        inputs[main] = made  # a main input known by name (past_values, pixel_values_videos, latents)
     else:
         ids = text_ids(config, batch, seq, device)
         vision = getattr(config, "vision_config", None)
@@ -599,24 +707,371 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     needed = [n for n in ("image_sizes", "input_features_mask") if n in params]
     if "encoder_hidden_states" in params and getattr(config, "encoder_hidden_size", None) and "pixel_values" not in inputs:
         needed.append("encoder_hidden_states")
-    for name in (*required, *needed):
+    for name in inputs:
+        if plan.shape(name) is not None:
+            inputs[name] = _reshaped(inputs[name], plan.shape(name), device)
+    for name in (*required, *needed, *(n for n in plan.extra if n in params)):
         if name not in inputs:
             value = _by_name(name, config, batch, seq, device, inputs)
             if value is not None:
-                inputs[name] = value
+                inputs[name] = value if plan.shape(name) is None else _reshaped(value, plan.shape(name), device)
+    for name in plan.floats:
+        if isinstance(inputs.get(name), torch.Tensor):
+            inputs[name] = inputs[name].float()
     return inputs
+
+
+def _reshaped(value: Any, shape: tuple[int, ...] | None, device: str) -> Any:
+    """An input remade at ``(its first dim, *shape)``, keeping its dtype: random values for floats, zeros for ids.
+    The first dim is the batch, or the batch's patches for flattened patches: made for the batch asked."""
+    import torch
+
+    if shape is None or not isinstance(value, torch.Tensor):
+        return value
+    if value.is_floating_point():
+        return torch.randn(value.shape[0], *shape, dtype=value.dtype, device=device)
+    return torch.zeros(value.shape[0], *shape, dtype=value.dtype, device=device)
+
+
+# --- input repairs ---------------------------------------------------------------
+#
+# When the forward raises, each repair reads its message (and the source line that raised) and
+# says how the inputs should change. Each is pure: (message, plan, inputs info) -> a new plan, or
+# None when the message is not its kind or teaches nothing new. The first repair that answers wins.
+
+
+@dataclass(frozen=True)
+class InputsInfo:
+    """What the failed attempt gave the forward: its inputs' shapes, the forward's parameters, the
+    line that raised (``batch_size, num_frames, ... = pixel_values.shape`` names the dims it wanted)."""
+
+    main_input: str = "input_ids"
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    floats: frozenset[str] = frozenset()  # the inputs that are floating point
+    params: tuple[str, ...] = ()
+    line: str = ""
+    config: Any = None
+
+
+def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | None = None) -> InputsInfo:
+    """The :class:`InputsInfo` of one attempt: ``inner`` the transformers model, ``error`` its forward's root error."""
+    import traceback
+
+    import torch
+
+    line = ""
+    if error is not None:
+        frames = traceback.extract_tb(error.__traceback__)
+        own = [f for f in frames if "/torch/" not in f.filename.replace("\\", "/")] or frames
+        line = (own[-1].line or "") if own else ""
+    tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    try:
+        params = tuple(inspect.signature(inner.forward).parameters)
+    except (TypeError, ValueError):
+        params = ()
+    return InputsInfo(
+        main_input=str(getattr(inner, "main_input_name", "input_ids")),
+        shapes={k: tuple(int(d) for d in v.shape) for k, v in tensors.items()},
+        floats=frozenset(k for k, v in tensors.items() if v.is_floating_point()),
+        params=params,
+        line=line,
+        config=getattr(inner, "config", None),
+    )
+
+
+def _target(info: InputsInfo, ndim: int | None = None, floats: bool = False, name: str | None = None) -> str | None:
+    """The input a message is about: ``name`` when it is an input, else the main input, else the only input
+    with ``ndim`` dims (floating point when ``floats``)."""
+    if name is not None and name in info.shapes:
+        return name
+
+    def fits(n: str) -> bool:
+        return (ndim is None or len(info.shapes[n]) == ndim) and (not floats or n in info.floats)
+
+    if info.main_input in info.shapes and fits(info.main_input):
+        return info.main_input
+    found = [n for n in info.shapes if fits(n)]
+    return found[0] if len(found) == 1 else None
+
+
+def _pixel_target(info: InputsInfo) -> str | None:
+    found = [n for n in info.shapes if "pixel_values" in n and len(info.shapes[n]) >= 4]
+    return info.main_input if info.main_input in found else found[0] if found else None
 
 
 _FEATURE_COUNT = re.compile(r"image (?:features|tokens).*?features:? (\d+)", re.I | re.S)
 
 
-def learn_from_error(message: str, plan: InputPlan, main_input: str) -> InputPlan | None:
-    """A better input plan from the forward's own complaint, or None when it teaches nothing new."""
+def repair_image_tokens(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """As many image tokens as the vision tower gave features ("Image features and image tokens do not
+    match: tokens: 1, features 576"): llava-style vision-language models whose count the config does not say."""
     m = _FEATURE_COUNT.search(message)
     if m and plan.image_tokens != int(m.group(1)):
-        return InputPlan(image_tokens=int(m.group(1)), audio_time_major=plan.audio_time_major)
-    if main_input == "input_features" and not plan.audio_time_major:
-        return InputPlan(image_tokens=plan.image_tokens, audio_time_major=True)
+        return replace(plan, image_tokens=int(m.group(1)))
+    return None
+
+
+_UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)")
+_UNPACK_LINE = re.compile(r"^\s*\(?\s*([\w\s,]+?)\s*\)?\s*=\s*([\w.]+?)\.(?:shape|size\(\))")
+_STATED_SHAPE = re.compile(r"must be an? (\d)D tensor of shape \(([^)]*)\)")
+
+
+def _insert_dims(old: tuple[int, ...], dims: list[str], config: Any) -> tuple[int, ...]:
+    """``old`` (with its batch) given the dims the forward wanted: the missing ones go right after the batch,
+    as many of each as its name says (``num_frames`` from the config, ``2`` for an image pair, else one)."""
+    missing = len(dims) - len(old)
+    return tuple(_count(d, config) for d in dims[1 : 1 + missing]) + old[1:]
+
+
+def repair_missing_dims(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An input with too few dims: video and multi-image pixels (B, frames|images, C, H, W) and raw audio
+    (B, channels, T), read from "not enough values to unpack (expected 5, got 4)" and the line that raised
+    (``batch_size, num_frames, num_channels, height, width = pixel_values.shape``), or from "Input must be a 5D
+    tensor of shape (batch_size, 2, num_channels, height, width)". Learned from videomae, vivit, timesformer,
+    xclip, idefics2, idefics3, smolvlm, modernvbert, ultravbert (frames, images); encodec, mimi, mimi_encoder,
+    pocket_tts_audio_tokenizer (audio channels); superglue, lightglue, efficientloftr (image pairs); idefics
+    (images flattened into the batch before the unpack: a dim of one)."""
+    m = _UNPACK.search(message)
+    stated = _STATED_SHAPE.search(message)
+    if m:
+        want, got = int(m.group(1)), int(m.group(2))
+        line = _UNPACK_LINE.match(info.line)
+        dims = [d.strip() for d in line.group(1).split(",")] if line else []
+        name = _target(info, got, name=line.group(2).rpartition(".")[2] if line else None)
+    elif stated:
+        dims = [d.strip() for d in stated.group(2).split(",")]
+        want, got = int(stated.group(1)), len(dims) - 1
+        name = _pixel_target(info) or _target(info, got)
+    else:
+        return None
+    if name is None or want <= got:
+        return None
+    old = info.shapes[name]
+    if len(old) == got and len(dims) == want:
+        new = _insert_dims(old, dims, info.config)
+    elif len(old) >= got and plan.shape(name) is None:  # the forward flattened it first (images into the batch): dims of one, once
+        new = (*[1] * (want - got), *old[1:])
+    else:
+        return None
+    return plan.with_shape(name, new)
+
+
+_DIM_RANGE = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (\d+)\)")
+_MONO = re.compile(r"must be mono, but got (\d+)")
+_BROADCAST_LENGTH = re.compile(r"broadcast a dimension of length (\d+)")
+
+
+def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Raw audio (B, T) where the model wants (B, channels, T), channels from ``audio_channels``: "Dimension out
+    of range (expected to be in range of [-2, 1], but got 2)", "Audio must be mono, but got 16000", and a conv
+    run unbatched on (B, T) ("Attempting to broadcast a dimension of length 16000"). Learned from omniasr_audio,
+    omniasr_ctc, vibevoice_acoustic_tokenizer, xcodec, dac, pe_audio, pe_audio_encoder. A 3-D input indexed at
+    dim 3 ("expected to be in range of [-3, 2], but got 3") gets a channel dim of one (clap_audio_model)."""
+    m = _DIM_RANGE.search(message)
+    if m and int(m.group(1)) == int(m.group(2)) > 2:  # features (B, T, mel) the forward reads as (B, 1, T, mel)
+        name = _target(info, int(m.group(2)), floats=True)
+        return plan.with_shape(name, (1, *info.shapes[name][1:])) if name in info.floats else None
+    name = _target(info, 2, floats=True)
+    if name is None or name not in info.floats:
+        return None
+    length = info.shapes[name][-1]
+    if m and int(m.group(1)) == 2 and int(m.group(2)) == 2:
+        pass
+    elif not (any(int(x.group(1)) == length for x in (_MONO.search(message), _BROADCAST_LENGTH.search(message)) if x)):
+        return None
+    return plan.with_shape(name, (_count("channels", info.config), length))
+
+
+_IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
+_TOO_SMALL = re.compile(r"Image size (\d+)x(\d+) is too small to be scaled with \w+=\(([\d., ]+)\) when patch_size=(\d+)")
+_SIDE = re.compile(r"Input (height|width) \((\d+)\) doesn't match model \((\d+)\)", re.I)
+_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
+
+
+def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Pixels at the size or channels the error states: "Input image size (224*224) doesn't match model
+    (256*192)" (vitpose; seggpt, whose pixels are joined to its prompt's), "Input height (224) doesn't match
+    model (336)" (timm towers: pe_video), "Image size 224x224 is too small to be scaled with scaled_images_ratios=(0.25, 0.5, 1)
+    when patch_size=384" (depth_pro), "expected input[1, 1, 32] to have 80 channels, but got 1 channels" when
+    that input is one of ours (the pixel or feature input itself, not a feature map inside)."""
+    if m := _CHANNELS.search(message):
+        shape = tuple(int(d) for d in m.group(1).split(","))
+        name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
+        return plan.with_shape(name, (int(m.group(2)), *shape[2:])) if name else None
+    name = _pixel_target(info)
+    if name is None:
+        return None
+    h, w = info.shapes[name][-2:]
+    if m := _IMAGE_SIZE.search(message):  # the size it saw may be ours joined with another image (seggpt): scale ours
+        got_h, got_w, want_h, want_w = (int(g) for g in m.groups())
+        size = (h * want_h // got_h, w * want_w // got_w) if got_h and got_w else (want_h, want_w)
+    elif m := _SIDE.search(message):
+        side, got, want = m.group(1).lower(), int(m.group(2)), int(m.group(3))
+        size = (h * want // got, w) if side == "height" and got else (h, w * want // got) if got else (h, w)
+    elif m := _TOO_SMALL.search(message):
+        ratios = [float(r) for r in m.group(3).split(",") if r.strip()]
+        side_px = -(-int(m.group(4)) * 1000 // int(min(ratios) * 1000)) if ratios and min(ratios) > 0 else 0
+        size = (side_px, side_px) if side_px else (h, w)
+    else:
+        return None
+    if size == (h, w) or 0 in size:
+        return None
+    better = plan
+    for other, shape in info.shapes.items():  # every image of this size: prompts and masks next to the pixels
+        if len(shape) >= 4 and shape[-2:] == (h, w) and other in info.floats:
+            better = better.with_shape(other, (*shape[1:-2], *size)) or better
+    return better if better != plan else None
+
+
+_SEQUENCE = re.compile(r"[Ii]nput sequence length \((\d+)\) doesn't match model configuration \((\d+)\)")
+_MULTIPLE = re.compile(r"(?:length (\d+) is not a multiple of (\d+))|(?:multiple of [^(]*\((\d+)\), but got (\d+))")
+
+
+def repair_stated_length(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A length the error states: "Input sequence length (16) doesn't match model configuration (32)"
+    (patchtst, patchtsmixer: the dim that has the wrong length gets the right one), "`input_values` length
+    16000 is not a multiple of 1920" (muse_spark_audio), "`padded_feature_length` to be a multiple of
+    `n_window * 2` (100), but got 128" (qwen3_asr_encoder): rounded up to the multiple."""
+    if m := _SEQUENCE.search(message):
+        got, want = int(m.group(1)), int(m.group(2))
+    elif m := _MULTIPLE.search(message):
+        got, multiple = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(4)), int(m.group(3)))
+        want = -(-got // multiple) * multiple
+    else:
+        return None
+    names = [info.main_input, *(n for n in info.shapes if n != info.main_input)]
+    for name in names:
+        old = info.shapes.get(name, ())
+        for dim in range(len(old) - 1, 0, -1):  # never the batch
+            if old[dim] == got:
+                return plan.with_shape(name, (*old[1:dim], want, *old[dim + 1 :]))
+    return None
+
+
+_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size torch\.Size\(\[([\d, ]+)\]\)")
+_REDUCTION = re.compile(r"(?:same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\])|(?:cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\))")
+_TOO_LONG = re.compile(r"broadcast a dimension of length (\d+) at -\d+! .*?broadcastable to \[([\d, ]+)\]")
+
+
+def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Features (our own input, found by its shape in the message) whose last dim is not what the first layer
+    takes: "Given normalized_shape=[768], expected input with shape [768], but got input of size
+    torch.Size([1, 128, 80])" (speecht5, wav2vec2-bert), "a and b must have same reduction dim, but got
+    [128, 80] X [320, 1024]" (granite_speech5_ctc, granite_speech5_encoder; flattened patches of cosmos3_edge,
+    ernie4_5_vl_moe); and text longer than the position table: "Attempting to broadcast a dimension of length
+    16 at -2! ... broadcastable to [1, 32, 512]" (owlvit, owlv2: their text has 16 positions)."""
+    if m := _NORMALIZED.search(message):
+        shape = tuple(int(d) for d in m.group(2).split(","))
+        name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
+        return plan.with_shape(name, (*shape[1:-1], int(m.group(1)))) if name else None
+    if m := _REDUCTION.search(message):
+        rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))
+        for name, shape in info.shapes.items():
+            lead = 1
+            for d in shape[:-1]:
+                lead *= d
+            if name in info.floats and len(shape) <= 3 and shape[-1] == got and lead == rows:
+                return plan.with_shape(name, (*shape[1:-1], want))
+        return None
+    if m := _TOO_LONG.search(message):
+        length, target = int(m.group(1)), [int(d) for d in m.group(2).split(",")]
+        text = next((n for n in ("input_ids", "decoder_input_ids") if n in info.shapes), None)
+        if text and len(target) >= 2 and target[1] == info.shapes[text][-1] > length:
+            return plan.with_shape(text, (length,))
+    return None
+
+
+_NEEDS = re.compile(r"specify|required|must be (?:provided|passed|given)|cannot be `?None|needs? to be (?:passed|provided)|are passed", re.I)
+_NOT_BOTH = re.compile(r"\bboth\b|only one|not both", re.I)
+
+
+def repair_needed_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input the forward says it needs, by its parameter name in the message: "You have to specify
+    bbox" (bros), "Bbox is required for horizontal relative position bias" (udop), "`visual_feats` cannot be
+    `None`" (lxmert), "You have to specify either pixel_values or image_embeds" (vilt: the first one named,
+    the next on the next try). Messages about giving two at once are not this kind."""
+    if not _NEEDS.search(message) or _NOT_BOTH.search(message):
+        return None
+    params = {p.lower(): p for p in info.params}
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message):
+        name = params.get(word.lower())
+        if name and name not in info.shapes and name not in plan.extra and name not in ("kwargs", "args"):
+            return plan.with_extra(name)
+    return None
+
+
+def _read_side(line: str) -> str:
+    """What a source line reads: the right of its assignment (``inputs_embeds = embed(input_ids)`` reads ``input_ids``)."""
+    parts = re.split(r"(?<![=!<>:+\-*/])=(?!=)", line, maxsplit=1)
+    return parts[-1]
+
+
+_NONE_ATTRIBUTE = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType")
+
+
+def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input the forward reads without a None check, named by the line that raised:
+    "'NoneType' object has no attribute 'size'" at ``num_images = image_attention_mask.size(-1)`` (idefics),
+    "... 'shape'" at ``input_shape = pixel_values_videos.shape`` (pe_audio_video_encoder), "embedding():
+    argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip)."""
+    if not _NONE_ATTRIBUTE.search(message):
+        return None
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
+        if word in info.params and word not in info.shapes and word not in plan.extra and word not in ("kwargs", "args", "self"):
+            return plan.with_extra(word)
+    return None
+
+
+_NOT_FLOAT = re.compile(
+    r"Input dtype must be either a floating point|expected scalar type Float but found Long|expected .*?Float.*? but (?:found|got) .*?Long", re.I
+)
+
+
+def repair_float_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An input made as integers that the forward averages or multiplies as floats, named by the line that
+    raised: "mean(): could not infer output dtype. Input dtype must be either a floating point or complex
+    dtype. Got: Long" at ``bbox[:, :, [0, 2]].mean(dim=-1)`` (udop's boxes)."""
+    if not _NOT_FLOAT.search(message):
+        return None
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
+        if word in info.shapes and word not in info.floats and word not in plan.floats:
+            return plan.with_float(word)
+    return None
+
+
+def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Audio features time-major (B, frames, mel) instead of (B, mel, frames), once, on any error of a model
+    whose main input is ``input_features``: speech encoders differ in layout and their errors do not say
+    which (wav2vec2-bert, speecht5 style). Last, because it answers every message."""
+    if info.main_input == "input_features" and not plan.audio_time_major:
+        return replace(plan, audio_time_major=True)
+    return None
+
+
+Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
+REPAIRS: tuple[Repair, ...] = (
+    repair_image_tokens,
+    repair_missing_dims,
+    repair_audio_channels,
+    repair_stated_size,
+    repair_stated_length,
+    repair_feature_width,
+    repair_needed_input,
+    repair_none_input,
+    repair_float_input,
+    repair_audio_layout,
+)
+
+
+def learn_from_error(message: str, plan: InputPlan, info: InputsInfo | str) -> InputPlan | None:
+    """A better input plan from the forward's own complaint (the first of :data:`REPAIRS` that answers), or
+    None when no repair learns anything new from it. ``info`` may be just the main input's name."""
+    if isinstance(info, str):
+        info = InputsInfo(main_input=info)
+    for repair in REPAIRS:
+        better = repair(message, plan, info)
+        if better is not None and better != plan:
+            return better
     return None
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from neuronprobe.errors import error_line
 
-PARENT_INPUT_RETRIES = 2  # a parent's own inputs are rebuilt from its error as for any hf: model
+PARENT_INPUT_RETRIES = 4  # a parent's own inputs are rebuilt from its error as for any hf: model
 MAX_CPU_RECORD_BYTES = 4 * 2**30  # a parent whose meta run fails is run for real only when its weights are this small
 SMALL_INT_ELEMENTS = 64  # integer tensors this small carry values (grids, lengths): they stay on the CPU
 _WRAPPER_KEYWORDS = ("return_dict", "use_cache")  # set by forward_wrapper itself
@@ -193,8 +193,8 @@ class ParentRecorder:
                 return dict(_materialise(kwargs, self.device))
             except Exception as exc:
                 error = exc
-                main = getattr(self.parent_inner, "main_input_name", "input_ids")
-                better = hf.learn_from_error(str(root_error(exc)), plan, main)
+                root = root_error(exc)
+                better = hf.learn_from_error(str(root), plan, hf.inputs_info(self.parent_inner, parent_inputs, root))
                 if better is None:
                     break
                 plan = better
