@@ -297,3 +297,30 @@ def test_a_long_time_series_context_is_cut_to_whole_patches_of_the_sequence():
     assert tuple(hf._by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
     short = SimpleNamespace(context_length=32, num_input_channels=7)
     assert tuple(hf._by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context
+
+
+def test_channels_of_our_input_with_its_time_padded_by_the_forward():
+    message = "Given groups=1, weight of size [32, 1, 7], expected input[1, 32, 70] to have 1 channels, but got 32 channels instead"
+    plan = hf.repair_stated_size(message, InputPlan(), info({"hidden_states": (1, 32, 64)}, "hidden_states"))
+    assert plan is not None and plan.shape("hidden_states") == (1, 64)  # vibevoice_acoustic_tokenizer_encoder
+
+
+def test_a_parameter_sized_for_our_inputs_trailing_dims():
+    message = (
+        "Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 had torch.Size([448, 448]); "
+        "but expected shape should be broadcastable to [1, 3, 224, 224]"
+    )
+    plan = hf.repair_stated_size(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 224, 224)}, "input_ids"))
+    assert plan is not None and plan.shape("pixel_values") == (3, 448, 448)  # tvp
+
+
+def test_ids_where_the_forward_wants_features_become_features():
+    message = "Last dimension of the inputs: 32 doesn't correspond to config.d_model: 768. Make sure to set config.d_model appropriately."
+    plan = hf.repair_feature_width(message, InputPlan(), info({"inputs": (1, 32)}, "inputs", ints=("inputs",)))
+    assert plan is not None and plan.shape("inputs") == (32, 768) and plan.floats == ("inputs",)  # perceiver
+
+
+def test_the_layer_norm_message_in_its_cpu_wording():
+    message = "Given normalized_shape=[160], expected input with shape [*, 160], but got input of size[1, 80, 128]"
+    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
+    assert plan is not None and plan.shape("input_features") == (80, 160)

@@ -885,6 +885,9 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
 _IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
 _TOO_SMALL = re.compile(r"Image size (\d+)x(\d+) is too small to be scaled with \w+=\(([\d., ]+)\) when patch_size=(\d+)")
 _SIDE = re.compile(r"Input (height|width) \((\d+)\) doesn't match model \((\d+)\)", re.I)
+_BROADCAST_OURS = re.compile(
+    r"broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ had torch\.Size\(\[([\d, ]+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]"
+)
 _CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
 
 
@@ -893,11 +896,23 @@ def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> Input
     (256*192)" (vitpose; seggpt, whose pixels are joined to its prompt's), "Input height (224) doesn't match
     model (336)" (timm towers: pe_video), "Image size 224x224 is too small to be scaled with scaled_images_ratios=(0.25, 0.5, 1)
     when patch_size=384" (depth_pro), "expected input[1, 1, 32] to have 80 channels, but got 1 channels" when
-    that input is one of ours (the pixel or feature input itself, not a feature map inside)."""
-    if m := _CHANNELS.search(message):
+    that input is one of ours, or ours with its time padded (qwen2_5_omni_bigvgan, voxtral_realtime,
+    vibevoice_acoustic_tokenizer_encoder; not a feature map inside: edgetam), and "Attempting to broadcast a
+    dimension of length 448 at -1! ... had torch.Size([448, 448]); but expected shape should be broadcastable
+    to [1, 3, 224, 224]" when that shape is our input's (tvp's image prompt)."""
+    if m := _CHANNELS.search(message):  # our input as it is, or with its last dim padded by the forward
         shape = tuple(int(d) for d in m.group(1).split(","))
-        name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
-        return plan.with_shape(name, (int(m.group(2)), *shape[2:])) if name else None
+        same = [n for n, s in info.shapes.items() if s == shape and n in info.floats]
+        padded = [n for n, s in info.shapes.items() if len(s) == len(shape) > 2 and s[:-1] == shape[:-1] and n in info.floats]
+        ours = (same or padded)[0] if same or padded else None
+        return plan.with_shape(ours, (int(m.group(2)), *info.shapes[ours][2:])) if ours else None
+    if m := _BROADCAST_OURS.search(message):  # a parameter sized for the input's trailing dims (tvp's 448x448 prompt)
+        theirs = tuple(int(d) for d in m.group(1).split(","))
+        target = tuple(int(d) for d in m.group(2).split(","))
+        sized = next((n for n, s in info.shapes.items() if s == target and n in info.floats), None)
+        if sized and len(theirs) < len(target):
+            return plan.with_shape(sized, (*target[1 : len(target) - len(theirs)], *theirs))
+        return None
     name = _pixel_target(info)
     if name is None:
         return None
@@ -948,7 +963,8 @@ def repair_stated_length(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return None
 
 
-_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[\d+\], but got input of size torch\.Size\(\[([\d, ]+)\]\)")
+_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[(?:\*, )?\d+\], but got input of size ?(?:torch\.Size\()?\[([\d, ]+)\]")
+_LAST_DIM = re.compile(r"Last dimension of the (\w+): (\d+) doesn't correspond to [^:]*: (\d+)")
 _REDUCTION = re.compile(r"(?:same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\])|(?:cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\))")
 _TOO_LONG = re.compile(r"broadcast a dimension of length (\d+) at -\d+! .*?broadcastable to \[([\d, ]+)\]")
 
@@ -959,11 +975,19 @@ def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     torch.Size([1, 128, 80])" (speecht5, wav2vec2-bert), "a and b must have same reduction dim, but got
     [128, 80] X [320, 1024]" (granite_speech5_ctc, granite_speech5_encoder; flattened patches of cosmos3_edge,
     ernie4_5_vl_moe); and text longer than the position table: "Attempting to broadcast a dimension of length
-    16 at -2! ... broadcastable to [1, 32, 512]" (owlvit, owlv2: their text has 16 positions)."""
+    16 at -2! ... broadcastable to [1, 32, 512]" (owlvit, owlv2: their text has 16 positions); "Last dimension of
+    the inputs: 32 doesn't correspond to config.d_model: 768" (perceiver: features, not ids)."""
     if m := _NORMALIZED.search(message):
         shape = tuple(int(d) for d in m.group(2).split(","))
         name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
         return plan.with_shape(name, (*shape[1:-1], int(m.group(1)))) if name else None
+    if (m := _LAST_DIM.search(message)) and m.group(1) in info.shapes:  # ids where the forward wants features
+        name, got, want = m.group(1), int(m.group(2)), int(m.group(3))
+        old = info.shapes[name]
+        if name in info.floats:
+            return plan.with_shape(name, (*old[1:-1], want)) if old[-1] == got else None
+        better = plan.with_shape(name, (*old[1:], want))
+        return better.with_float(name) if better else None
     if m := _REDUCTION.search(message):
         rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))
         for name, shape in info.shapes.items():
