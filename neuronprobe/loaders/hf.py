@@ -381,7 +381,8 @@ def forward_wrapper(inner: Any) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
+    # use_cache only to a forward that names it: one taking **kwargs may pass its own on (mimi's encoder did, twice).
+    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and "use_cache" in params:
         extra["use_cache"] = False
 
     class HFModel(torch.nn.Module):
