@@ -164,3 +164,11 @@ def test_a_default_config_that_leaves_a_needed_field_unset_gets_a_value_and_says
     assert report.capture.strategy == "meta" and report.summary.ops_total > 0
     notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
     assert any("leaves fields the forward needs unset" in n and "num_experts_per_tok=2" in n for n in notes), notes
+
+
+def test_a_model_without_a_forward_of_its_own_is_analysed_through_its_encode():
+    # chameleon's VQ image tokenizer only encodes (the vision-language model calls encode): that is what is captured.
+    report = analyze_spec("hf:chameleon_vqgan", AnalyzeOptions(backend="static"))
+    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+    notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
+    assert "ChameleonVQVAE has no forward of its own; its encode() was analysed" in notes

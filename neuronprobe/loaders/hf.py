@@ -317,8 +317,9 @@ def _build_by_class(config: Any, first_error: BaseException) -> Any:
 
     plain: list[Any] = []
     classes = model_classes_for(config)
-    with_forward = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward]
-    for cls in with_forward or classes:  # one without a forward of its own (a VQ-VAE) only when there is no other
+    # A class with a forward of its own, or a pretrained model that encodes (a VQ-VAE: its encode is analysed).
+    runnable = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward or callable(getattr(c, "encode", None))]
+    for cls in runnable or classes:
         try:
             if hasattr(cls, "_from_config"):
                 return cls._from_config(config)
@@ -372,11 +373,26 @@ def _first_tensor(value: Any) -> Any:
     return None
 
 
+def entry_point(inner: Any) -> str:
+    """The method the capture calls: ``forward``, or ``encode`` for a model with no forward of its own
+    (a VQ image tokenizer such as chameleon's: ``encode`` is what the vision-language model calls)."""
+    import torch
+
+    if getattr(type(inner), "forward", None) is torch.nn.Module.forward and callable(getattr(inner, "encode", None)):
+        return "encode"
+    return "forward"
+
+
+def _entry_params(inner: Any) -> Any:
+    return inspect.signature(getattr(inner, entry_point(inner))).parameters
+
+
 def forward_wrapper(inner: Any) -> Any:
     """A module whose forward calls the model with its cache off and returns its first output tensor."""
     import torch
 
-    params = inspect.signature(inner.forward).parameters
+    params = _entry_params(inner)
+    entry = entry_point(inner)
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
@@ -393,7 +409,8 @@ def forward_wrapper(inner: Any) -> Any:
             self.model = model
 
         def forward(self, **inputs: torch.Tensor) -> Any:
-            return _first_tensor(self.model(**inputs, **extra))
+            call = self.model if entry == "forward" else getattr(self.model, entry)
+            return _first_tensor(call(**inputs, **extra))
 
     return HFModel(inner)
 
@@ -672,7 +689,7 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     import torch
 
     plan = plan or InputPlan()
-    params = inspect.signature(inner.forward).parameters
+    params = _entry_params(inner)
     main = _main_input(inner, params)
     inputs: dict[str, Any] = {}
     if main == "pixel_values":
@@ -767,7 +784,7 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         line = (own[-1].line or "") if own else ""
     tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     try:
-        params = tuple(inspect.signature(inner.forward).parameters)
+        params = tuple(_entry_params(inner))
     except (TypeError, ValueError):
         params = ()
     return InputsInfo(
@@ -1140,6 +1157,8 @@ def load(
     built = build_model(config, device)
     if built.head_note:
         notes.append(built.head_note)
+    if entry_point(built.inner) != "forward":
+        notes.append(f"{type(built.inner).__name__} has no forward of its own; its {entry_point(built.inner)}() was analysed")
     inner = built.inner
     recorder = None
     if plan.from_parent:
