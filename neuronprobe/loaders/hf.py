@@ -523,7 +523,27 @@ def _vision_inputs(config: Any, vision: Any, params: Any, batch: int, device: st
             "image_grid_thw": torch.tensor([[1, grid, grid]] * batch, device="cpu" if device == "meta" else device),
         }
         return inputs, plan.image_tokens or patches // (merge * merge)
+    if "spatial_shapes" in params:  # NaViT (siglip2): a sequence of flattened patches, a mask over it and its (h, w)
+        patch_inputs = _patch_sequence(vision, batch, device)
+        side = int(patch_inputs["spatial_shapes"][0, 0])
+        return patch_inputs, plan.image_tokens or side * side
     return {"pixel_values": _pixels(vision, batch, device)}, plan.image_tokens or _image_token_count(config, vision)
+
+
+def _patch_sequence(vision: Any, batch: int, device: str) -> dict[str, Any]:
+    """siglip2-style inputs: ``num_patches`` patches of C*P*P pixels as one sequence, all valid, on a square grid."""
+    import math
+
+    import torch
+
+    patch = int(getattr(vision, "patch_size", 16) or 16)
+    side = max(1, math.isqrt(int(getattr(vision, "num_patches", 256) or 256)))
+    width = _channels(vision) * patch * patch
+    return {
+        "pixel_values": torch.randn(batch, side * side, width, device=device),
+        "pixel_attention_mask": torch.ones(batch, side * side, dtype=torch.long, device=device),
+        "spatial_shapes": torch.tensor([[side, side]] * batch, device="cpu" if device == "meta" else device),
+    }
 
 
 def _audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> Any:
@@ -725,6 +745,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     needed = [n for n in ("image_sizes", "input_features_mask") if n in params]
     if "encoder_hidden_states" in params and getattr(config, "encoder_hidden_size", None) and "pixel_values" not in inputs:
         needed.append("encoder_hidden_states")
+    if "spatial_shapes" in params and "spatial_shapes" not in inputs and ("pixel_values" in inputs or "pixel_values" in required):
+        inputs.update(_patch_sequence(getattr(config, "vision_config", None) or config, batch, device))
     for name in inputs:
         if plan.shape(name) is not None:
             inputs[name] = _reshaped(inputs[name], plan.shape(name), device)
