@@ -172,3 +172,13 @@ def test_a_model_without_a_forward_of_its_own_is_analysed_through_its_encode():
     assert report.capture.strategy == "meta" and report.summary.ops_total > 0
     notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
     assert "ChameleonVQVAE has no forward of its own; its encode() was analysed" in notes
+
+
+def test_an_unset_image_token_is_an_id_the_text_never_uses():
+    from neuronprobe.loaders.hf import TEXT_ID_LIMIT, build_config, complete_config
+
+    config = build_config("blip-2", [])  # image_token_index=None: ids == None is False, and the merge of query outputs fails
+    assert config.image_token_index is None
+    changes = complete_config(config)
+    assert config.image_token_index == config.text_config.vocab_size - 1 > TEXT_ID_LIMIT
+    assert f"image_token_index={config.image_token_index}" in changes

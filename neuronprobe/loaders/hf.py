@@ -55,7 +55,7 @@ _SPECIAL_TOKEN_FIELDS = (
     "vision_start_token_id",
     "vision_end_token_id",
 )
-_IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens")
+_IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens", "num_query_tokens")
 
 
 class BuildError(Exception):
@@ -167,7 +167,7 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
 # Fields some default configs leave unset although the forward needs them (deepseek_v2's top-k,
 # step3p5's sliding window, hunyuan_vl_text's head_dim): a repair after such a forward failed, said in the report.
 _UNSET_FIELD_VALUES: dict[str, Any] = {"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "sliding_window": 4096}
-_UNSET_ERROR = re.compile(r"NoneType|is not set|not be None|must be int, not None")
+_UNSET_ERROR = re.compile(r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute")  # ids == None is False
 
 
 def complete_config(config: Any) -> list[str]:
@@ -178,6 +178,10 @@ def complete_config(config: Any) -> list[str]:
         hidden, heads = getattr(sub, "hidden_size", None), getattr(sub, "num_attention_heads", None)
         if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
             fills["head_dim"] = hidden // heads
+        vocab = _vocab(sub)
+        if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
+            for name in _IMAGE_TOKEN_FIELDS:  # blip-2: where the query outputs go; an id the text ids never use
+                fills[name] = vocab - 1
         for name, value in fills.items():
             if name in vars(sub) and getattr(sub, name) is None:
                 with _ignore():
