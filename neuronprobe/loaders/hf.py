@@ -167,7 +167,9 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
 # Fields some default configs leave unset although the forward needs them (deepseek_v2's top-k,
 # step3p5's sliding window, hunyuan_vl_text's head_dim): a repair after such a forward failed, said in the report.
 _UNSET_FIELD_VALUES: dict[str, Any] = {"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "sliding_window": 4096}
-_UNSET_ERROR = re.compile(r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute")  # ids == None is False
+_UNSET_ERROR = re.compile(
+    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self"
+)  # ids == None is False
 
 
 def complete_config(config: Any) -> list[str]:
@@ -187,6 +189,14 @@ def complete_config(config: Any) -> list[str]:
                 with _ignore():
                     setattr(sub, name, value)
                     changes.append(f"{name}={value}")
+    # A special token id past the text vocabulary (idefics3's image token 128257 with 32000 ids): the embedding grows to hold it.
+    special = [v for v in (_field([config], (name,)) for name in _SPECIAL_TOKEN_FIELDS) if isinstance(v, int)]
+    for sub in sub_configs(config):
+        vocab = getattr(sub, "vocab_size", None)
+        if special and isinstance(vocab, int) and "vocab_size" in vars(sub) and hasattr(sub, "hidden_size") and max(special) >= vocab:
+            with _ignore():
+                sub.vocab_size = max(special) + 1
+                changes.append(f"{type(sub).__name__}.vocab_size={sub.vocab_size} (to hold token id {max(special)})")
     return changes
 
 
