@@ -192,8 +192,8 @@ def complete_config(config: Any) -> list[str]:
     # A special token id past the text vocabulary (idefics3's image token 128257 with 32000 ids): the embedding grows to hold it.
     special = [v for v in (_field([config], (name,)) for name in _SPECIAL_TOKEN_FIELDS) if isinstance(v, int)]
     for sub in sub_configs(config):
-        vocab = getattr(sub, "vocab_size", None)
-        if special and isinstance(vocab, int) and "vocab_size" in vars(sub) and hasattr(sub, "hidden_size") and max(special) >= vocab:
+        size = getattr(sub, "vocab_size", None)
+        if special and isinstance(size, int) and "vocab_size" in vars(sub) and hasattr(sub, "hidden_size") and max(special) >= size:
             with _ignore():
                 sub.vocab_size = max(special) + 1
                 changes.append(f"{type(sub).__name__}.vocab_size={sub.vocab_size} (to hold token id {max(special)})")
