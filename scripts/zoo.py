@@ -148,6 +148,7 @@ def run_zoo(out: Path, only: list[str] | None, timeout: int) -> None:
             print(f"{model_type}: {row['strategy']} {row.get('ops', '')} {row['seconds']}s {row.get('reason', '')[:120]}", file=sys.stderr)
 
 
+THIN_OPS = 20  # fewer captured ops than this: counted as analysed, listed as thin
 UNBUILDABLE = "cannot build the model from this config"  # the loader's words for a config no device can build
 
 
@@ -179,6 +180,12 @@ def table(path: Path) -> str:
         "listed but not counted in the percentage (the goal counts the types that build).",
         "",
     ]
+    thin = [r["model_type"] for r in analysed if (r.get("ops") or 0) < THIN_OPS]
+    if thin:
+        lines += [
+            f"{len(thin)} analysed types captured fewer than {THIN_OPS} ops (a capture that stopped early or a very small module): {', '.join(thin)}.",
+            "",
+        ]
     failed = [r for r in buildable if not r["analysed"]]
     if failed:
         lines += ["## Why the others were not analysed", "", "| class of failure | types |", "|---|---|"]
