@@ -193,7 +193,8 @@ def capture_hf(
                 loaded = to_fake(loaded)
             report, error = _run(run, loaded)
             if report is not None:
-                return Outcome(report, attempts, loaded.notes, strategy)
+                remade = plan.describe()
+                return Outcome(report, attempts, [*loaded.notes, *([remade] if remade else [])], strategy)
             assert error is not None
             root = root_error(error)
             info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)

@@ -55,6 +55,7 @@ class LoadedModel:
     overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
     notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
     assume_sizes: bool = False  # fake capture: branches on data-dependent sizes are followed with an assumed size
+    input_plan: dict[str, Any] | None = None  # hf: the input repairs the capture needed, for a worker that rebuilds the inputs
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -243,7 +244,14 @@ def _transformers_verbosity() -> int | None:
     return level
 
 
-def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT_SEQ_LEN, device: str = "meta", shrink: bool = False) -> LoadedModel:
+def load_hf(
+    model_type: str,
+    overrides: Iterable[str],
+    seq_len: int = HF_DEFAULT_SEQ_LEN,
+    device: str = "meta",
+    shrink: bool = False,
+    input_plan: dict[str, Any] | None = None,
+) -> LoadedModel:
     """Build ``model_type`` from its default config on the meta device (no weights allocated).
 
     ``device="cpu"`` builds it with real, initialised weights (the xla-cpu worker
@@ -251,14 +259,15 @@ def load_hf(model_type: str, overrides: Iterable[str], seq_len: int = HF_DEFAULT
     that raises is the config's fault: one line naming the fields to give.
     """
     with hf_build_scope():
-        return _load_hf(model_type, overrides, seq_len, device, shrink)
+        return _load_hf(model_type, overrides, seq_len, device, shrink, input_plan)
 
 
-def _load_hf(model_type: str, overrides: Iterable[str], seq_len: int, device: str, shrink: bool) -> LoadedModel:
-    from neuronprobe.loaders.hf import BuildError, load
+def _load_hf(model_type: str, overrides: Iterable[str], seq_len: int, device: str, shrink: bool, input_plan: dict[str, Any] | None) -> LoadedModel:
+    from neuronprobe.loaders.hf import BuildError, InputPlan, load
 
+    plan = InputPlan.from_json(input_plan) if input_plan else None
     try:
-        return load(model_type, overrides, seq_len, HF_DEFAULT_BATCH, device=device, shrink=shrink)
+        return load(model_type, overrides, seq_len, HF_DEFAULT_BATCH, device=device, shrink=shrink, plan=plan)
     except BuildError as exc:
         raise InputError(
             f"hf:{model_type}: transformers cannot build the model from this config ({exc}); give the fields it needs with --set KEY=VALUE"

@@ -206,3 +206,14 @@ def test_a_program_the_dispatch_mode_breaks_is_observed_at_the_function_level(xl
     (limit,) = [x for x in report.not_analysed if x.what == "xla-cpu backend: per-call observation"]
     assert "functionalization" in limit.why or "functional tensor" in limit.why
     assert not [f for f in report.findings if f.rule == "observed-xla-error"], "not a failure of the model"
+
+
+def test_inputs_the_capture_had_to_remake_are_the_inputs_torch_xla_runs(xla_env):
+    # videomae's pixels need a frames dim the config alone does not give; the worker rebuilds the model
+    # under torch 2.9 and must get the same repaired inputs, not fail on the config's guess.
+    report = analyze_spec("hf:videomae", AnalyzeOptions(backend="xla-cpu", overrides=["num_hidden_layers=1"]))
+    assert report.backend.name == "xla-cpu" and report.capture.strategy == "meta"
+    whys = [lim.why for lim in report.not_analysed]
+    assert "inputs remade after the forward's own errors: pixel_values as (batch, 16, 3, 224, 224)" in whys
+    assert not [w for w in whys if "does not run under torch 2.9" in w]
+    assert report.backend.steps  # the observation ran

@@ -249,6 +249,7 @@ class XlaCpuBackend:
         return {
             "spec": spec,
             "overrides": list(getattr(loaded, "overrides", []) or []),
+            "input_plan": getattr(loaded, "input_plan", None),  # the input repairs the capture needed, rebuilt there
             "program": self.program,
             "steps": steps,
         }

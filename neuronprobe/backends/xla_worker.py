@@ -89,7 +89,7 @@ def load(request: dict[str, Any]) -> Any:
 
     spec = str(request["spec"])
     if spec.startswith(HF_PREFIX):
-        return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu")
+        return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu", input_plan=request.get("input_plan"))
     return load_model_file(Path(spec))
 
 

@@ -15,6 +15,7 @@ Three things make "any architecture" work here, each kept small and separate:
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -444,6 +445,32 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InputPlan:
+        """The plan a worker process was sent (lists back to the tuples the plan holds)."""
+        return cls(
+            image_tokens=data.get("image_tokens"),
+            audio_time_major=bool(data.get("audio_time_major")),
+            from_parent=bool(data.get("from_parent")),
+            fill_unset=bool(data.get("fill_unset")),
+            shapes=tuple((str(n), tuple(int(d) for d in shape)) for n, shape in data.get("shapes", ())),
+            extra=tuple(data.get("extra", ())),
+            floats=tuple(data.get("floats", ())),
+        )
+
+    def describe(self) -> str | None:
+        """What the repairs changed, for the report; None when the inputs are the config's own."""
+        parts = [f"{name} as (batch, {', '.join(map(str, shape))})" for name, shape in self.shapes]
+        parts += [f"{name} added" for name in self.extra] + [f"{name} as floats" for name in self.floats]
+        if self.image_tokens is not None:
+            parts.append(f"{self.image_tokens} image tokens")
+        if self.audio_time_major:
+            parts.append("audio features time-major")
+        return f"inputs remade after the forward's own errors: {'; '.join(parts)}" if parts else None
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         return next((shape for n, shape in self.shapes if n == name), None)
@@ -1218,5 +1245,6 @@ def load(
         make_inputs=inputs_for,
         on_meta=device == "meta",
         overrides=overrides,
+        input_plan=plan.to_json() if plan != InputPlan() else None,
         notes=notes,
     )
