@@ -324,3 +324,14 @@ def test_the_layer_norm_message_in_its_cpu_wording():
     message = "Given normalized_shape=[160], expected input with shape [*, 160], but got input of size[1, 80, 128]"
     plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (80, 160)
+
+
+def test_a_keyword_the_forward_passes_on_itself_is_dropped_from_the_wrapper():
+    from neuronprobe.loaders.hf import InputPlan, InputsInfo, repair_duplicate_keyword
+
+    message = "MimiEncoder.forward() got multiple values for keyword argument 'use_cache'"
+    plan = repair_duplicate_keyword(message, InputPlan(), InputsInfo())
+    assert plan is not None and plan.dropped == ("use_cache",)
+    assert repair_duplicate_keyword(message, plan, InputsInfo()) is None  # learned once
+    assert repair_duplicate_keyword("got multiple values for keyword argument 'input_ids'", InputPlan(), InputsInfo()) is None
+    assert InputPlan.from_json(plan.to_json()) == plan  # it travels to the xla-cpu worker

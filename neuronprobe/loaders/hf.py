@@ -402,7 +402,7 @@ def _entry_params(inner: Any) -> Any:
     return inspect.signature(getattr(inner, entry_point(inner))).parameters
 
 
-def forward_wrapper(inner: Any) -> Any:
+def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
     """A module whose forward calls the model with its cache off and returns its first output tensor."""
     import torch
 
@@ -412,9 +412,10 @@ def forward_wrapper(inner: Any) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    # use_cache only to a forward that names it: one taking **kwargs may pass its own on (mimi's encoder did, twice).
-    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and "use_cache" in params:
+    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
         extra["use_cache"] = False
+    for name in drop:  # a forward taking **kwargs that passes its own on (mimi's encoder: use_cache twice)
+        extra.pop(name, None)
 
     class HFModel(torch.nn.Module):
         """Calls the transformers model with cache off and returns the first output tensor."""
@@ -445,6 +446,7 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
+    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -460,6 +462,7 @@ class InputPlan:
             shapes=tuple((str(n), tuple(int(d) for d in shape)) for n, shape in data.get("shapes", ())),
             extra=tuple(data.get("extra", ())),
             floats=tuple(data.get("floats", ())),
+            dropped=tuple(data.get("dropped", ())),
         )
 
     def describe(self) -> str | None:
@@ -1154,7 +1157,20 @@ def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
 
 
 Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
+_DUPLICATE_KEYWORD = re.compile(r"got multiple values for keyword argument '(\w+)'")
+
+
+def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A keyword the wrapper adds (``use_cache=False``) that a forward taking ``**kwargs`` also passes on
+    itself: "got multiple values for keyword argument 'use_cache'" (mimi_encoder, pocket_tts_audio_tokenizer)."""
+    m = _DUPLICATE_KEYWORD.search(message)
+    if m is None or m.group(1) in plan.dropped or m.group(1) not in ("use_cache", "return_dict"):
+        return None
+    return replace(plan, dropped=(*plan.dropped, m.group(1)))
+
+
 REPAIRS: tuple[Repair, ...] = (
+    repair_duplicate_keyword,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
@@ -1229,7 +1245,7 @@ def load(
 
         recorder = hf_parent.recorder_for(model_type, config, inner, device, batch, seq_len)
         notes.append(recorder.note)
-    module = forward_wrapper(recorder.target if recorder is not None else inner)
+    module = forward_wrapper(recorder.target if recorder is not None else inner, drop=plan.dropped)
 
     def inputs_for(batch_size: int, seq: int) -> dict[str, Any]:
         if recorder is not None:
