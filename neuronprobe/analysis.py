@@ -441,20 +441,31 @@ def _assumed_findings(branches: list[AssumedBranch], existing: list[Finding]) ->
             continue
         seen.add((file, b.line, Verdict.CONTROL_FLOW))
         out.append(
-            Finding(
-                op=CONTROL_FLOW_OP,
-                verdict=Verdict.CONTROL_FLOW,
-                file=file,
-                line=b.line,
-                module=None,
+            _branch_finding(
+                file,
+                b.line,
+                b.source_line,
                 message=f"a Python branch on a data-dependent size ({b.symbol}, known only from tensor data): the capture "
                 f"assumed {b.size} elements and followed that branch; a Neuron trace freezes whichever branch the example input took",
                 fix="keep the size static (pad to a fixed count and mask) or move the branch out of forward",
-                rule=BRANCH_RULE,
-                source_line=b.source_line,
             )
         )
     return out
+
+
+def _branch_finding(file: str | None, line: int | None, source_line: str | None, message: str, fix: str) -> Finding:
+    """A ``control_flow`` finding of the branch rule at the user's line."""
+    return Finding(
+        op=CONTROL_FLOW_OP,
+        verdict=Verdict.CONTROL_FLOW,
+        file=file,
+        line=line,
+        module=None,
+        message=message,
+        fix=fix,
+        rule=BRANCH_RULE,
+        source_line=source_line,
+    )
 
 
 def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
@@ -484,16 +495,12 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
         pattern, op = matched
         if pattern.rule == BRANCH_RULE:
             out.append(
-                Finding(
-                    op=CONTROL_FLOW_OP,
-                    verdict=Verdict.CONTROL_FLOW,
-                    file=file,
-                    line=b.line,
-                    module=None,
+                _branch_finding(
+                    file,
+                    b.line,
+                    b.source_line,
                     message=f"a Python branch on a tensor value breaks the graph ({b.reason})",
                     fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
-                    rule=BRANCH_RULE,
-                    source_line=b.source_line,
                 )
             )
         else:

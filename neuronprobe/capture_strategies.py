@@ -67,60 +67,52 @@ def describe(exc: BaseException) -> str:
 # --- fake tensors -------------------------------------------------------------------------
 
 
-def _fake_mode() -> Any:
-    """A fake mode with a shape environment (for unbacked sizes) that accepts real CPU tensors made in the forward.
-
-    Uses ``torch._subclasses.fake_tensor`` (checked on torch 2.13).
-    """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    return FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
-
-
-def _fake_cpu(mode: Any, tensor: Any) -> Any:
-    """A meta (or real) tensor as a fake tensor on the CPU: same shape and dtype, no storage."""
+def fake_value(mode: Any, value: Any) -> Any:
+    """Every tensor in ``value`` (nested lists, tuples, dicts) as a fake CPU tensor under ``mode``."""
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor
 
-    return FakeTensor(mode, tensor.detach().to("meta"), torch.device("cpu"))
-
-
-def _fake_value(mode: Any, value: Any) -> Any:
-    import torch
+    from neuronprobe._torch.fake_tensor import fake_cpu
 
     if isinstance(value, torch.Tensor):
-        return _fake_cpu(mode, value)
+        return fake_cpu(mode, value)
     if isinstance(value, (list, tuple)):
-        return type(value)(_fake_value(mode, v) for v in value)
+        return type(value)(fake_value(mode, v) for v in value)
     if isinstance(value, dict):
-        return {k: _fake_value(mode, v) for k, v in value.items()}
+        return {k: fake_value(mode, v) for k, v in value.items()}
     return value
+
+
+def fake_module(module: Any, mode: Any) -> Any:
+    """The module's weights and buffers as fake CPU tensors under ``mode``, in place."""
+    import torch
+
+    from neuronprobe._torch.fake_tensor import fake_cpu
+
+    for sub in module.modules():
+        for name, param in list(sub._parameters.items()):
+            if param is not None:
+                sub._parameters[name] = torch.nn.Parameter(fake_cpu(mode, param), requires_grad=param.requires_grad)
+        for name, buffer in list(sub._buffers.items()):
+            if buffer is not None:
+                sub._buffers[name] = fake_cpu(mode, buffer)
+    return module
 
 
 def to_fake(loaded: LoadedModel) -> LoadedModel:
     """The model's weights and inputs as fake CPU tensors (in place: the model was built for this attempt)."""
-    import dataclasses
+    from neuronprobe._torch.fake_tensor import fake_mode_with_shapes
 
-    import torch
-
-    mode = _fake_mode()
-    for module in loaded.module.modules():
-        for name, param in list(module._parameters.items()):
-            if param is not None:
-                module._parameters[name] = torch.nn.Parameter(_fake_cpu(mode, param), requires_grad=param.requires_grad)
-        for name, buffer in list(module._buffers.items()):
-            if buffer is not None:
-                module._buffers[name] = _fake_cpu(mode, buffer)
+    mode = fake_mode_with_shapes()
+    fake_module(loaded.module, mode)
     make = loaded.make_inputs
 
     def fake_inputs(batch: int, seq: int) -> Any:
-        return _fake_value(mode, make(batch, seq)) if make is not None else None
+        return fake_value(mode, make(batch, seq)) if make is not None else None
 
     return dataclasses.replace(
         loaded,
-        args=_fake_value(mode, loaded.args),
-        kwargs=_fake_value(mode, loaded.kwargs),
+        args=fake_value(mode, loaded.args),
+        kwargs=fake_value(mode, loaded.kwargs),
         make_inputs=fake_inputs if make is not None else None,
         on_meta=True,
         assume_sizes=True,  # fake sizes from nonzero or nms have no value to branch on: assume a few survive
@@ -199,7 +191,7 @@ def capture_hf(
             root = root_error(error)
             info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
             better = None if plan.from_parent else hf.learn_from_error(str(root), plan, info)
-            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), hf.build_config(model_type, overrides)):
+            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), lambda: hf.build_config(model_type, overrides)):
                 better = dataclasses.replace(plan, fill_unset=True)
             if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
                 better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes

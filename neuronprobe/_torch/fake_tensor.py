@@ -1,6 +1,7 @@
 """``torch._subclasses.fake_tensor``: run a training step on tensors that have shapes but no data.
 
-Checked on torch 2.13.0 (not used by the xla-cpu worker).
+Checked on torch 2.13.0 (not used by the xla-cpu worker). Used by ``--train`` and by the
+``fake`` capture strategy (weights and inputs as fake CPU tensors, with a shape environment).
 
 Besides ``FakeTensorMode``, the training capture recognises a ``.tolist()`` on a
 fake tensor by its frame: the function ``tolist`` in ``fake_tensor.py``
@@ -27,6 +28,32 @@ def fake_mode() -> object:
     except ImportError as exc:
         raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
     return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+def fake_mode_with_shapes() -> object:
+    """A FakeTensorMode with a shape environment, so data-dependent ops (``nonzero``) get unbacked sizes;
+    real CPU tensors the forward makes mix in. Used by the ``fake`` capture strategy."""
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    except ImportError as exc:
+        raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
+    return FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=True)
+
+
+def fake_cpu(mode: object, tensor: object) -> object:
+    """A meta (or real) tensor as a fake tensor on the CPU under ``mode``: same shape and dtype, no storage."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    assert isinstance(tensor, torch.Tensor)
+    return FakeTensor(mode, tensor.detach().to("meta"), torch.device("cpu"))
+
+
+def is_fake(value: object) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(value, FakeTensor)
 
 
 def self_check() -> Check:

@@ -201,12 +201,14 @@ def complete_config(config: Any) -> list[str]:
     return changes
 
 
-def may_need_unset_fields(message: str, config: Any) -> bool:
-    """The forward failed on a None, and the config has an unset field neuronprobe knows a value for."""
+def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
+    """The forward failed on a None, and the config has an unset field neuronprobe knows a value for.
+
+    ``config`` builds the config: only called when the message is of that kind.
+    """
     if not _UNSET_ERROR.search(message):
         return False
-    probe = copy.deepcopy(config)
-    return bool(complete_config(probe))
+    return bool(complete_config(config()))
 
 
 class _ignore:
@@ -1230,7 +1232,7 @@ def load(
     if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
         from neuronprobe.loaders import hf_parent
 
-        size = sum(p.numel() * p.element_size() for p in build_model(config, "meta").inner.parameters())
+        size = hf_parent.weight_bytes(build_model(config, "meta").inner)
         if size > hf_parent.MAX_CPU_RECORD_BYTES:
             raise hf_parent.NoParentInputs(f"at its parent's widths the component is too large to run on the CPU ({size / 2**30:.1f} GiB of weights)")
     built = build_model(config, device)

@@ -121,9 +121,10 @@ def _materialise(value: Any, device: str) -> Any:
     tensors, whose values the forward reads.
     """
     import torch
-    from torch._subclasses.fake_tensor import FakeTensor
 
-    if isinstance(value, FakeTensor):  # recorded under fake tensors: its shape and dtype, as a meta tensor
+    from neuronprobe._torch.fake_tensor import is_fake
+
+    if is_fake(value):  # recorded under fake tensors: its shape and dtype, as a meta tensor
         value = torch.empty(tuple(int(d) for d in value.shape), dtype=value.dtype, device="meta")
     if isinstance(value, torch.Tensor):
         if device == "meta":
@@ -154,6 +155,7 @@ class ParentRecorder:
     target: Any  # the component model, or the module inside it of the same class as stop_at
     record_device: str
     device: str  # where the component's capture runs
+    fake_mode: Any = None  # the parent's fake mode when record_device is "fake"
     _recorded: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict)
 
     @property
@@ -170,7 +172,7 @@ class ParentRecorder:
     def _record(self, batch: int, seq: int) -> dict[str, Any]:
         import torch
 
-        from neuronprobe.capture_strategies import root_error
+        from neuronprobe.capture_strategies import fake_value, root_error
         from neuronprobe.loaders import hf
 
         plan = hf.InputPlan()
@@ -179,7 +181,7 @@ class ParentRecorder:
             make_on = "meta" if self.record_device == "fake" else self.record_device
             parent_inputs = hf.make_inputs(self.parent_inner, self.parent_config, batch, seq, make_on, plan)
             if self.record_device == "fake":
-                parent_inputs = _fake_inputs(self.parent_inner, parent_inputs)
+                parent_inputs = dict(fake_value(self.fake_mode, parent_inputs))
 
             def stop(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
                 raise _Recorded(args, kwargs)
@@ -220,26 +222,18 @@ def _parent_config(parent_type: str, attr: str, config: Any, narrow_others: bool
     return parent_config
 
 
-def _as_fake(module: Any) -> Any:
-    """A meta-built parent with fake CPU weights: CPU tensors its forward makes mix in, unbacked sizes flow."""
-    from neuronprobe.capture_strategies import _fake_cpu, _fake_mode
-
-    mode = _fake_mode()
-    module._neuronprobe_fake_mode = mode
-    for sub in module.modules():
-        for name, param in list(sub._parameters.items()):
-            if param is not None:
-                sub._parameters[name] = type(param)(_fake_cpu(mode, param), requires_grad=False)
-        for name, buffer in list(sub._buffers.items()):
-            if buffer is not None:
-                sub._buffers[name] = _fake_cpu(mode, buffer)
-    return module
+def weight_bytes(module: Any) -> int:
+    """The bytes of a module's weights (meta weights count at their dtype's size)."""
+    return sum(p.numel() * p.element_size() for p in module.parameters())
 
 
-def _fake_inputs(module: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    from neuronprobe.capture_strategies import _fake_value
+def _as_fake(module: Any) -> tuple[Any, Any]:
+    """A meta-built parent with fake CPU weights, and their fake mode: CPU tensors its forward makes mix in, unbacked sizes flow."""
+    from neuronprobe._torch.fake_tensor import fake_mode_with_shapes
+    from neuronprobe.capture_strategies import fake_module
 
-    return dict(_fake_value(module._neuronprobe_fake_mode, inputs))
+    mode = fake_mode_with_shapes()
+    return fake_module(module, mode), mode
 
 
 def recorder_for(model_type: str, config: Any, component: Any, device: str, batch: int, seq: int) -> ParentRecorder:
@@ -254,17 +248,18 @@ def recorder_for(model_type: str, config: Any, component: Any, device: str, batc
     reasons: list[str] = []
     for parent_type, attr in parents_of(model_type, type(config)):
         for record_device in ("meta", "fake", "cpu"):
+            fake_mode = None
             try:
                 parent_config = _parent_config(parent_type, attr, config, narrow_others=record_device == "cpu")
                 parent_inner = hf.build_model(parent_config, "meta").inner
                 if record_device == "cpu":
-                    size = sum(p.numel() * p.element_size() for p in parent_inner.parameters())
+                    size = weight_bytes(parent_inner)
                     if size > MAX_CPU_RECORD_BYTES:
                         reasons.append(f"hf:{parent_type} is too large to run on the CPU for the recording ({size / 2**30:.1f} GiB of weights at its widths)")
                         break
                     parent_inner = hf.build_model(parent_config, "cpu").inner
                 elif record_device == "fake":
-                    parent_inner = _as_fake(parent_inner)
+                    parent_inner, fake_mode = _as_fake(parent_inner)
             except Exception as exc:
                 reasons.append(f"hf:{parent_type} does not build ({error_line(exc)})")
                 break
@@ -272,7 +267,7 @@ def recorder_for(model_type: str, config: Any, component: Any, device: str, batc
             if found is None:
                 reasons.append(f"hf:{parent_type} holds no {type(component).__name__}")
                 break
-            recorder = ParentRecorder(parent_type, parent_inner, parent_config, found[0], found[1], record_device, device)
+            recorder = ParentRecorder(parent_type, parent_inner, parent_config, found[0], found[1], record_device, device, fake_mode)
             try:
                 recorder.inputs(batch, seq)  # does this parent reach the component? (kept for the capture)
             except NoParentInputs as exc:
