@@ -26,8 +26,8 @@ from typing import Any
 LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers)$")
 
 
-class Timeout(Exception):
-    pass
+class Timeout(BaseException):
+    """A BaseException, so that the capture's own ``except Exception`` cannot take it for a strategy failure."""
 
 
 def small_layer_overrides(model_type: str) -> list[str]:

@@ -801,6 +801,9 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
             value = _by_name(name, config, batch, seq, device, inputs)
             if value is not None:
                 inputs[name] = value if plan.shape(name) is None else _reshaped(value, plan.shape(name), device)
+    from neuronprobe.loaders.hf_families import family_inputs
+
+    inputs.update(family_inputs(inner, config, params, batch, seq, device, inputs, plan))
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()
