@@ -23,7 +23,85 @@ Recipe = Callable[[Any, Any, Any, int, int, str, dict[str, Any], Any], "dict[str
 
 # --- segment anything (SAM, SAM2, EdgeTAM, SAM3): prompts and image embeddings ------------
 
-SAM_RECIPES: tuple[Recipe, ...] = ()
+
+def _prompt_config(config: Any) -> Any:
+    """The SAM prompt-encoder config: the config itself (a prompt encoder) or its ``prompt_encoder_config``."""
+    found = getattr(config, "prompt_encoder_config", None) or config
+    return found if isinstance(getattr(found, "image_size", None), int) and hasattr(found, "mask_input_channels") else None
+
+
+def _sam_sizes(prompt: Any) -> tuple[int, int]:
+    """(the side of the image the prompts point into, the side of a mask prompt): the processors resize and pad
+    images to ``image_size`` (SamImageProcessor pad_size 1024, Sam2ImageProcessor size 1024), mask prompts are
+    four times the image embedding (``mask_input_size``: 256 for a 64x64 embedding)."""
+    side = int(prompt.image_size)
+    embedding = int(getattr(prompt, "image_embedding_size", 0) or side // int(getattr(prompt, "patch_size", 16) or 16))
+    return side, 4 * embedding
+
+
+def _point_prompt(batch: int, side: int, device: str) -> dict[str, Any]:
+    """One foreground point per image at its centre: ``input_points`` (B, 1 prompt, 1 point, xy) in the resized
+    image's pixels, ``input_labels`` (B, 1, 1) = 1, what SamProcessor / Sam2Processor give for ``[[[x, y]]]``."""
+    import torch
+
+    return {
+        "input_points": torch.full((batch, 1, 1, 2), side / 2, device=device),
+        "input_labels": torch.ones(batch, 1, 1, dtype=torch.long, device=device),
+    }
+
+
+def sam_image_and_point(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A SAM-family model on an image (sam, sam_hq, sam2, edgetam, sam3_tracker; the forward takes ``pixel_values``
+    and ``input_points``): pixels at the prompt encoder's ``image_size``, the size the processor gives, since
+    SAM2 and EdgeTAM reshape their feature maps to the config's ``backbone_feature_sizes`` (modeling_sam2.py
+    ``Sam2Model.forward``: ``feat.view(batch_size, -1, *feat_size)``), and one point prompt, as in the model's
+    documented use (``processor(images=image, input_points=[[[450, 600]]])``)."""
+    import torch
+
+    prompt = _prompt_config(config)
+    if prompt is None or "pixel_values" not in params or "input_points" not in params or "input_labels" not in params:
+        return None
+    side, _ = _sam_sizes(prompt)
+    vision = getattr(config, "vision_config", None)
+    channels = int(getattr(vision, "num_channels", 3) or 3)
+    return {"pixel_values": torch.randn(batch, channels, side, side, device=device), **_point_prompt(batch, side, device)}
+
+
+def sam_prompts(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A SAM prompt encoder on its own (sam2_prompt_encoder, edgetam_prompt_encoder, the video trackers'; its forward
+    takes ``input_points``, ``input_labels``, ``input_boxes`` and ``input_masks`` and no image): a point, a box
+    around it and a low-resolution mask, so every prompt path runs (modeling_sam2.py ``Sam2PromptEncoder.forward``:
+    points padded only without a box, boxes (B, prompts, 4) as two corners, masks at ``mask_input_size``)."""
+    import torch
+
+    prompt = _prompt_config(config)
+    wanted = ("input_points", "input_labels", "input_boxes", "input_masks")
+    if prompt is None or not all(name in params for name in wanted) or "pixel_values" in params:
+        return None
+    side, mask = _sam_sizes(prompt)
+    box = torch.tensor([side / 4, side / 4, 3 * side / 4, 3 * side / 4], device=device)
+    return {
+        **_point_prompt(batch, side, device),
+        "input_boxes": box.expand(batch, 1, 4).contiguous(),
+        "input_masks": torch.randn(batch, 1, mask, mask, device=device),
+    }
+
+
+def sam_mask_embedding(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """SAM's mask embedding (hf:sam_prompt_encoder and hf:sam_hq_prompt_encoder build ``SamMaskEmbedding``, the one
+    class that takes the prompt-encoder config: ``SamPromptEncoder`` takes the whole ``SamConfig``): its forward
+    takes ``masks``, the mask prompt as floats at ``mask_input_size`` (B, 1, 256, 256) (modeling_sam.py, the
+    processor's ``mask_pad_size``)."""
+    import torch
+
+    prompt = _prompt_config(config)
+    if prompt is None or list(params) != ["masks"]:
+        return None
+    _, mask = _sam_sizes(prompt)
+    return {"masks": torch.randn(batch, 1, mask, mask, device=device)}
+
+
+SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding)
 
 
 # --- vision towers on patch grids (Qwen-VL, GLM-V, Kimi, Molmo, PaddleOCR-VL, ...) --------
