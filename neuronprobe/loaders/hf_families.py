@@ -101,7 +101,23 @@ def sam_mask_embedding(inner: Any, config: Any, params: Any, batch: int, seq: in
     return {"masks": torch.randn(batch, 1, mask, mask, device=device)}
 
 
-SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding)
+def sam3_box_prompt(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """SAM3's detector next to its text prompt takes box prompts (its forward takes ``input_boxes`` and
+    ``input_boxes_labels``): one positive box, normalised (cx, cy, w, h), as Sam3Processor gives for
+    ``input_boxes=[[[x0, y0, x1, y1]]], input_boxes_labels=[[1]]``. Only with a box does ``Sam3Model.forward`` run
+    its geometry encoder (modeling_sam3.py: ``has_geometry_prompts = input_boxes is not None and
+    input_boxes.numel() > 0``), so sam3_geometry_encoder's inputs are recorded there."""
+    import torch
+
+    if not all(name in params for name in ("pixel_values", "input_boxes", "input_boxes_labels")) or "input_points" in params:
+        return None
+    return {
+        "input_boxes": torch.full((batch, 1, 4), 0.5, device=device),
+        "input_boxes_labels": torch.ones(batch, 1, dtype=torch.long, device=device),
+    }
+
+
+SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding, sam3_box_prompt)
 
 
 # --- vision towers on patch grids (Qwen-VL, GLM-V, Kimi, Molmo, PaddleOCR-VL, ...) --------
