@@ -44,6 +44,16 @@ def leaves_with_names(value: object) -> list[tuple[str, object]]:
     return [(str(pytree.keystr(path)), leaf) for path, leaf in leaves]  # type: ignore[attr-defined]
 
 
+def register_constant(cls: type) -> None:
+    """Let torch.export take instances of ``cls`` as inputs holding no tensors of the graph's own (once per class).
+
+    ``cls`` defines ``__eq__`` and ``__hash__`` of its own, as torch requires of a constant.
+    """
+    pytree = _module()
+    if cls not in pytree.SUPPORTED_NODES:  # type: ignore[attr-defined]
+        pytree.register_constant(cls)  # type: ignore[attr-defined]
+
+
 def self_check() -> Check:
     def probe() -> None:
         value = {"a": (1, [2, 3])}

@@ -478,14 +478,59 @@ def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
             super().__init__()
             self.model = model
 
-        def forward(self, **inputs: torch.Tensor) -> Any:
+        def forward(self, **inputs: Any) -> Any:
             call = self.model if entry == "forward" else getattr(self.model, entry)
-            return _first_tensor(call(**inputs, **extra))
+            return _first_tensor(call(**fresh_inputs(inputs), **extra))
 
     return HFModel(inner)
 
 
 # --- inputs --------------------------------------------------------------------------
+
+
+class StatefulInput:
+    """An input object the forward changes as it runs: a video tracker's inference session records each frame's
+    outputs in it and consumes its new prompts (modeling_sam2_video.py ``Sam2VideoModel.forward``), so a second
+    run of the same session (export, then the eager check or dynamo) would find frame 0 done and compute nothing.
+    Each call gets a fresh copy (:func:`fresh_inputs`): new containers, the same tensors. torch.export takes it
+    as a constant input (its tensors are the session's, not the graph's inputs)."""
+
+    def __init__(self, value: Any) -> None:
+        from neuronprobe._torch import pytree
+
+        pytree.register_constant(StatefulInput)
+        self.value = value
+
+    def fresh(self) -> Any:
+        import torch
+
+        memo: dict[int, Any] = {}
+        todo = [self.value]
+        while todo:  # every tensor it holds is shared, not copied: a copy would be an op in the graph
+            item = todo.pop()
+            if isinstance(item, torch.Tensor):
+                memo[id(item)] = item
+            elif isinstance(item, dict):
+                todo.extend(item.values())
+            elif isinstance(item, (list, tuple, set)):
+                todo.extend(item)
+            elif hasattr(item, "__dict__") and not isinstance(item, type):
+                todo.extend(vars(item).values())
+        return copy.deepcopy(self.value, memo)
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"StatefulInput({type(self.value).__name__})"
+
+
+def fresh_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs for one call of the forward: each :class:`StatefulInput` as a fresh copy of its value."""
+    return {k: v.fresh() if isinstance(v, StatefulInput) else v for k, v in inputs.items()}
 
 
 @dataclass(frozen=True)

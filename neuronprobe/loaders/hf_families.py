@@ -117,7 +117,57 @@ def sam3_box_prompt(inner: Any, config: Any, params: Any, batch: int, seq: int, 
     }
 
 
-SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding, sam3_box_prompt)
+VIDEO_FRAMES = 2  # a short video: the tracker's forward runs on frame 0, the rest wait in the session
+
+
+def _session_class(inner: Any, params: Any) -> Any:
+    """The class the forward's ``inference_session`` is annotated with (resolved in the model's module)."""
+    import sys
+
+    param = params.get("inference_session")
+    annotation = getattr(param, "annotation", None)
+    if isinstance(annotation, str):
+        annotation = getattr(sys.modules.get(type(inner).__module__), annotation, None)
+    return annotation if isinstance(annotation, type) else None
+
+
+def sam_video_session(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A SAM video tracker (sam2_video, edgetam_video, sam3_tracker_video: the forward takes an ``inference_session``
+    whose class takes point prompts) is used as Sam2VideoProcessor sets it up: ``init_video_session`` on a video
+    (frames at the config's ``image_size``, here random), ``add_inputs_to_inference_session`` with one point on
+    frame 0 per object (``point_coords`` (1, 1, 1, xy) in the resized frame's pixels, ``point_labels`` int32), then
+    ``model(inference_session=session, frame_idx=0)``, which runs the vision encoder, prompt encoder, mask decoder
+    and memory encoder on that frame (modeling_sam2_video.py, processing_sam2_video.py). One object per batch
+    item. The session is a :class:`hf.StatefulInput`: the forward consumes its prompts."""
+    import torch
+
+    from neuronprobe.loaders.hf import StatefulInput
+
+    session_class = _session_class(inner, params)
+    side = getattr(config, "image_size", None)
+    if session_class is None or not hasattr(session_class, "add_point_inputs") or not isinstance(side, int):
+        return None
+    frames = torch.randn(VIDEO_FRAMES, 3, side, side, device=device)
+    session = session_class(
+        video=frames,
+        video_height=side,
+        video_width=side,
+        inference_device=device,
+        inference_state_device=device,
+        video_storage_device=device,
+        dtype=torch.float32,
+    )
+    for obj_id in range(1, batch + 1):
+        points = {
+            "point_coords": torch.full((1, 1, 1, 2), side / 2, device=device),
+            "point_labels": torch.ones(1, 1, 1, dtype=torch.int32, device=device),
+        }
+        session.add_point_inputs(session.obj_id_to_idx(obj_id), 0, points)
+    session.obj_with_new_inputs = list(range(1, batch + 1))
+    return {"inference_session": StatefulInput(session), "frame_idx": 0}
+
+
+SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding, sam3_box_prompt, sam_video_session)
 
 
 # --- vision towers on patch grids (Qwen-VL, GLM-V, Kimi, Molmo, PaddleOCR-VL, ...) --------
