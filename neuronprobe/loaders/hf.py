@@ -502,21 +502,29 @@ class StatefulInput:
         self.value = value
 
     def fresh(self) -> Any:
+        """A copy for one call: new containers, every tensor shared (a copied tensor would be an op in the graph)."""
+        return copy.deepcopy(self.value, {id(t): t for t in self._tensors()})
+
+    def _tensors(self) -> list[Any]:
         import torch
 
-        memo: dict[int, Any] = {}
+        found: dict[int, Any] = {}
+        seen: set[int] = set()
         todo = [self.value]
-        while todo:  # every tensor it holds is shared, not copied: a copy would be an op in the graph
+        while todo:
             item = todo.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
             if isinstance(item, torch.Tensor):
-                memo[id(item)] = item
+                found[id(item)] = item
             elif isinstance(item, dict):
                 todo.extend(item.values())
             elif isinstance(item, (list, tuple, set)):
                 todo.extend(item)
             elif hasattr(item, "__dict__") and not isinstance(item, type):
                 todo.extend(vars(item).values())
-        return copy.deepcopy(self.value, memo)
+        return list(found.values())
 
     def __eq__(self, other: object) -> bool:
         return other is self

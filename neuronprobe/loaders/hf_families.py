@@ -131,21 +131,27 @@ def _session_class(inner: Any, params: Any) -> Any:
     return annotation if isinstance(annotation, type) else None
 
 
+TEXT_PROMPT_TOKENS = 32  # Sam3VideoProcessor.add_text_prompt pads each prompt to 32 tokens
+
+
 def sam_video_session(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
-    """A SAM video tracker (sam2_video, edgetam_video, sam3_tracker_video: the forward takes an ``inference_session``
-    whose class takes point prompts) is used as Sam2VideoProcessor sets it up: ``init_video_session`` on a video
-    (frames at the config's ``image_size``, here random), ``add_inputs_to_inference_session`` with one point on
-    frame 0 per object (``point_coords`` (1, 1, 1, xy) in the resized frame's pixels, ``point_labels`` int32), then
-    ``model(inference_session=session, frame_idx=0)``, which runs the vision encoder, prompt encoder, mask decoder
-    and memory encoder on that frame (modeling_sam2_video.py, processing_sam2_video.py). One object per batch
-    item. The session is a :class:`hf.StatefulInput`: the forward consumes its prompts."""
+    """A SAM video model (the forward takes an ``inference_session``) used as its processor sets it up:
+    ``init_video_session`` on a video (frames at the config's ``image_size``, here random), prompts on frame 0,
+    then ``model(inference_session=session, frame_idx=0)``. A tracker (sam2_video, edgetam_video,
+    sam3_tracker_video: the session class takes point prompts) gets one point per object, one object per batch
+    item, as ``add_inputs_to_inference_session`` stores it (``point_coords`` (1, 1, 1, xy) in the resized frame's
+    pixels, ``point_labels`` int32; processing_sam2_video.py); its forward runs the vision encoder, prompt encoder,
+    mask decoder and memory encoder (modeling_sam2_video.py). A detector-tracker (sam3_video: the session takes text
+    prompts) gets one text prompt, token ids padded to 32 with their mask, as ``add_text_prompt`` stores them
+    (processing_sam3_video.py). The session is a :class:`hf.StatefulInput`: the forward consumes its prompts."""
     import torch
 
-    from neuronprobe.loaders.hf import StatefulInput
+    from neuronprobe.loaders.hf import StatefulInput, sub_configs, text_ids
 
     session_class = _session_class(inner, params)
     side = getattr(config, "image_size", None)
-    if session_class is None or not hasattr(session_class, "add_point_inputs") or not isinstance(side, int):
+    points = hasattr(session_class, "add_point_inputs")
+    if session_class is None or not isinstance(side, int) or not (points or hasattr(session_class, "add_prompt")):
         return None
     frames = torch.randn(VIDEO_FRAMES, 3, side, side, device=device)
     session = session_class(
@@ -157,13 +163,19 @@ def sam_video_session(inner: Any, config: Any, params: Any, batch: int, seq: int
         video_storage_device=device,
         dtype=torch.float32,
     )
-    for obj_id in range(1, batch + 1):
-        points = {
-            "point_coords": torch.full((1, 1, 1, 2), side / 2, device=device),
-            "point_labels": torch.ones(1, 1, 1, dtype=torch.int32, device=device),
-        }
-        session.add_point_inputs(session.obj_id_to_idx(obj_id), 0, points)
-    session.obj_with_new_inputs = list(range(1, batch + 1))
+    if points:
+        for obj_id in range(1, batch + 1):
+            prompt = {
+                "point_coords": torch.full((1, 1, 1, 2), side / 2, device=device),
+                "point_labels": torch.ones(1, 1, 1, dtype=torch.int32, device=device),
+            }
+            session.add_point_inputs(session.obj_id_to_idx(obj_id), 0, prompt)
+        session.obj_with_new_inputs = list(range(1, batch + 1))
+    else:
+        text = next((sub for sub in sub_configs(config) if hasattr(sub, "vocab_size") and hasattr(sub, "max_position_embeddings")), config)
+        prompt_id = session.add_prompt("object")
+        session.prompt_input_ids[prompt_id] = text_ids(text, 1, TEXT_PROMPT_TOKENS, device)
+        session.prompt_attention_masks[prompt_id] = torch.ones(1, TEXT_PROMPT_TOKENS, dtype=torch.long, device=device)
     return {"inference_session": StatefulInput(session), "frame_idx": 0}
 
 
