@@ -50,8 +50,11 @@ def register_constant(cls: type) -> None:
     ``cls`` defines ``__eq__`` and ``__hash__`` of its own, as torch requires of a constant.
     """
     pytree = _module()
-    if cls not in pytree.SUPPORTED_NODES:  # type: ignore[attr-defined]
-        pytree.register_constant(cls)  # type: ignore[attr-defined]
+    register = getattr(pytree, "register_constant", None)
+    if not callable(register):
+        raise MissingInternal(INTERNAL, "video trackers' inference sessions as export inputs", "no register_constant")
+    if cls not in getattr(pytree, "SUPPORTED_NODES", {}):
+        register(cls)
 
 
 def self_check() -> Check:
@@ -61,5 +64,7 @@ def self_check() -> Check:
             raise MissingInternal(INTERNAL, DEGRADES, "tree_leaves/tree_map return something else")
         if leaves_with_names(value)[0] != ("['a'][0]", 1):
             raise MissingInternal(INTERNAL, DEGRADES, "tree_flatten_with_path/keystr spell paths differently")
+        if not callable(getattr(_module(), "register_constant", None)):
+            raise MissingInternal(INTERNAL, DEGRADES, "no register_constant (video trackers' sessions as export inputs)")
 
     return run_check(INTERNAL, DEGRADES, probe)

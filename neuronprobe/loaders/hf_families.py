@@ -62,9 +62,11 @@ def sam_image_and_point(inner: Any, config: Any, params: Any, batch: int, seq: i
     if prompt is None or "pixel_values" not in params or "input_points" not in params or "input_labels" not in params:
         return None
     side, _ = _sam_sizes(prompt)
-    vision = getattr(config, "vision_config", None)
-    channels = int(getattr(vision, "num_channels", 3) or 3)
-    return {"pixel_values": torch.randn(batch, channels, side, side, device=device), **_point_prompt(batch, side, device)}
+    made = _point_prompt(batch, side, device)
+    if plan is None or plan.shape("pixel_values") is None:  # a size the forward's own error asked for stays
+        channels = int(getattr(getattr(config, "vision_config", None), "num_channels", 3) or 3)
+        made["pixel_values"] = torch.randn(batch, channels, side, side, device=device)
+    return made
 
 
 def sam_prompts(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
