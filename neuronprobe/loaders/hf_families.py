@@ -55,7 +55,7 @@ def sam_image_and_point(inner: Any, config: Any, params: Any, batch: int, seq: i
     and ``input_points``): pixels at the prompt encoder's ``image_size``, the size the processor gives, since
     SAM2 and EdgeTAM reshape their feature maps to the config's ``backbone_feature_sizes`` (modeling_sam2.py
     ``Sam2Model.forward``: ``feat.view(batch_size, -1, *feat_size)``), and one point prompt, as in the model's
-    documented use (``processor(images=image, input_points=[[[450, 600]]])``)."""
+    documented use (``processor(images=raw_image, input_points=[[[400, 650]]])``)."""
     import torch
 
     prompt = _prompt_config(config)
