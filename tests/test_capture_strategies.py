@@ -135,6 +135,7 @@ def test_a_component_gets_the_inputs_its_parent_passes_it():
 
 
 def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_the_component():
+    import pytest
     import torch
 
     from neuronprobe.loaders import hf, hf_parent
@@ -153,9 +154,11 @@ def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_th
     real = hf_parent._materialise({"x": torch.empty(2, 3, device="meta"), "grid": grid}, "cpu")
     assert real["x"].device.type == "cpu" and real["x"].shape == (2, 3) and real["grid"] is grid
     # SamModel calls its mask embedding only for mask prompts: the reason names the parent and what it did not reach.
-    report = analyze_spec("hf:sam_prompt_encoder", AnalyzeOptions(backend="static"))
-    assert report.capture.strategy == "none"
-    assert "inputs from a parent: hf:sam did not reach SamMaskEmbedding (its forward never called the component)" in report.capture.strategy_reasons[0].reason
+    with hf_build_scope():
+        config = hf.build_config("sam_prompt_encoder", [])
+        component = hf.build_model(config, "meta").inner
+        with pytest.raises(hf_parent.NoParentInputs, match=r"hf:sam did not reach SamMaskEmbedding \(its forward never called the component\)"):
+            hf_parent.recorder_for("sam_prompt_encoder", config, component, "meta", 1, 8)
 
 
 def test_a_default_config_that_leaves_a_needed_field_unset_gets_a_value_and_says_so():

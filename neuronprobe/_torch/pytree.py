@@ -44,6 +44,19 @@ def leaves_with_names(value: object) -> list[tuple[str, object]]:
     return [(str(pytree.keystr(path)), leaf) for path, leaf in leaves]  # type: ignore[attr-defined]
 
 
+def register_constant(cls: type) -> None:
+    """Let torch.export take instances of ``cls`` as inputs holding no tensors of the graph's own (once per class).
+
+    ``cls`` defines ``__eq__`` and ``__hash__`` of its own, as torch requires of a constant.
+    """
+    pytree = _module()
+    register = getattr(pytree, "register_constant", None)
+    if not callable(register):
+        raise MissingInternal(INTERNAL, "video trackers' inference sessions as export inputs", "no register_constant")
+    if cls not in getattr(pytree, "SUPPORTED_NODES", {}):
+        register(cls)
+
+
 def self_check() -> Check:
     def probe() -> None:
         value = {"a": (1, [2, 3])}
@@ -51,5 +64,7 @@ def self_check() -> Check:
             raise MissingInternal(INTERNAL, DEGRADES, "tree_leaves/tree_map return something else")
         if leaves_with_names(value)[0] != ("['a'][0]", 1):
             raise MissingInternal(INTERNAL, DEGRADES, "tree_flatten_with_path/keystr spell paths differently")
+        if not callable(getattr(_module(), "register_constant", None)):
+            raise MissingInternal(INTERNAL, DEGRADES, "no register_constant (video trackers' sessions as export inputs)")
 
     return run_check(INTERNAL, DEGRADES, probe)

@@ -108,6 +108,7 @@ def build_config(model_type: str, overrides: Iterable[str]) -> Any:
         config = AutoConfig.for_model(model_type)
     except ValueError as exc:
         raise InputError(f"{model}: unknown transformers model_type ({str(exc).splitlines()[0]})") from exc
+    mend_misspelled_defaults(config)
     for text in overrides:
         key, value = parse_override(text)
         target, leaf = _override_target(config, key, model)
@@ -118,6 +119,57 @@ def build_config(model_type: str, overrides: Iterable[str]) -> Any:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise InputError(f"--set {key}: {model}'s config rejects this value ({first})") from None
     return config
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """One letter changed, dropped or added, or two neighbours swapped (``archirecture`` / ``architecture``)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]))
+    short, long = sorted((a, b), key=len)
+    return any(long[:i] + long[i + 1 :] == short for i in range(len(long)))
+
+
+def _misspelled(sub: Any) -> list[tuple[str, str]]:
+    """(unknown attribute, the declared field one edit from its name) of a config with declared fields."""
+    fields = getattr(type(sub), "__dataclass_fields__", None) or {}
+    pairs = []
+    for name in [n for n in vars(sub) if n not in fields and not n.startswith("_")]:
+        meant = [f for f in fields if _one_edit_apart(name, f)]
+        if len(meant) == 1:
+            pairs.append((name, meant[0]))
+    return pairs
+
+
+def mend_misspelled_defaults(config: Any) -> None:
+    """Fields a default sub-config got under a misspelled name, moved to the field meant, in place.
+
+    transformers' EdgeTAM vision config builds its timm backbone with ``{"archirecture": "repvit_m1"}``
+    (models/edgetam/configuration_edgetam.py): the typo is kept as an unknown attribute and the backbone is
+    timm's default resnet50, whose 1024 channels its neck (``backbone_channel_list`` [384, 192, 96, 48]) cannot
+    take. A declared field still at its class default, next to an unknown attribute one edit from its name,
+    gets that attribute's value; configs without declared fields are left alone.
+    """
+    for sub in sub_configs(config):
+        fields = getattr(type(sub), "__dataclass_fields__", {})
+        for name, meant in _misspelled(sub):
+            default = getattr(fields[meant], "default", dataclasses.MISSING)
+            if default is not dataclasses.MISSING and getattr(sub, meant) == default != getattr(sub, name):
+                with _ignore():
+                    setattr(sub, meant, getattr(sub, name))
+
+
+def misspelled_note(config: Any) -> str | None:
+    """Say which misspelled default fields :func:`mend_misspelled_defaults` took (for the report)."""
+    taken = [
+        f"{type(sub).__name__}.{meant}={getattr(sub, meant)!r} (spelled {name!r})"
+        for sub in sub_configs(config)
+        for name, meant in _misspelled(sub)
+        if getattr(sub, meant) == getattr(sub, name)
+    ]
+    return f"the default config misspells a field, so transformers ignores it; the capture used {', '.join(taken)} (give yours with --set)" if taken else None
 
 
 def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
@@ -426,14 +478,67 @@ def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
             super().__init__()
             self.model = model
 
-        def forward(self, **inputs: torch.Tensor) -> Any:
+        def forward(self, **inputs: Any) -> Any:
             call = self.model if entry == "forward" else getattr(self.model, entry)
-            return _first_tensor(call(**inputs, **extra))
+            return _first_tensor(call(**fresh_inputs(inputs), **extra))
 
     return HFModel(inner)
 
 
 # --- inputs --------------------------------------------------------------------------
+
+
+class StatefulInput:
+    """An input object the forward changes as it runs: a video tracker's inference session records each frame's
+    outputs in it and consumes its new prompts (modeling_sam2_video.py ``Sam2VideoModel.forward``), so a second
+    run of the same session (export, then the eager check or dynamo) would find frame 0 done and compute nothing.
+    Each call gets a fresh copy (:func:`fresh_inputs`): new containers, the same tensors. torch.export takes it
+    as a constant input (its tensors are the session's, not the graph's inputs)."""
+
+    def __init__(self, value: Any) -> None:
+        from neuronprobe._torch import pytree
+
+        pytree.register_constant(StatefulInput)
+        self.value = value
+
+    def fresh(self) -> Any:
+        """A copy for one call: new containers, every tensor shared (a copied tensor would be an op in the graph)."""
+        return copy.deepcopy(self.value, {id(t): t for t in self._tensors()})
+
+    def _tensors(self) -> list[Any]:
+        import torch
+
+        found: dict[int, Any] = {}
+        seen: set[int] = set()
+        todo = [self.value]
+        while todo:
+            item = todo.pop()
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            if isinstance(item, torch.Tensor):
+                found[id(item)] = item
+            elif isinstance(item, dict):
+                todo.extend(item.values())
+            elif isinstance(item, (list, tuple, set)):
+                todo.extend(item)
+            elif hasattr(item, "__dict__") and not isinstance(item, type):
+                todo.extend(vars(item).values())
+        return list(found.values())
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"StatefulInput({type(self.value).__name__})"
+
+
+def fresh_inputs(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The inputs for one call of the forward: each :class:`StatefulInput` as a fresh copy of its value."""
+    return {k: v.fresh() if isinstance(v, StatefulInput) else v for k, v in inputs.items()}
 
 
 @dataclass(frozen=True)
@@ -1224,7 +1329,7 @@ def load(
 
     overrides = list(overrides)
     config = build_config(model_type, overrides)
-    notes: list[str] = []
+    notes: list[str] = [note] if (note := misspelled_note(config)) else []
     plan = plan or InputPlan()
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")

@@ -189,7 +189,7 @@ class ParentRecorder:
             handle = self.stop_at.register_forward_pre_hook(stop, with_kwargs=True)
             try:
                 with torch.no_grad():
-                    self.parent_inner(**parent_inputs)
+                    self.parent_inner(**hf.fresh_inputs(parent_inputs))
             except _Recorded as recorded:
                 kwargs = _as_kwargs(self.target, recorded.args_, recorded.kwargs_)
                 return dict(_materialise(kwargs, self.device))
