@@ -33,7 +33,161 @@ GRID_RECIPES: tuple[Recipe, ...] = ()
 
 # --- audio and speech ---------------------------------------------------------------------
 
-AUDIO_RECIPES: tuple[Recipe, ...] = ()
+AUDIO_FRAMES = 128  # mel frames when nothing fixes the count: a little over a second at a 10 ms hop
+
+
+def _value_device(device: str) -> str:
+    """Where tensors whose values the forward reads (lengths, flags) go: the CPU next to meta inputs."""
+    return "cpu" if device == "meta" else device
+
+
+def _audio_config(config: Any) -> Any:
+    return getattr(config, "audio_config", None) or config
+
+
+def _clap_spectrogram(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """CLAP's audio tower takes log-mel crops as (B, crops, frames, mel bins) next to ``is_longer`` (B, 1):
+    one crop, or four (the whole clip shrunk, front, middle, back) when ``enable_fusion``; ``reshape_mel2img``
+    stretches the frames to ``spec_size * (spec_size // num_mel_bins)``, its Swin input, which is the frame
+    count made here (transformers/models/clap/modeling_clap.py, feature_extraction_clap.py: a fused batch
+    has at least one longer clip). Recognised by ``is_longer`` next to ``input_features``."""
+    import torch
+
+    if "is_longer" not in params or "input_features" not in params:
+        return None
+    audio = _audio_config(config)
+    mel, spec = int(getattr(audio, "num_mel_bins", 64)), int(getattr(audio, "spec_size", 256))
+    fused = bool(getattr(audio, "enable_fusion", False))
+    is_longer = torch.zeros(batch, 1, dtype=torch.bool, device=_value_device(device))
+    if fused and device != "meta":
+        is_longer[0] = True
+    frames = spec * max(1, spec // mel)
+    return {"input_features": torch.randn(batch, 4 if fused else 1, frames, mel, device=device), "is_longer": is_longer}
+
+
+def _mel_with_padding_mask(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Gemma 3n's audio encoder takes ``audio_mel`` (B, frames, mel bins) and ``audio_mel_mask`` (B, frames),
+    True where a frame is padding (its parent passes ``~input_features_mask``): all frames valid here
+    (transformers/models/gemma3n/modeling_gemma3n.py, Gemma3nAudioEncoder.forward)."""
+    import torch
+
+    if "audio_mel" not in params or "audio_mel_mask" not in params:
+        return None
+    mel = int(getattr(config, "input_feat_size", None) or getattr(config, "num_mel_bins", None) or 128)
+    return {
+        "audio_mel": torch.randn(batch, AUDIO_FRAMES, mel, device=device),
+        "audio_mel_mask": torch.zeros(batch, AUDIO_FRAMES, dtype=torch.bool, device=device),
+    }
+
+
+def _conformer_features_mask(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Phi-4-multimodal's conformer takes ``hidden_states`` (B, frames, ``input_size`` mel bins) and ``mask``
+    (B, frames), True for valid frames (it sums the mask for the lengths; ``time_reduction`` subsamples the
+    frames): transformers/models/phi4_multimodal/modeling_phi4_multimodal.py, Phi4MultimodalAudioModel."""
+    import torch
+
+    if "mask" not in params or "hidden_states" not in params or not isinstance(getattr(config, "time_reduction", None), int):
+        return None
+    mel = int(getattr(config, "input_size", None) or 80)
+    return {
+        "hidden_states": torch.randn(batch, AUDIO_FRAMES, mel, device=device),
+        "mask": torch.ones(batch, AUDIO_FRAMES, dtype=torch.bool, device=device),
+    }
+
+
+def _concatenated_features_lengths(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Qwen-Omni audio encoders take the batch's mel frames joined in one (mel bins, total frames) tensor and
+    ``feature_lens`` (B,), each clip's frame count, which they split by (``chunk_and_pad_features``);
+    ``aftercnn_lens`` is the count after the stride-2 conv, as the thinker passes it
+    (transformers/models/qwen2_5_omni/modeling_qwen2_5_omni.py, qwen3_omni_moe)."""
+    import torch
+
+    features = inputs.get("input_features")
+    if "feature_lens" not in params or not isinstance(features, torch.Tensor) or features.dim() != 3:
+        return None
+    mel, frames = int(features.shape[1]), int(features.shape[2])
+    lengths = torch.full((batch,), frames, dtype=torch.long, device=_value_device(device))
+    made = {"input_features": torch.randn(mel, batch * frames, device=device), "feature_lens": lengths}
+    if "aftercnn_lens" in params:
+        made["aftercnn_lens"] = (lengths - 1) // 2 + 1
+    return made
+
+
+def _chunk_sample_lengths(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """dots3's audio encoder takes ``chunk_sample_lengths`` (B,), the waveform samples behind each chunk of
+    features: the frames times the config's ``hop_length`` (its conv stem divides them back into frames and
+    tokens): transformers/models/dots3_note/modeling_dots3_note.py, Dots3NoteAudioConvStem."""
+    import torch
+
+    features = inputs.get("input_features")
+    hop = getattr(config, "hop_length", None)
+    if "chunk_sample_lengths" not in params or not isinstance(features, torch.Tensor) or not isinstance(hop, int):
+        return None
+    frames = int(features.shape[-1])
+    return {"chunk_sample_lengths": torch.full((features.shape[0],), frames * hop, dtype=torch.long, device=_value_device(device))}
+
+
+def _codec_semantic_features(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Codecs with a semantic encoder next to the acoustic one (xcodec2, neucodec) take raw audio (B, 1, samples)
+    padded to a multiple of the hop, and the semantic encoder's features (B, samples / hop, its
+    ``feature_projection_input_dim``: two 80-bin fbank frames stacked per code); both branches give one frame
+    per hop, joined frame by frame (transformers/models/xcodec2/feature_extraction_xcodec2.py, modeling_xcodec2.py
+    ``encode``; neucodec the same). Recognised by the two inputs and a semantic sub-config."""
+    import torch
+
+    semantic = getattr(config, "semantic_model_config", None)
+    if "input_values" not in params or "input_features" not in params or semantic is None:
+        return None
+    hop = getattr(config, "encoder_hop_length", None) or getattr(config, "hop_length", None)
+    width = getattr(semantic, "feature_projection_input_dim", None)
+    if not isinstance(hop, int) or not isinstance(width, int) or hop <= 0:
+        return None
+    from neuronprobe.loaders.hf import AUDIO_SAMPLES
+
+    frames = -(-AUDIO_SAMPLES // hop)
+    made = {
+        "input_values": torch.randn(batch, 1, frames * hop, device=device),
+        "input_features": torch.randn(batch, frames, width, device=device),
+    }
+    if "input_features_mask" in inputs:
+        made["input_features_mask"] = torch.ones(batch, frames, dtype=torch.long, device=device)
+    return made
+
+
+def _frame_mask_follows_layout(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """A frame mask (``input_features_mask``, ``feature_attention_mask``) is over the features' frames: their
+    last dim (B, mel, frames), or the middle one once a repair made them time-major (B, frames, mel), as
+    fun_asr_nano's LFR features (B, frames, 560) are (transformers/models/fun_asr_nano/feature_extraction_fun_asr_nano.py)."""
+    import torch
+
+    features = inputs.get("input_features")
+    if not getattr(plan, "audio_time_major", False) or not isinstance(features, torch.Tensor) or features.dim() != 3:
+        return None
+    made = {}
+    for name in ("input_features_mask", "feature_attention_mask"):
+        mask = inputs.get(name)
+        if isinstance(mask, torch.Tensor) and mask.dim() == 2 and mask.shape[-1] != features.shape[1]:
+            made[name] = torch.ones(features.shape[0], features.shape[1], dtype=mask.dtype, device=device)
+    return made or None
+
+
+AUDIO_RECIPES: tuple[Recipe, ...] = (
+    _clap_spectrogram,
+    _mel_with_padding_mask,
+    _conformer_features_mask,
+    _concatenated_features_lengths,
+    _chunk_sample_lengths,
+    _codec_semantic_features,
+    _frame_mask_follows_layout,
+)
 
 
 # --- image-text models (Idefics, Gemma3, LLaVA, MiniCPM, Florence, ...) ------------------
