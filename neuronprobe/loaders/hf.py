@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -971,6 +972,37 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
     return plan.with_shape(name, (_count("channels", info.config), length))
 
 
+_SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension")
+_PER_CODEBOOK = re.compile(
+    r"broadcast a dimension of length (\d+) at -1! Mismatching argument at index \d+ had torch\.Size\(\[(\d+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]"
+)
+
+
+def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Token ids (B, seq) where the model embeds one id per codebook at each step, (B, seq, codebooks): its
+    embedding adds a per-codebook offset buffer of shape (codebooks,) to the ids, "Attempting to broadcast a
+    dimension of length 33 at -1! Mismatching argument at index 1 had torch.Size([33]); but expected shape should
+    be broadcastable to [1, 32]", or on real tensors "The size of tensor a (32) must match the size of tensor b (33)"
+    at a line adding ``offsets`` (kyutai_speech_to_text: the text token and 32 audio codebooks,
+    ``input_ids + self.audio_tokens_offsets``; inkling_audio: a mel-bin token per bin; dia_decoder: its 9
+    channels, ``audio_codes + self.offsets``, after its ``batch_size, seq_length = input_ids.size()[:-1]`` had
+    a dim of one put in). The input is the integer one whose elements and last dim the broadcast target has."""
+    m = _PER_CODEBOOK.search(message)
+    real = _SIZE_MISMATCH.search(message) if "offsets" in info.line else None  # real tensors say it this way
+    if m and m.group(1) == m.group(2):
+        codebooks, steps, size = int(m.group(1)), int(m.group(3).split(",")[-1]), math.prod(int(d) for d in m.group(3).split(","))
+    elif real:
+        codebooks, steps, size = int(real.group(2)), int(real.group(1)), 0
+    else:
+        return None
+    for name, shape in info.shapes.items():
+        ones_between = all(d == 1 for d in shape[1:-1])  # a dim of one another repair put there (dia_decoder's unpack)
+        fits = shape[-1] == steps and (not size or math.prod(shape) == size)
+        if name not in info.floats and len(shape) >= 2 and ones_between and fits and shape[-1] != codebooks:
+            return plan.with_shape(name, (shape[-1], codebooks))
+    return None
+
+
 _IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
 _TOO_SMALL = re.compile(r"Image size (\d+)x(\d+) is too small to be scaled with \w+=\(([\d., ]+)\) when patch_size=(\d+)")
 _SIDE = re.compile(r"Input (height|width) \((\d+)\) doesn't match model \((\d+)\)", re.I)
@@ -1179,6 +1211,7 @@ REPAIRS: tuple[Repair, ...] = (
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
+    repair_codebook_ids,
     repair_stated_size,
     repair_stated_length,
     repair_feature_width,

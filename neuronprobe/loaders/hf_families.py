@@ -160,6 +160,99 @@ def _codec_semantic_features(
     return made
 
 
+def _cross_attended_text(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Dia's decoder cross-attends to its text encoder's states, which its forward takes as an optional
+    ``encoder_hidden_states`` (B, text length, ``cross_hidden_size``) but reads without a None check
+    (transformers/models/dia/modeling_dia.py, DiaCrossAttention: ``cross_attention_states.shape``)."""
+    import torch
+
+    width = getattr(config, "cross_hidden_size", None)
+    if "encoder_hidden_states" not in params or not isinstance(width, int) or "encoder_hidden_states" in inputs:
+        return None
+    return {"encoder_hidden_states": torch.randn(batch, seq, width, device=device)}
+
+
+def _multichannel_decoder_ids(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Dia's encoder reads text bytes (its ``encoder_config`` vocabulary) and its decoder reads one audio code per
+    channel at each step: ``decoder_input_ids`` (B, steps, ``decoder_config.num_channels``), each code below the
+    decoder's vocabulary (transformers/models/dia/modeling_dia.py: DiaModel.forward, DiaMultiChannelEmbedding)."""
+
+    from neuronprobe.loaders.hf import text_ids
+
+    decoder = getattr(config, "decoder_config", None)
+    channels = getattr(decoder, "num_channels", None)
+    if "decoder_input_ids" not in params or not isinstance(channels, int) or channels < 1:
+        return None
+    codes = text_ids(decoder, batch * channels, seq, device).reshape(batch, channels, seq).transpose(1, 2).contiguous()
+    made = {"decoder_input_ids": codes}
+    encoder = getattr(config, "encoder_config", None)
+    if encoder is not None and "input_ids" in inputs:
+        made["input_ids"] = text_ids(encoder, batch, seq, device)
+    return made
+
+
+def _codebooks_in_batch(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """MusicGen's decoder (and MusicGen Melody's) has one embedding table per codebook and takes the codebooks'
+    ids flattened into the batch, (B * num_codebooks, steps), which it reshapes to (B, codebooks, steps)
+    (transformers/models/musicgen/modeling_musicgen.py, MusicgenDecoder.forward). Recognised by input embeddings
+    that are a list of ``num_codebooks`` tables."""
+    import torch
+
+    from neuronprobe.loaders.hf import text_ids
+
+    codebooks = getattr(config, "num_codebooks", None)
+    try:
+        tables = inner.get_input_embeddings()
+    except Exception:  # a model without input embeddings
+        return None
+    if "input_ids" not in inputs or not isinstance(tables, torch.nn.ModuleList) or not isinstance(codebooks, int) or len(tables) != codebooks:
+        return None
+    ids = text_ids(config, batch * codebooks, int(inputs["input_ids"].shape[-1]), device)
+    made = {"input_ids": ids}
+    if isinstance(inputs.get("attention_mask"), torch.Tensor):  # a mask per sequence, not per codebook
+        made["attention_mask"] = torch.ones(batch, ids.shape[-1], dtype=torch.long, device=device)
+    return made
+
+
+def _depth_decoder_codes(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Moshi's depth decoder runs once per audio frame over its codebooks: ``input_ids`` (frames, num_codebooks),
+    the text token then the audio codes but the last, and the main decoder's ``last_hidden_state`` for that frame,
+    (frames, 1, ``input_size``) (transformers/models/moshi/modeling_moshi.py: MoshiForConditionalGeneration.forward
+    builds them so for MoshiDepthDecoder)."""
+    import torch
+
+    from neuronprobe.loaders.hf import text_ids
+
+    codebooks, width = getattr(config, "num_codebooks", None), getattr(config, "input_size", None)
+    if "last_hidden_state" not in params or "input_ids" not in params or not isinstance(codebooks, int) or not isinstance(width, int):
+        return None
+    return {"input_ids": text_ids(config, batch, codebooks, device), "last_hidden_state": torch.randn(batch, 1, width, device=device)}
+
+
+def _nested_mel_bins(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Features for a model whose config only nests its encoders' configs (Nemotron 3.5 Transcribe's audio model:
+    an ASR encoder and a diarization model, both at ``num_mel_bins`` 128, while the outer config names none) get
+    the mel bins the nested configs agree on, in the layout made so far
+    (transformers/models/nemotron3_5_transcribe/modeling_nemotron3_5_transcribe.py, configuration_*.py)."""
+    import torch
+
+    from neuronprobe.loaders.hf import sub_configs
+
+    features = inputs.get("input_features")
+    if not isinstance(features, torch.Tensor) or features.dim() != 3 or "input_features" not in params:
+        return None
+    if any(getattr(config, name, None) is not None for name in ("num_mel_bins", "feature_size", "input_feat_per_channel")):
+        return None
+    found = {getattr(sub, "num_mel_bins", None) for sub in sub_configs(config)[1:]} - {None}
+    if len(found) != 1 or not isinstance(mel := next(iter(found)), int):
+        return None
+    time_major = bool(getattr(plan, "audio_time_major", False))
+    shape = (features.shape[0], features.shape[1], mel) if time_major else (features.shape[0], mel, features.shape[2])
+    return None if tuple(features.shape) == shape else {"input_features": torch.randn(*shape, device=device)}
+
+
 def _frame_mask_follows_layout(
     inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
 ) -> dict[str, Any] | None:
@@ -186,6 +279,11 @@ AUDIO_RECIPES: tuple[Recipe, ...] = (
     _concatenated_features_lengths,
     _chunk_sample_lengths,
     _codec_semantic_features,
+    _cross_attended_text,
+    _multichannel_decoder_ids,
+    _codebooks_in_batch,
+    _depth_decoder_codes,
+    _nested_mel_bins,
     _frame_mask_follows_layout,
 )
 
