@@ -1151,14 +1151,18 @@ def _read_side(line: str) -> str:
     return parts[-1]
 
 
-_NONE_ATTRIBUTE = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType")
+_NONE_ATTRIBUTE = re.compile(
+    r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType|invalid combination of arguments - got \(NoneType,"
+)
 
 
 def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input the forward reads without a None check, named by the line that raised:
     "'NoneType' object has no attribute 'size'" at ``num_images = image_attention_mask.size(-1)`` (idefics),
     "... 'shape'" at ``input_shape = pixel_values_videos.shape`` (pe_audio_video_encoder), "embedding():
-    argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip)."""
+    argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip),
+    "conv1d() received an invalid combination of arguments - got (NoneType, Parameter, ..." at
+    ``mel_spec = self.mel_conv(input_features)`` (clvp: its optional log-mel input)."""
     if not _NONE_ATTRIBUTE.search(message):
         return None
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
