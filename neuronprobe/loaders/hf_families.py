@@ -231,6 +231,38 @@ def _depth_decoder_codes(inner: Any, config: Any, params: Any, batch: int, seq: 
     return {"input_ids": text_ids(config, batch, codebooks, device), "last_hidden_state": torch.randn(batch, 1, width, device=device)}
 
 
+def _speech_encoder_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A speech encoder-decoder's ``inputs`` is whatever its encoder's main input is (raw audio for a wav2vec2
+    encoder, log-mel features for a speech_to_text one), not text: made from the encoder's config
+    (transformers/models/speech_encoder_decoder/modeling_speech_encoder_decoder.py: ``self.encoder(inputs, ...)``)."""
+    from neuronprobe.loaders.hf import _by_name
+
+    encoder, encoder_config = getattr(inner, "encoder", None), getattr(config, "encoder", None)
+    name = getattr(encoder, "main_input_name", None)
+    if "inputs" not in params or encoder_config is None or name not in ("input_values", "input_features"):
+        return None
+    made = _by_name(str(name), encoder_config, batch, seq, device, {})
+    return {"inputs": made} if made is not None else None
+
+
+def _speech_decoder_values(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """SpeechT5's decoder takes ``decoder_input_values``, optional in the signature but read without a None check
+    (its causal mask is made from them): log-mel frames (B, steps, ``num_mel_bins``) when a speech prenet turns
+    them into states, the states themselves (B, steps, ``hidden_size``) for the bare model, whose encoder takes
+    states as its ``input_values`` too (transformers/models/speecht5/modeling_speecht5.py: SpeechT5Model,
+    SpeechT5DecoderWithoutPrenet, SpeechT5DecoderWithSpeechPrenet)."""
+    import torch
+
+    decoder, encoder = getattr(inner, "decoder", None), getattr(inner, "encoder", None)
+    hidden, mel = getattr(config, "hidden_size", None), getattr(config, "num_mel_bins", None)
+    if "decoder_input_values" not in params or decoder is None or not isinstance(hidden, int) or not isinstance(mel, int):
+        return None
+    made = {"decoder_input_values": torch.randn(batch, seq, mel if hasattr(decoder, "prenet") else hidden, device=device)}
+    if encoder is not None and not hasattr(encoder, "prenet") and "input_values" in params:
+        made["input_values"] = torch.randn(batch, seq, hidden, device=device)
+    return made
+
+
 def _nested_mel_bins(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
     """Features for a model whose config only nests its encoders' configs (Nemotron 3.5 Transcribe's audio model:
     an ASR encoder and a diarization model, both at ``num_mel_bins`` 128, while the outer config names none) get
@@ -283,6 +315,8 @@ AUDIO_RECIPES: tuple[Recipe, ...] = (
     _multichannel_decoder_ids,
     _codebooks_in_batch,
     _depth_decoder_codes,
+    _speech_encoder_inputs,
+    _speech_decoder_values,
     _nested_mel_bins,
     _frame_mask_follows_layout,
 )
