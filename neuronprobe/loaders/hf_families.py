@@ -263,6 +263,28 @@ def _speech_decoder_values(inner: Any, config: Any, params: Any, batch: int, seq
     return made
 
 
+def _tokenizer_encoder_audio(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """An audio tokenizer's encoder taken alone (VibeVoice's acoustic tokenizer encoder) names its input
+    ``hidden_states`` but reads raw audio, (B, ``channels``, samples), a whole number of hops
+    (``prod(downsampling_ratios)``): its first conv takes ``channels`` inputs, where its decoder's takes
+    ``hidden_size`` latents (transformers/models/vibevoice_acoustic_tokenizer/modeling_vibevoice_acoustic_tokenizer.py,
+    VibeVoiceAcousticTokenizerEncoderModel; the full tokenizer takes the same audio as ``input_values``)."""
+    import math
+
+    import torch
+
+    from neuronprobe.loaders.hf import AUDIO_SAMPLES
+
+    channels, ratios = getattr(config, "channels", None), getattr(config, "downsampling_ratios", None)
+    if "hidden_states" not in params or not isinstance(channels, int) or not isinstance(ratios, (list, tuple)) or not ratios:
+        return None
+    first = next((m for m in inner.modules() if isinstance(m, torch.nn.Conv1d)), None)
+    if first is None or first.in_channels != channels:
+        return None
+    hop = math.prod(int(r) for r in ratios)
+    return {"hidden_states": torch.randn(batch, channels, -(-AUDIO_SAMPLES // hop) * hop, device=device)}
+
+
 def _nested_mel_bins(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
     """Features for a model whose config only nests its encoders' configs (Nemotron 3.5 Transcribe's audio model:
     an ASR encoder and a diarization model, both at ``num_mel_bins`` 128, while the outer config names none) get
@@ -317,6 +339,7 @@ AUDIO_RECIPES: tuple[Recipe, ...] = (
     _depth_decoder_codes,
     _speech_encoder_inputs,
     _speech_decoder_values,
+    _tokenizer_encoder_audio,
     _nested_mel_bins,
     _frame_mask_follows_layout,
 )
