@@ -449,7 +449,7 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
-    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on)
+    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on), inputs the forward refuses
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -808,6 +808,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()
+    for name in plan.dropped:  # an input the forward refuses (repair_refused_input)
+        inputs.pop(name, None)
     return inputs
 
 
@@ -1210,8 +1212,23 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 
 
+_REFUSED = re.compile(r"`(\w+)` is expected to be `?None`?")
+
+
+def repair_refused_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Token ids a forward refuses because its caller always gives embeddings: "`input_ids` is expected to be
+    `None`" (qwen3_omni_moe_talker_code_predictor: the talker calls it with ``inputs_embeds``, its own hidden
+    state and the embedded code). The ids are not made; ``inputs_embeds`` are, when the forward takes them."""
+    m = _REFUSED.search(message)
+    if m is None or m.group(1) not in info.shapes or m.group(1) in plan.dropped or "inputs_embeds" not in info.params:
+        return None
+    better = replace(plan, dropped=(*plan.dropped, m.group(1)))
+    return better.with_extra("inputs_embeds") or better
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_refused_input,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
