@@ -263,7 +263,9 @@ def _speech_decoder_values(inner: Any, config: Any, params: Any, batch: int, seq
     return made
 
 
-def _tokenizer_encoder_audio(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+def _tokenizer_encoder_audio(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
     """An audio tokenizer's encoder taken alone (VibeVoice's acoustic tokenizer encoder) names its input
     ``hidden_states`` but reads raw audio, (B, ``channels``, samples), a whole number of hops
     (``prod(downsampling_ratios)``): its first conv takes ``channels`` inputs, where its decoder's takes
@@ -283,6 +285,36 @@ def _tokenizer_encoder_audio(inner: Any, config: Any, params: Any, batch: int, s
         return None
     hop = math.prod(int(r) for r in ratios)
     return {"hidden_states": torch.randn(batch, channels, -(-AUDIO_SAMPLES // hop) * hop, device=device)}
+
+
+def _code_to_mel_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Qwen2.5-Omni's token-to-wave DiT: the talker's codes (B, codes) below ``num_embeds``, a reference mel of the
+    speaker (B, frames, ``mel_dim``), the speaker's vector (B, ``enc_emb_dim``): ``Qwen2_5OmniToken2WavModel.forward``
+    takes these as ``code``, ``reference_mel``, ``conditioning``; one step of the DiT alone takes the noisy mel
+    (B, codes * ``repeats``, ``mel_dim``), the reference mel as ``condition_vector``, the speaker vector repeated
+    over the frames as ``speaker_embedding``, and the flow time (B,) (transformers/models/qwen2_5_omni/
+    modeling_qwen2_5_omni.py: Qwen2_5OmniToken2WavDiTModel.sample, which makes these for each step)."""
+    import torch
+
+    dit = getattr(config, "dit_config", None) or config
+    mel, speaker, vocab = (getattr(dit, name, None) for name in ("mel_dim", "enc_emb_dim", "num_embeds"))
+    if not all(isinstance(v, int) for v in (mel, speaker, vocab)):
+        return None
+    assert isinstance(mel, int) and isinstance(speaker, int) and isinstance(vocab, int)
+    codes = torch.randint(0, vocab - 1, (batch, seq), device=device) if device != "meta" else torch.zeros(batch, seq, dtype=torch.long, device=device)
+    reference = torch.randn(batch, AUDIO_FRAMES, mel, device=device)
+    if {"code", "conditioning", "reference_mel"} <= set(params):
+        return {"code": codes, "conditioning": torch.randn(batch, speaker, device=device), "reference_mel": reference}
+    if {"condition_vector", "speaker_embedding", "quantized_code", "time_step"} <= set(params):
+        frames = seq * int(getattr(dit, "repeats", 1) or 1)
+        return {
+            "hidden_states": torch.randn(batch, frames, mel, device=device),
+            "condition_vector": reference,
+            "speaker_embedding": torch.randn(batch, frames, speaker, device=device),
+            "quantized_code": codes,
+            "time_step": torch.rand(batch, device=device),
+        }
+    return None
 
 
 def _nested_mel_bins(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
@@ -340,6 +372,7 @@ AUDIO_RECIPES: tuple[Recipe, ...] = (
     _speech_encoder_inputs,
     _speech_decoder_values,
     _tokenizer_encoder_audio,
+    _code_to_mel_inputs,
     _nested_mel_bins,
     _frame_mask_follows_layout,
 )
