@@ -317,6 +317,23 @@ def _code_to_mel_inputs(inner: Any, config: Any, params: Any, batch: int, seq: i
     return None
 
 
+def _audio_next_to_video(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Perception Encoder audio-video takes any two of text, video and audio, and all three for its full
+    audio-video-text form; its text-and-video branch reads ``mm_encoder_outputs``, which PeVideoOutput lacks in
+    this transformers (transformers/models/pe_audio_video/modeling_pe_audio_video.py, PeAudioVideoModel.forward).
+    With video made, the audio goes next to it: raw audio as for its audio tower (the repairs shape it)."""
+    from neuronprobe.loaders.hf import _by_name
+
+    if "pixel_values_videos" not in inputs or "input_values" not in params or "input_values" in inputs or "input_ids" not in inputs:
+        return None
+    audio = _by_name("input_values", getattr(config, "audio_config", None) or config, batch, seq, device, inputs)
+    if audio is not None and plan.shape("input_values") is not None:
+        from neuronprobe.loaders.hf import _reshaped
+
+        audio = _reshaped(audio, plan.shape("input_values"), device)
+    return {"input_values": audio} if audio is not None else None
+
+
 def _nested_mel_bins(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
     """Features for a model whose config only nests its encoders' configs (Nemotron 3.5 Transcribe's audio model:
     an ASR encoder and a diarization model, both at ``num_mel_bins`` 128, while the outer config names none) get
@@ -373,6 +390,7 @@ AUDIO_RECIPES: tuple[Recipe, ...] = (
     _speech_decoder_values,
     _tokenizer_encoder_audio,
     _code_to_mel_inputs,
+    _audio_next_to_video,
     _nested_mel_bins,
     _frame_mask_follows_layout,
 )
