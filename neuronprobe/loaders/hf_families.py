@@ -109,7 +109,7 @@ def _concatenated_features_lengths(
     features = inputs.get("input_features")
     if "feature_lens" not in params or not isinstance(features, torch.Tensor) or features.dim() != 3:
         return None
-    mel, frames = int(features.shape[1]), int(features.shape[2])
+    mel, frames = (int(features.shape[2]), int(features.shape[1])) if plan.audio_time_major else (int(features.shape[1]), int(features.shape[2]))
     lengths = torch.full((batch,), frames, dtype=torch.long, device=_value_device(device))
     made = {"input_features": torch.randn(mel, batch * frames, device=device), "feature_lens": lengths}
     if "aftercnn_lens" in params:
@@ -127,7 +127,7 @@ def _chunk_sample_lengths(inner: Any, config: Any, params: Any, batch: int, seq:
     hop = getattr(config, "hop_length", None)
     if "chunk_sample_lengths" not in params or not isinstance(features, torch.Tensor) or not isinstance(hop, int):
         return None
-    frames = int(features.shape[-1])
+    frames = int(features.shape[1] if plan.audio_time_major else features.shape[-1])
     return {"chunk_sample_lengths": torch.full((features.shape[0],), frames * hop, dtype=torch.long, device=_value_device(device))}
 
 
