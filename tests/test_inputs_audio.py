@@ -65,6 +65,7 @@ def test_refused_ids_give_way_to_embeddings():
     shapes = {"input_ids": (1, 32)}
     plan = learn_from_error("`input_ids` is expected to be `None`", InputPlan(), info(shapes, ints=("input_ids",), params=("input_ids", "inputs_embeds")))
     assert plan is not None and plan.dropped == ("input_ids",) and plan.extra == ("inputs_embeds",)  # qwen3_omni_moe code predictor
+    assert plan.describe() == "inputs remade after the forward's own errors: inputs_embeds added; input_ids left out"
 
     class Predictor(torch.nn.Module):
         def forward(self, input_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
