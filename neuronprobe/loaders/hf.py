@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -553,7 +554,7 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
-    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on)
+    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on), inputs the forward refuses
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -576,6 +577,7 @@ class InputPlan:
         """What the repairs changed, for the report; None when the inputs are the config's own."""
         parts = [f"{name} as (batch, {', '.join(map(str, shape))})" for name, shape in self.shapes]
         parts += [f"{name} added" for name in self.extra] + [f"{name} as floats" for name in self.floats]
+        parts += [f"{name} left out" for name in self.dropped if name not in _WRAPPER_KEYWORDS]  # a refused input, not a wrapper keyword
         if self.image_tokens is not None:
             parts.append(f"{self.image_tokens} image tokens")
         if self.audio_time_major:
@@ -912,6 +914,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()
+    for name in plan.dropped:  # an input the forward refuses (repair_refused_input)
+        inputs.pop(name, None)
     return inputs
 
 
@@ -1076,6 +1080,37 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
     return plan.with_shape(name, (_count("channels", info.config), length))
 
 
+_SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension")
+_PER_CODEBOOK = re.compile(
+    r"broadcast a dimension of length (\d+) at -1! Mismatching argument at index \d+ had torch\.Size\(\[(\d+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]"
+)
+
+
+def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Token ids (B, seq) where the model embeds one id per codebook at each step, (B, seq, codebooks): its
+    embedding adds a per-codebook offset buffer of shape (codebooks,) to the ids, "Attempting to broadcast a
+    dimension of length 33 at -1! Mismatching argument at index 1 had torch.Size([33]); but expected shape should
+    be broadcastable to [1, 32]", or on real tensors "The size of tensor a (32) must match the size of tensor b (33)"
+    at a line adding ``offsets`` (kyutai_speech_to_text: the text token and 32 audio codebooks,
+    ``input_ids + self.audio_tokens_offsets``; inkling_audio: a mel-bin token per bin; dia_decoder: its 9
+    channels, ``audio_codes + self.offsets``, after its ``batch_size, seq_length = input_ids.size()[:-1]`` had
+    a dim of one put in). The input is the integer one whose elements and last dim the broadcast target has."""
+    m = _PER_CODEBOOK.search(message)
+    real = _SIZE_MISMATCH.search(message) if "offsets" in info.line else None  # real tensors say it this way
+    if m and m.group(1) == m.group(2):
+        codebooks, steps, size = int(m.group(1)), int(m.group(3).split(",")[-1]), math.prod(int(d) for d in m.group(3).split(","))
+    elif real:
+        codebooks, steps, size = int(real.group(2)), int(real.group(1)), 0
+    else:
+        return None
+    for name, shape in info.shapes.items():
+        ones_between = all(d == 1 for d in shape[1:-1])  # a dim of one another repair put there (dia_decoder's unpack)
+        fits = shape[-1] == steps and (not size or math.prod(shape) == size)
+        if name not in info.floats and len(shape) >= 2 and ones_between and fits and shape[-1] != codebooks:
+            return plan.with_shape(name, (shape[-1], codebooks))
+    return None
+
+
 _IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
 _TOO_SMALL = re.compile(r"Image size (\d+)x(\d+) is too small to be scaled with \w+=\(([\d., ]+)\) when patch_size=(\d+)")
 _SIDE = re.compile(r"Input (height|width) \((\d+)\) doesn't match model \((\d+)\)", re.I)
@@ -1224,14 +1259,18 @@ def _read_side(line: str) -> str:
     return parts[-1]
 
 
-_NONE_ATTRIBUTE = re.compile(r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType")
+_NONE_ATTRIBUTE = re.compile(
+    r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType|invalid combination of arguments - got \(NoneType,"
+)
 
 
 def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input the forward reads without a None check, named by the line that raised:
     "'NoneType' object has no attribute 'size'" at ``num_images = image_attention_mask.size(-1)`` (idefics),
     "... 'shape'" at ``input_shape = pixel_values_videos.shape`` (pe_audio_video_encoder), "embedding():
-    argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip)."""
+    argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip),
+    "conv1d() received an invalid combination of arguments - got (NoneType, Parameter, ..." at
+    ``mel_spec = self.mel_conv(input_features)`` (clvp: its optional log-mel input)."""
     if not _NONE_ATTRIBUTE.search(message):
         return None
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
@@ -1267,6 +1306,7 @@ def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
 
 
 Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
+_WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
 _DUPLICATE_KEYWORD = re.compile(r"got multiple values for keyword argument '(\w+)'")
 
 
@@ -1274,16 +1314,32 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     """A keyword the wrapper adds (``use_cache=False``) that a forward taking ``**kwargs`` also passes on
     itself: "got multiple values for keyword argument 'use_cache'" (mimi_encoder, pocket_tts_audio_tokenizer)."""
     m = _DUPLICATE_KEYWORD.search(message)
-    if m is None or m.group(1) in plan.dropped or m.group(1) not in ("use_cache", "return_dict"):
+    if m is None or m.group(1) in plan.dropped or m.group(1) not in _WRAPPER_KEYWORDS:
         return None
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 
 
+_REFUSED = re.compile(r"`(\w+)` is expected to be `?None`?")
+
+
+def repair_refused_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Token ids a forward refuses because its caller always gives embeddings: "`input_ids` is expected to be
+    `None`" (qwen3_omni_moe_talker_code_predictor: the talker calls it with ``inputs_embeds``, its own hidden
+    state and the embedded code). The ids are not made; ``inputs_embeds`` are, when the forward takes them."""
+    m = _REFUSED.search(message)
+    if m is None or m.group(1) not in info.shapes or m.group(1) in plan.dropped or "inputs_embeds" not in info.params:
+        return None
+    better = replace(plan, dropped=(*plan.dropped, m.group(1)))
+    return better.with_extra("inputs_embeds") or better
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_refused_input,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
+    repair_codebook_ids,
     repair_stated_size,
     repair_stated_length,
     repair_feature_width,
