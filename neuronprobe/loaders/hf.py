@@ -40,7 +40,9 @@ SHRUNK_HEADS = 4
 SHRUNK_HEAD_DIM = 32
 WIDE_HIDDEN = 512  # hidden sizes above this are narrowed
 
-_LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$")
+_LAYER_FIELD = re.compile(
+    r"^(\w+_)?(num_hidden_layers|num_layers)$|^(n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$"
+)
 _EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
 _WIDTH_FIELDS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
@@ -1174,8 +1176,23 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 
 
+_TUPLE_OUTPUT = re.compile(r"'tuple' object has no attribute '(\w+)'")
+
+
+def repair_tuple_output(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """The wrapper's ``return_dict=False`` reaching an inner model through a forward's ``**kwargs`` whose own code
+    then reads the inner output by attribute: "'tuple' object has no attribute 'last_hidden_state'" at
+    ``self.model(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state`` (jev: transformers/models/jev/
+    modeling_jev.py). The forward returns what it returns; the wrapper takes its first tensor either way."""
+    m = _TUPLE_OUTPUT.search(message)
+    if m is None or "return_dict" in plan.dropped or m.group(1) not in info.line:
+        return None
+    return replace(plan, dropped=(*plan.dropped, "return_dict"))
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_tuple_output,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,

@@ -43,7 +43,196 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = ()
 
 # --- other families -----------------------------------------------------------------------
 
-OTHER_RECIPES: tuple[Recipe, ...] = ()
+
+def _ids(config: Any, shape: tuple[int, ...], device: str) -> Any:
+    """Token ids of ``shape`` below the config's vocabulary (and :data:`hf.TEXT_ID_LIMIT`): random on the CPU, zeros on meta."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    limit = max(2, min(hf._vocab(config), hf.TEXT_ID_LIMIT))
+    if device == "meta":
+        return torch.zeros(shape, dtype=torch.long, device=device)
+    return torch.randint(2, limit, shape, device=device)
+
+
+def _host(device: str) -> str:
+    """Where small integer tensors whose values the forward reads go: the CPU when the capture runs on meta."""
+    return "cpu" if device == "meta" else device
+
+
+def language_adapter_inputs(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """X-MOD's language adapters: without ``lang_ids`` (one adapter index per sequence, shape (batch,)) the forward
+    raises "Input language unknown" unless a default language was set on the config. The index of the config's
+    first language (``languages[0]``, an adapter every layer has), as ``XmodModel.forward`` makes it from
+    ``default_language`` (transformers/models/xmod/modeling_xmod.py)."""
+    import torch
+
+    if "lang_ids" not in params or not getattr(config, "languages", None) or "lang_ids" in inputs:
+        return None
+    return {"lang_ids": torch.zeros(batch, dtype=torch.long, device=device)}
+
+
+def trajectory_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Decision Transformer: a trajectory of ``seq`` steps, (B, T, state_dim) states, (B, T, act_dim) actions,
+    (B, T, 1) returns-to-go and rewards, (B, T) timesteps below ``max_ep_len`` and a (B, T) mask; the forward
+    embeds each without a None check (transformers/models/decision_transformer/modeling_decision_transformer.py).
+    Three tokens a step: the steps are kept within the GPT-2 position table."""
+    import torch
+
+    if not {"states", "actions", "returns_to_go", "timesteps"} <= set(params):
+        return None
+    state_dim, act_dim = getattr(config, "state_dim", None), getattr(config, "act_dim", None)
+    if not (isinstance(state_dim, int) and isinstance(act_dim, int)):
+        return None
+    positions = int(getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None) or 3 * seq)
+    steps = max(1, min(seq, positions // 3))
+    episode = int(getattr(config, "max_ep_len", None) or steps)
+    timesteps = torch.arange(steps, device=device).clamp(max=episode - 1) if device != "meta" else torch.zeros(steps, dtype=torch.long, device=device)
+    return {
+        "states": torch.randn(batch, steps, state_dim, device=device),
+        "actions": torch.randn(batch, steps, act_dim, device=device),
+        "rewards": torch.randn(batch, steps, 1, device=device),
+        "returns_to_go": torch.randn(batch, steps, 1, device=device),
+        "timesteps": timesteps.long().expand(batch, steps).contiguous(),
+        "attention_mask": torch.ones(batch, steps, dtype=torch.long, device=device),
+    }
+
+
+def decision_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Decision heads (``DecisionMixin``: jev): one prompt with, per question, ``marks`` (the number of tokens before
+    its ``<|mark|>``, read at ``marks - 1``), ``num_options`` and ``question_type_ids`` (an index into
+    ``Question.questions_types``), each (1, questions), as ``DecisionMixin.decide`` makes them
+    (transformers/decision/modeling_utils.py, transformers/models/jev/modeling_jev.py). One true/false question
+    (type 0, ``noul``, two options) read at the last token."""
+    import torch
+
+    if not {"marks", "num_options", "question_type_ids"} <= set(params) or "input_ids" not in inputs:
+        return None
+    length = int(inputs["input_ids"].shape[-1])
+    return {
+        "input_ids": inputs["input_ids"][:1],  # a batch of one prompt
+        "marks": torch.tensor([[length]], device=device),
+        "num_options": torch.tensor([[2]], device=device),
+        "question_type_ids": torch.tensor([[0]], device=device),
+    }
+
+
+def retrieved_docs_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """RAG without a retriever: the forward asserts ``context_input_ids``, ``context_attention_mask`` (B * n_docs,
+    length) in the generator's vocabulary and ``doc_scores`` (B, n_docs) are passed, what ``RagRetriever`` and the
+    question encoder's dot products give (transformers/models/rag/modeling_rag.py). ``n_docs`` from the config;
+    the contexts as long as the question (up to ``max_combined_length``)."""
+    import torch
+
+    if not {"context_input_ids", "doc_scores"} <= set(params):
+        return None
+    docs = getattr(config, "n_docs", None)
+    if not isinstance(docs, int) or docs < 1:
+        return None
+    generator = getattr(config, "generator", None) or config
+    length = min(seq, int(getattr(config, "max_combined_length", None) or seq))
+    return {
+        "context_input_ids": _ids(generator, (batch * docs, length), device),
+        "context_attention_mask": torch.ones(batch * docs, length, dtype=torch.long, device=device),
+        "doc_scores": torch.randn(batch, docs, device=device),
+    }
+
+
+OMDET_CLASSES = 2  # two class prompts for the one task ("Detect cat, remote.")
+OMDET_TEXT = 77  # OmDetTurboProcessor pads class and task prompts to max_length=77
+
+
+def class_prompt_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """OmDet-Turbo: class prompts flattened over the batch (B * classes, 77), a task prompt per image (B, 77), both
+    with masks, and ``classes_structure`` (B,), the class count of each task, whose values the forward iterates
+    (so it stays on the CPU next to meta weights). Shapes from ``OmDetTurboProcessor`` (padding to max_length 77)
+    and ``OmDetTurboForObjectDetection.forward`` (transformers/models/omdet_turbo/)."""
+    import torch
+
+    if not {"classes_input_ids", "tasks_input_ids", "classes_structure"} <= set(params):
+        return None
+    text = getattr(config, "text_config", None) or config
+    length = min(OMDET_TEXT, int(getattr(text, "max_position_embeddings", None) or OMDET_TEXT))
+    mask = torch.ones(batch * OMDET_CLASSES, length, dtype=torch.long, device=device)
+    task_mask = torch.ones(batch, length, dtype=torch.long, device=device)
+    return {
+        "classes_input_ids": _ids(text, (batch * OMDET_CLASSES, length), device),
+        "classes_attention_mask": mask,
+        "tasks_input_ids": _ids(text, (batch, length), device),
+        "tasks_attention_mask": task_mask,
+        "classes_structure": torch.full((batch,), OMDET_CLASSES, dtype=torch.long, device=_host(device)),
+    }
+
+
+AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"  # the twenty standard residues, cycled into a protein of any length
+
+
+def protein_structure_inputs(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Structure models whose forward takes featurised atoms (ESMFold2: ``atom_inputs``, residue, chain and entity
+    ids, token bonds): the family's own featuriser, ``protein_utils.prepare_protein_features(sequence)``, on a
+    protein of ``seq`` residues, with the per-atom tensors bundled into the forward's ``atom_inputs`` class, as
+    ``EsmFold2FoldingMixin.fold`` does (transformers/models/esmfold2/protein_utils.py, generation_esmfold2.py)."""
+    import dataclasses
+    import importlib
+    import sys
+
+    if "atom_inputs" not in params:
+        return None
+    package = type(inner).__module__.rpartition(".")[0]
+    try:
+        featurise = importlib.import_module(f"{package}.protein_utils").prepare_protein_features
+    except (ImportError, AttributeError):
+        return None
+    bundle = (
+        getattr(sys.modules[type(inner).__module__], params["atom_inputs"].annotation, None)
+        if isinstance(params["atom_inputs"].annotation, str)
+        else params["atom_inputs"].annotation
+    )
+    if not (isinstance(bundle, type) and dataclasses.is_dataclass(bundle)):
+        return None
+    sequence = (AMINO_ACIDS * (seq // len(AMINO_ACIDS) + 1))[: max(1, seq)]
+    features = featurise(sequence, device="cpu")
+    if batch != 1:
+        features = {k: v.expand(batch, *v.shape[1:]).contiguous() for k, v in features.items()}
+    atom_fields = {f.name for f in dataclasses.fields(bundle)}
+    made: dict[str, Any] = {"atom_inputs": bundle(**{k: features[k].to(device) for k in atom_fields})}
+    made.update({k: v.to(device) for k, v in features.items() if k in params and k not in atom_fields})
+    return made
+
+
+def draft_context_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """DFlash draft models (muse_glimmer_assistant): ``noise_embeds`` (B, block_size, hidden), the embeddings of the
+    block to denoise, and ``context_hidden_states`` (B, context, hidden * len(target_layer_ids)), the target model's
+    hidden states at ``target_layer_ids`` concatenated, which the draft's ``encoder`` projects back to its width
+    (transformers/models/muse_glimmer_assistant/modeling_muse_glimmer_assistant.py)."""
+    import torch
+
+    if not {"noise_embeds", "context_hidden_states"} <= set(params):
+        return None
+    layers, hidden = getattr(config, "target_layer_ids", None), getattr(config, "hidden_size", None)
+    if not layers or not isinstance(hidden, int):
+        return None
+    block = int(getattr(config, "block_size", None) or seq)
+    return {
+        "noise_embeds": torch.randn(batch, block, hidden, device=device),
+        "context_hidden_states": torch.randn(batch, seq, hidden * len(layers), device=device),
+    }
+
+
+OTHER_RECIPES: tuple[Recipe, ...] = (
+    language_adapter_inputs,
+    trajectory_inputs,
+    decision_inputs,
+    retrieved_docs_inputs,
+    class_prompt_inputs,
+    protein_structure_inputs,
+    draft_context_inputs,
+)
 
 
 RECIPES: tuple[Recipe, ...] = (*SAM_RECIPES, *GRID_RECIPES, *AUDIO_RECIPES, *IMAGE_TEXT_RECIPES, *OTHER_RECIPES)
