@@ -459,7 +459,7 @@ def build_model(config: Any, device: str) -> BuiltModel:
             except Exception as again:
                 raise BuildError(error_line(again)) from again
     note = None
-    if not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
+    if head_error is not None and not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
         note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
     return BuiltModel(inner.eval(), type(inner).__name__, note, tuple(filled))
 
