@@ -224,7 +224,33 @@ def draft_context_inputs(inner: Any, config: Any, params: Any, batch: int, seq: 
     }
 
 
+def shared_kv_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Gemma 4 assistants (gemma4_unified_assistant): drafters whose every layer reuses the target model's keys and
+    values. ``shared_kv_states`` maps each layer type to the (keys, values) of the target's last layer of that type,
+    (B, kv heads, context, head_dim) with the per-layer head_dim and kv heads of that type's layers, and
+    ``inputs_embeds`` is (B, L, 2 * backbone_hidden_size), the target's embedding and last hidden state side by side
+    for ``pre_projection`` (transformers/models/gemma4_unified_assistant/modeling_gemma4_unified_assistant.py,
+    gemma4_unified/modeling_gemma4_unified.py: ``Gemma4UnifiedTextAttention``)."""
+    import torch
+
+    backbone = getattr(config, "backbone_hidden_size", None)
+    if not {"shared_kv_states", "inputs_embeds"} <= set(params) or not isinstance(backbone, int):
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = list(getattr(text, "layer_types", None) or [])
+    layers = getattr(text, "per_layer_config", None)
+    if not layer_types or layers is None:
+        return None
+    shared: dict[str, Any] = {}
+    for kind in dict.fromkeys(layer_types):
+        layer = layers[layer_types.index(kind)]
+        shape = (batch, int(layer.num_key_value_heads), seq, int(layer.head_dim))
+        shared[kind] = (torch.randn(shape, device=device), torch.randn(shape, device=device))
+    return {"inputs_embeds": torch.randn(batch, seq, 2 * backbone, device=device), "shared_kv_states": shared}
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
+    shared_kv_inputs,
     language_adapter_inputs,
     trajectory_inputs,
     decision_inputs,
