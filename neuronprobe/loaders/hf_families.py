@@ -249,7 +249,43 @@ def shared_kv_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int,
     return {"inputs_embeds": torch.randn(batch, seq, 2 * backbone, device=device), "shared_kv_states": shared}
 
 
+BLT_PATCH = 4  # BltConfig.patch_size's default: bytes per patch when patches have a fixed length
+
+
+def byte_patch_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """BLT's local encoder and decoder, between bytes and patches: the encoder takes ``patch_ids`` (B, L), the patch of
+    each byte, ``num_patches`` and the patches-as-queries cross-attention mask; the decoder takes byte states
+    ``inputs_embeds`` (B, L, hidden), the global model's ``patch_embeds`` (B, patches, hidden_size_global) and the
+    bytes-as-queries mask. Made as ``BltModel.forward`` makes them for fixed-length patches of ``patch_size``
+    bytes, with the family's own ``_prepare_patch_cross_attention_mask`` (transformers/models/blt/modeling_blt.py)."""
+    import sys
+
+    import torch
+
+    encoder = {"patch_ids", "num_patches"} <= set(params)
+    decoder = "patch_embeds" in params and not encoder and "inputs_embeds" in params
+    mask_for = getattr(sys.modules[type(inner).__module__], "_prepare_patch_cross_attention_mask", None)
+    if not (encoder or decoder) or mask_for is None or "encoder_attention_mask" not in params:
+        return None
+    patch = int(getattr(config, "patch_size", None) or BLT_PATCH)
+    patches = -(-seq // patch)
+    patch_ids = (torch.arange(seq, device=device) // patch).unsqueeze(0).expand(batch, seq).contiguous()
+    k = int(getattr(config, "cross_attn_k", None) or 1)
+    mask = mask_for(patch_ids=patch_ids, num_patches=patches, sequence_length=seq, patches_as_queries=encoder, cross_attn_k=k)
+    made: dict[str, Any] = {"encoder_attention_mask": mask[0] if isinstance(mask, tuple) else mask}
+    if encoder:
+        made.update(patch_ids=patch_ids, num_patches=patches)
+    else:
+        width = int(getattr(config, "hidden_size_global", None) or config.hidden_size)
+        made.update(
+            inputs_embeds=torch.randn(batch, seq, config.hidden_size, device=device),
+            patch_embeds=torch.randn(batch, patches, width, device=device),
+        )
+    return made
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
+    byte_patch_inputs,
     shared_kv_inputs,
     language_adapter_inputs,
     trajectory_inputs,
