@@ -424,6 +424,25 @@ def _build_by_class(config: Any, first_error: BaseException, filled: list[str] |
 
 def build_model(config: Any, device: str) -> BuiltModel:
     """The deploy head (causal LM / seq2seq LM) when it takes the config, else the base model."""
+    built = _build_model(config, device)
+    if device == "meta":
+        _weights_on_meta(built.inner)
+    return built
+
+
+def _weights_on_meta(module: Any) -> None:
+    """Parameters a constructor made on the CPU despite the meta device, moved there: ``nn.Parameter(torch.Tensor(dim))``
+    (lw_detr's layer scales, transformers/models/lw_detr/modeling_lw_detr.py) ignores the device context, and a
+    CPU weight next to meta activations fails the forward. Weights only: buffers may hold values the forward reads."""
+    import torch
+
+    for sub in module.modules():
+        for name, param in list(sub._parameters.items()):
+            if param is not None and not param.is_meta:
+                sub._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+
+def _build_model(config: Any, device: str) -> BuiltModel:
     import torch
     import transformers
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -591,7 +610,9 @@ def _field(configs: list[Any], names: Iterable[str]) -> Any:
 
 
 def _image_size(config: Any) -> tuple[int, int]:
-    size = getattr(config, "image_size", None) or DEFAULT_IMAGE_SIZE
+    """The config's image size; a detector with none of its own takes its backbone's (lw_detr's ViT windows tile
+    1024-pixel images: transformers/models/lw_detr/configuration_lw_detr.py), else 224."""
+    size = getattr(config, "image_size", None) or getattr(getattr(config, "backbone_config", None), "image_size", None) or DEFAULT_IMAGE_SIZE
     if isinstance(size, dict):
         size = size.get("height") or size.get("shortest_edge") or DEFAULT_IMAGE_SIZE
     if isinstance(size, (list, tuple)):

@@ -284,7 +284,35 @@ def byte_patch_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int
     return made
 
 
+def windowed_backbone_pixels(
+    inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any
+) -> dict[str, Any] | None:
+    """Detectors on a windowed ViT backbone (rf_detr): the patch grid is cut into ``num_windows`` windows a side, so
+    the image side must be a multiple of ``patch_size * windows``; the backbone's pretraining size (rf_detr's
+    DINOv2 518) is not, and the forward's ``view`` fails. Pixels (and their mask) at the next multiple up, 560 for
+    rf_detr as its checkpoints run (transformers/models/rf_detr/modeling_rf_detr.py ``window_partition``; lw_detr
+    counts windows in all, ``num_windows_side`` a side)."""
+    import torch
+
+    backbone = getattr(config, "backbone_config", None) or config
+    windows = getattr(backbone, "num_windows_side", None) or getattr(backbone, "num_windows", None)
+    patch = getattr(backbone, "patch_size", None)
+    pixels = inputs.get("pixel_values")
+    if not (isinstance(windows, int) and windows > 1 and isinstance(patch, int) and isinstance(pixels, torch.Tensor) and pixels.dim() == 4):
+        return None
+    step = patch * windows
+    h, w = (int(d) for d in pixels.shape[-2:])
+    side_h, side_w = -(-h // step) * step, -(-w // step) * step
+    if (side_h, side_w) == (h, w):
+        return None
+    made: dict[str, Any] = {"pixel_values": torch.randn(*pixels.shape[:-2], side_h, side_w, device=device)}
+    if isinstance(mask := inputs.get("pixel_mask"), torch.Tensor):
+        made["pixel_mask"] = torch.ones(*mask.shape[:-2], side_h, side_w, dtype=mask.dtype, device=device)
+    return made
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
+    windowed_backbone_pixels,
     byte_patch_inputs,
     shared_kv_inputs,
     language_adapter_inputs,
