@@ -727,6 +727,8 @@ _MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "
 def _main_input(inner: Any, params: Any) -> str:
     """The input the forward is about: the model's ``main_input_name`` when its forward takes it, else the first required one."""
     main = getattr(inner, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # oneformer names two: ["pixel_values", "task_inputs"]
+        main = main[0] if main else "input_ids"
     if main in params:
         return str(main)
     required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]

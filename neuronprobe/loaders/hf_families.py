@@ -16,6 +16,7 @@ returns the inputs to set, or None when the model is not of its family.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 Recipe = Callable[[Any, Any, Any, int, int, str, dict[str, Any], Any], "dict[str, Any] | None"]
@@ -311,7 +312,49 @@ def windowed_backbone_pixels(
     return made
 
 
+def task_prompt_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """OneFormer's task prompt ("the task is semantic"): ``task_inputs`` (B, task_seq_len), CLIP token ids padded to
+    ``task_seq_len`` by ``OneFormerProcessor``, which the task MLP reads as floats
+    (transformers/models/oneformer/modeling_oneformer.py, processing_oneformer.py)."""
+    length = getattr(config, "task_seq_len", None)
+    if "task_inputs" not in params or not isinstance(length, int) or "task_inputs" in inputs:
+        return None
+    vocab = getattr(config, "text_encoder_vocab_size", None)
+    return {"task_inputs": _ids(SimpleNamespace(vocab_size=vocab) if isinstance(vocab, int) else config, (batch, length), device)}
+
+
+def action_expert_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Vision-language-action models (PI0): the VLM prefix, ``input_ids`` with one image token per patch feature of
+    each camera, ``pixel_values`` (B, cameras, C, H, W) with ``pixel_attention_mask`` (B, cameras), and the action
+    expert's suffix ``action_embeds`` (B, 1 + chunk_size, dit hidden), the state token and the noisy action chunk
+    ``PI0ForConditionalGeneration`` embeds (transformers/models/pi0/modeling_pi0.py: ``embed_prefix``, ``forward``).
+    One camera."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    vlm, dit, chunk = getattr(config, "vlm_config", None), getattr(config, "dit_config", None), getattr(config, "chunk_size", None)
+    if not {"action_embeds", "pixel_attention_mask"} <= set(params) or vlm is None or dit is None or not isinstance(chunk, int):
+        return None
+    vision = getattr(vlm, "vision_config", None) or vlm
+    image_token = getattr(vlm, "image_token_id", None)
+    if not isinstance(image_token, int):
+        return None
+    count = hf._image_token_count(vlm, vision)
+    ids = hf.text_ids(vlm, batch, seq, device)
+    ids = torch.cat([torch.full((batch, count), image_token, dtype=ids.dtype, device=device), ids], dim=1)
+    return {
+        "input_ids": ids,
+        "attention_mask": torch.ones(batch, ids.shape[1], dtype=torch.long, device=device),
+        "pixel_values": hf._pixels(vision, batch, device).unsqueeze(1),
+        "pixel_attention_mask": torch.ones(batch, 1, dtype=torch.bool, device=device),
+        "action_embeds": torch.randn(batch, 1 + chunk, int(dit.hidden_size), device=device),
+    }
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
+    action_expert_inputs,
+    task_prompt_inputs,
     windowed_backbone_pixels,
     byte_patch_inputs,
     shared_kv_inputs,
