@@ -193,6 +193,9 @@ def complete_config(config: Any) -> list[str]:
             fills["head_dim"] = hidden // heads
         if isinstance(width := getattr(sub, "intermediate_size", None), int):
             fills["moe_intermediate_size"] = width  # an expert as wide as the dense MLP
+        if isinstance(labels := vars(sub).get("num_labels") or len(getattr(sub, "id2label", None) or {}), int) and labels > 0:
+            fills["class_thresholds"] = [0.5] * labels  # pp_doclayout_v2 keeps each class's boxes above its score threshold
+            fills["class_order"] = list(range(labels))  # and ranks each class for its reading-order model (label ids)
         vocab = _vocab(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
             for name in _IMAGE_TOKEN_FIELDS:  # blip-2: where the query outputs go; an id the text ids never use
