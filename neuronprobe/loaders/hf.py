@@ -201,6 +201,41 @@ def complete_config(config: Any) -> list[str]:
     return changes
 
 
+_POOL_FIELDS = ("scale_factor", "pixel_shuffle_factor")  # a connector's pixel shuffle: patches per side it folds into one token
+
+
+def _pooled_image_size(config: Any) -> list[str]:
+    """A vision image size whose patch grid the connector can pool, in place; what was set.
+
+    Some default configs pair a vision tower with a connector that cannot fold its patch grid:
+    gemma3 and shieldgemma2 (224 px in patches of 16 is 14 a side, pooled to ``mm_tokens_per_image``
+    256 = 16 a side: ``Gemma3MultiModalProjector`` gets an AvgPool2d of kernel 0, "stride should not be
+    zero"), idefics3 and smolvlm (7 patches a side, pixel shuffle ``scale_factor`` 2), modernvbert and
+    ultravbert (14 a side, ``pixel_shuffle_factor`` 4: "shape [.., 7, 3, ..] is invalid for input of size").
+    The checkpoints use sizes that fit (gemma3 896 px in 64 patches of 14); the default config gets the
+    smallest size at or above its own whose patch grid is a whole multiple of what the connector needs.
+    No input runs on such a config (the connector is built from it), so :func:`load` checks it every time."""
+    import math
+
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        vision = getattr(sub, "vision_config", None)
+        size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+        if not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
+            continue
+        factor = next((v for n in _POOL_FIELDS if isinstance(v := getattr(sub, n, None), int) and v > 1), None)
+        tokens = getattr(sub, "mm_tokens_per_image", None)
+        if factor is None and isinstance(tokens, int) and math.isqrt(tokens) ** 2 == tokens:
+            factor = math.isqrt(tokens)  # average-pooled to this many tokens a side: the grid must be a multiple of it
+        if factor is None or (size // patch) % factor == 0 and size // patch >= factor:
+            continue
+        side = max(factor, -(-(size // patch) // factor) * factor)
+        with _ignore():
+            vision.image_size = side * patch
+            changes.append(f"{type(vision).__name__}.image_size={side * patch} (a grid of {side} patches, which its connector pools by {factor})")
+    return changes
+
+
 def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
     """The forward failed on a None, and the config has an unset field neuronprobe knows a value for.
 
@@ -1226,6 +1261,8 @@ def load(
     config = build_config(model_type, overrides)
     notes: list[str] = []
     plan = plan or InputPlan()
+    if pooled := _pooled_image_size(config):  # no input runs on such a config: every strategy gets the fix
+        notes.append(f"the config's vision image size does not fit its connector; the capture used {', '.join(pooled)} (give yours with --set)")
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
     if shrink:

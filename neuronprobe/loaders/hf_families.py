@@ -38,7 +38,53 @@ AUDIO_RECIPES: tuple[Recipe, ...] = ()
 
 # --- image-text models (Idefics, Gemma3, LLaVA, MiniCPM, Florence, ...) ------------------
 
-IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = ()
+def _pool_factor(config: Any) -> int | None:
+    """The pixel shuffle of an idefics3-style connector: how many patches a side fold into one image token."""
+    for name in ("scale_factor", "pixel_shuffle_factor"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _with_image_tokens(config: Any, vision: Any, inputs: dict[str, Any], plan: Any, count: int, device: str) -> dict[str, Any]:
+    """``input_ids`` with ``count`` image tokens in front in place of the ones :func:`hf.make_inputs` put there."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    ids = inputs.get("input_ids")
+    token = getattr(config, "image_token_id", None)
+    if ids is None or not isinstance(token, int) or plan.image_tokens is not None:
+        return {}
+    made = hf._image_token_count(config, vision)
+    text = ids[:, made:]
+    return {"input_ids": torch.cat([torch.full((ids.shape[0], count), token, dtype=ids.dtype, device=device), text], dim=1)}
+
+
+def pixel_shuffle_images(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Idefics3-style vision-language models (idefics3, smolvlm, modernvbert, ultravbert): images padded to
+    (B, images, C, H, W) with a ``pixel_attention_mask`` of (B, images, H, W) over their real pixels, and
+    (H / patch / factor)^2 image tokens per image after the connector's pixel shuffle (``scale_factor`` or
+    ``pixel_shuffle_factor``). Without the mask, ``get_image_features`` makes one of the size of the real
+    images it kept (a data-dependent size: "SymIntArrayRef expected to contain only concrete integers" on
+    fake tensors). Learned from transformers/models/idefics3/modeling_idefics3.py (get_image_features,
+    Idefics3Connector.pixel_shuffle) and modernvbert/modeling_modernvbert.py."""
+    import torch
+
+    pixels = inputs.get("pixel_values")
+    factor = _pool_factor(config)
+    vision = getattr(config, "vision_config", None)
+    patch = getattr(vision, "patch_size", None)
+    if "pixel_attention_mask" not in params or factor is None or not isinstance(patch, int) or not isinstance(pixels, torch.Tensor) or pixels.dim() != 5:
+        return None
+    b, n, _, h, w = pixels.shape
+    found: dict[str, Any] = {"pixel_attention_mask": torch.ones(b, n, h, w, dtype=torch.bool, device=device)}
+    tokens = n * (h // patch // factor) * (w // patch // factor)
+    return {**found, **_with_image_tokens(config, vision, inputs, plan, tokens, device)}
+
+
+IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images,)
 
 
 # --- other families -----------------------------------------------------------------------
