@@ -84,7 +84,46 @@ def pixel_shuffle_images(inner: Any, config: Any, params: Any, batch: int, seq: 
     return {**found, **_with_image_tokens(config, vision, inputs, plan, tokens, device)}
 
 
-IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images,)
+def _mask_required(inner: Any) -> bool:
+    """The model's ``get_image_features`` cannot do without ``pixel_attention_mask`` (no default)."""
+    import inspect
+
+    for owner in (inner, getattr(inner, "model", None)):
+        method = getattr(owner, "get_image_features", None)
+        if callable(method):
+            try:
+                param = inspect.signature(method).parameters.get("pixel_attention_mask")
+            except (TypeError, ValueError):
+                return False
+            return param is not None and param.default is inspect.Parameter.empty
+    return False
+
+
+def image_tiles(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Tiled documents (granite_docling): pixels as (B, tiles, C, H, W), a ``pixel_attention_mask`` of (B, tiles)
+    that says which tiles are real (``get_image_features`` requires it and keeps ``pixel_values[mask]``), and
+    ``image_seq_len`` = (image_size / patch)^2 / scale_factor^2 image tokens per tile, the vision tower's own
+    connector folding its patches by its ``scale_factor``. Learned from
+    transformers/models/granite_docling/modeling_granite_docling.py (GraniteDoclingModel.get_image_features)
+    and its image processor (one mask entry per tile)."""
+    import torch
+
+    vision = getattr(config, "vision_config", None)
+    factor, patch, size = (getattr(vision, n, None) for n in ("scale_factor", "patch_size", "image_size"))
+    pixels = inputs.get("pixel_values")
+    if "pixel_attention_mask" not in params or not _mask_required(inner) or not isinstance(pixels, torch.Tensor):
+        return None
+    if not all(isinstance(v, int) and v > 0 for v in (factor, patch, size)):
+        return None
+    if pixels.dim() == 4:
+        pixels = pixels.unsqueeze(1)  # one tile
+    b, tiles = pixels.shape[:2]
+    per_tile = (size // patch) ** 2 // factor**2
+    found = {"pixel_values": pixels, "pixel_attention_mask": torch.ones(b, tiles, dtype=torch.bool, device=device)}
+    return {**found, **_with_image_tokens(config, vision, inputs, plan, tiles * per_tile, device)}
+
+
+IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles)
 
 
 # --- other families -----------------------------------------------------------------------
