@@ -123,7 +123,80 @@ def image_tiles(inner: Any, config: Any, params: Any, batch: int, seq: int, devi
     return {**found, **_with_image_tokens(config, vision, inputs, plan, tiles * per_tile, device)}
 
 
-IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles)
+def second_vision_tower(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Models with two vision towers that read the same image at two sizes (deepseek_vl_hybrid: SigLIP at 384 px
+    and a SAM encoder at 1024 px; the forward raises "Both pixel_values and high_res_pixel_values should be
+    specified at the same time"): ``<name>_pixel_values`` is made at the size of ``<name>_vision_config``, next
+    to the main pixels. Learned from transformers/models/deepseek_vl_hybrid/modeling_deepseek_vl_hybrid.py
+    (DeepseekVLHybridModel.forward, get_image_features)."""
+    from neuronprobe.loaders import hf
+
+    if "pixel_values" not in inputs:
+        return None
+    found: dict[str, Any] = {}
+    for name in params:
+        prefix = name.removesuffix("_pixel_values")
+        tower = getattr(config, f"{prefix}_vision_config", None) if prefix != name else None
+        if tower is not None and name not in inputs:
+            found[name] = hf._pixels(tower, batch, device)
+    return found or None
+
+
+def image_positions_mask(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Kosmos-2: the image's ``latent_query_num`` embeddings are written into the text at the positions
+    ``image_embeds_position_mask`` marks (``inputs_embeds[mask] = image_embeds``: no mask, "'NoneType' object has
+    no attribute 'to'"). Its processor lays the text out as ``<image>``, ``latent_query_num`` placeholders,
+    ``</image>``, then the words, with the mask 0, 1 * latent_query_num, 0, 0...: the same here, the ids at
+    the placeholders being any (they are overwritten). Learned from
+    transformers/models/kosmos2/modeling_kosmos2.py (Kosmos2TextTransformer.forward_embedding) and
+    kosmos2/processing_kosmos2.py."""
+    import torch
+
+    queries = getattr(config, "latent_query_num", None)
+    ids = inputs.get("input_ids")
+    if "image_embeds_position_mask" not in params or not isinstance(queries, int) or ids is None or "pixel_values" not in inputs:
+        return None
+    b = ids.shape[0]
+    length = queries + 2 + ids.shape[1]
+    mask = torch.zeros(b, length, dtype=torch.long, device=device)
+    mask[:, 1 : 1 + queries] = 1
+    found: dict[str, Any] = {
+        "input_ids": torch.cat([torch.zeros(b, queries + 2, dtype=ids.dtype, device=device), ids], dim=1),
+        "image_embeds_position_mask": mask,
+    }
+    if "attention_mask" in inputs:
+        found["attention_mask"] = torch.ones(b, length, dtype=torch.long, device=device)
+    return found
+
+
+def aspect_ratio_tiles(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Mllama's vision tower: each image is cut into tiles after its aspect ratio (one of
+    ``supported_aspect_ratios``) and padded to ``max_num_tiles``: pixels (B, images, max_num_tiles, C, H, W),
+    ``aspect_ratio_ids`` (B, images), the ratio's index + 1 (0 is padding), and ``aspect_ratio_mask``
+    (B, images, max_num_tiles), 1 on real tiles. One square image here: ratio [1, 1], one real tile, as its
+    image processor gives for an image of the tile size. Learned from
+    transformers/models/mllama/modeling_mllama.py (MllamaVisionModel.forward) and
+    mllama/image_processing_mllama.py."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    ratios = getattr(config, "supported_aspect_ratios", None)
+    tiles = getattr(config, "max_num_tiles", None)
+    if "aspect_ratio_ids" not in params or "aspect_ratio_mask" not in params or not ratios or not isinstance(tiles, int) or "pixel_values" not in inputs:
+        return None
+    square = next((i + 1 for i, r in enumerate(ratios) if list(r) == [1, 1]), 1)
+    pixels = hf._pixels(config, batch, device)
+    mask = torch.zeros(batch, 1, tiles, dtype=torch.long, device=device)
+    mask[:, :, 0] = 1
+    return {
+        "pixel_values": pixels[:, None, None].expand(batch, 1, tiles, *pixels.shape[1:]).contiguous(),
+        "aspect_ratio_ids": torch.full((batch, 1), square, dtype=torch.long, device=device),
+        "aspect_ratio_mask": mask,
+    }
+
+
+IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles, second_vision_tower, image_positions_mask, aspect_ratio_tiles)
 
 
 # --- other families -----------------------------------------------------------------------
