@@ -483,7 +483,7 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
-    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on)
+    dropped: tuple[str, ...] = ()  # keywords not to pass: the wrapper's (the forward passes its own on), or an optional input the forward misreads
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -506,6 +506,7 @@ class InputPlan:
         """What the repairs changed, for the report; None when the inputs are the config's own."""
         parts = [f"{name} as (batch, {', '.join(map(str, shape))})" for name, shape in self.shapes]
         parts += [f"{name} added" for name in self.extra] + [f"{name} as floats" for name in self.floats]
+        parts += [f"{name} left out" for name in self.dropped if name not in ("use_cache", "return_dict")]
         if self.image_tokens is not None:
             parts.append(f"{self.image_tokens} image tokens")
         if self.audio_time_major:
@@ -842,6 +843,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()
+    for name in plan.dropped:
+        inputs.pop(name, None)
     return inputs
 
 
@@ -875,6 +878,7 @@ class InputsInfo:
     params: tuple[str, ...] = ()
     line: str = ""
     config: Any = None
+    optional: frozenset[str] = frozenset()  # the parameters with a default: inputs the forward can do without
 
 
 def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | None = None) -> InputsInfo:
@@ -890,9 +894,11 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         line = (own[-1].line or "") if own else ""
     tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     try:
-        params = tuple(_entry_params(inner))
+        signature = _entry_params(inner)
     except (TypeError, ValueError):
-        params = ()
+        signature = {}
+    params = tuple(signature)
+    optional = frozenset(n for n, p in signature.items() if p.default is not inspect.Parameter.empty)
     return InputsInfo(
         main_input=str(getattr(inner, "main_input_name", "input_ids")),
         shapes={k: tuple(int(d) for d in v.shape) for k, v in tensors.items()},
@@ -900,6 +906,7 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         params=params,
         line=line,
         config=getattr(inner, "config", None),
+        optional=optional,
     )
 
 
@@ -1170,6 +1177,23 @@ def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     return None
 
 
+_OBJECT_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '\w+'")
+
+
+def repair_misread_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input that sends the forward down a path its model does not have, named by the line that
+    raised: llava with ``image_sizes`` splits its features by ``self.vision_tower.patch_size``, which only a
+    pixtral tower has ("'CLIPVisionModel' object has no attribute 'patch_size'"); without them it takes
+    the image whole (transformers/models/llava/modeling_llava.py, get_image_features). Left out, once."""
+    m = _OBJECT_ATTRIBUTE.search(message)
+    if m is None or m.group(1) == "NoneType":
+        return None
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", info.line):  # the whole line: its keywords (device=...) are no assignment
+        if word in info.shapes and word in info.optional and word != info.main_input and word not in plan.dropped:
+            return replace(plan, dropped=(*plan.dropped, word))
+    return None
+
+
 _NOT_FLOAT = re.compile(
     r"Input dtype must be either a floating point|expected scalar type Float but found Long|expected .*?Float.*? but (?:found|got) .*?Long", re.I
 )
@@ -1218,6 +1242,7 @@ REPAIRS: tuple[Repair, ...] = (
     repair_stated_length,
     repair_feature_width,
     repair_needed_input,
+    repair_misread_input,
     repair_none_input,
     repair_float_input,
     repair_audio_layout,
