@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -585,7 +586,11 @@ def _image_token_count(config: Any, vision: Any) -> int:
     if isinstance(count, int) and count > 0:
         return count
     h, w = _image_size(vision)
-    patch = int(getattr(vision, "patch_size", 14) or 14)
+    patch = getattr(vision, "patch_size", 14) or 14
+    if isinstance(patch, (list, tuple)):  # a patch size per stage (florence2's DaViT): the strides downsample together
+        strides = getattr(vision, "patch_stride", None)
+        patch = math.prod(strides) if isinstance(strides, (list, tuple)) and strides else patch[0]
+    patch = int(patch)
     return max(1, (h // patch) * (w // patch))
 
 
@@ -786,6 +791,14 @@ def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, don
     return None
 
 
+def _conv_stem(inner: Any) -> bool:
+    """The model's first layer with weights is a 2-D convolution: what it reads first is an image."""
+    import torch
+
+    first = next((m for m in inner.modules() if any(True for _ in m.parameters(recurse=False))), None)
+    return isinstance(first, torch.nn.Conv2d)
+
+
 def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
     """Every input the forward needs, from the config alone: its main input, then each required one by name."""
     import torch
@@ -805,6 +818,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         patches, _ = _vision_inputs(config, config, {"image_grid_thw": None}, batch, device, plan)
         inputs[main] = patches["pixel_values"]
         inputs[grid_name] = patches["image_grid_thw"]
+    elif main == "hidden_states" and main in params and getattr(inner, "main_input_name", None) == "pixel_values" and _conv_stem(inner):
+        inputs[main] = _pixels(config, batch, device)  # a conv backbone that names its images hidden_states (florence_vision)
     elif main in ("hidden_states", "inputs_embeds", "query_embeds") and main in params:
         inputs[main] = _by_name(main, config, batch, seq, device, inputs)
     elif main in params and main != "input_ids" and (made := _by_name(main, config, batch, seq, device, inputs)) is not None:

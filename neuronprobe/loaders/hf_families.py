@@ -196,7 +196,21 @@ def aspect_ratio_tiles(inner: Any, config: Any, params: Any, batch: int, seq: in
     }
 
 
-IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles, second_vision_tower, image_positions_mask, aspect_ratio_tiles)
+def pooled_image_token(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Florence-2: its projector puts the mean of the feature grid in front of the grid (``torch.cat([spatial
+    mean, grid])``, with a ``visual_temporal_embed``), so an image is grid + 1 tokens ("tokens: 49, features:
+    50" at 224 px, 577 at the processor's 768). Learned from transformers/models/florence2/modeling_florence2.py
+    (Florence2MultiModalProjector.forward) and processing_florence2.py (image_seq_length)."""
+    from neuronprobe.loaders import hf
+
+    vision = getattr(config, "vision_config", None)
+    projector = getattr(getattr(inner, "model", inner), "multi_modal_projector", None)
+    if vision is None or not hasattr(projector, "visual_temporal_embed") or "pixel_values" not in inputs:
+        return None
+    return _with_image_tokens(config, vision, inputs, plan, hf._image_token_count(config, vision) + 1, device) or None
+
+
+IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles, second_vision_tower, image_positions_mask, aspect_ratio_tiles, pooled_image_token)
 
 
 # --- other families -----------------------------------------------------------------------
