@@ -210,7 +210,33 @@ def pooled_image_token(inner: Any, config: Any, params: Any, batch: int, seq: in
     return _with_image_tokens(config, vision, inputs, plan, hf._image_token_count(config, vision) + 1, device) or None
 
 
-IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (pixel_shuffle_images, image_tiles, second_vision_tower, image_positions_mask, aspect_ratio_tiles, pooled_image_token)
+def vq_grid_pixels(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Janus's VQ-VAE: its decoder takes exactly ``num_patches`` x ``num_patches`` image tokens ("Expected
+    `image_tokens` to have shape `(batch_size, 1024)`, but got shape `torch.Size([1, 196])`"), and its encoder
+    halves the image at every level of ``channel_multiplier`` but the last: pixels of num_patches * 2^(levels - 1)
+    a side (512 for the default 32 patches; janus sets num_patches to its 384 px / 16). Learned from
+    transformers/models/janus/modeling_janus.py (JanusVQVAE.decode, JanusVQVAEEncoder) and configuration_janus.py."""
+    import torch
+
+    patches, levels = getattr(config, "num_patches", None), getattr(config, "channel_multiplier", None)
+    pixels = inputs.get("pixel_values")
+    if not isinstance(patches, int) or not isinstance(levels, (list, tuple)) or not levels or not isinstance(pixels, torch.Tensor) or pixels.dim() != 4:
+        return None
+    if getattr(config, "image_size", None) or getattr(config, "resolution", None):  # the config says its size itself
+        return None
+    side = patches * 2 ** (len(levels) - 1)
+    return {"pixel_values": torch.randn(pixels.shape[0], pixels.shape[1], side, side, device=device)}
+
+
+IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
+    pixel_shuffle_images,
+    image_tiles,
+    second_vision_tower,
+    image_positions_mask,
+    aspect_ratio_tiles,
+    pooled_image_token,
+    vq_grid_pixels,
+)
 
 
 # --- other families -----------------------------------------------------------------------
