@@ -202,7 +202,7 @@ def complete_config(config: Any) -> list[str]:
     return changes
 
 
-_POOL_FIELDS = ("scale_factor", "pixel_shuffle_factor")  # a connector's pixel shuffle: patches per side it folds into one token
+_POOL_FIELDS = ("scale_factor", "pixel_shuffle_factor", "downsample_factor")  # a connector's pixel shuffle: patches per side it folds into one token
 
 
 def _pooled_image_size(config: Any) -> list[str]:
