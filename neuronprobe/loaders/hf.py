@@ -184,7 +184,7 @@ def complete_config(config: Any) -> list[str]:
             fills["head_dim"] = hidden // heads
         vocab = _vocab(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
-            for name in _IMAGE_TOKEN_FIELDS:  # blip-2: where the query outputs go; an id the text ids never use
+            for name in (*_IMAGE_TOKEN_FIELDS, "video_token_id", "video_token_index"):  # blip-2, instructblipvideo: where the query outputs go; an id the text ids never use
                 fills[name] = vocab - 1
         for name, value in fills.items():
             if name in vars(sub) and getattr(sub, name) is None:

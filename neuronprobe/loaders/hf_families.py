@@ -228,6 +228,35 @@ def vq_grid_pixels(inner: Any, config: Any, params: Any, batch: int, seq: int, d
     return {"pixel_values": torch.randn(pixels.shape[0], pixels.shape[1], side, side, device=device)}
 
 
+QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
+
+
+def qformer_video(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """InstructBLIP-Video: 4 frames (B, 4, C, H, W), each read by the Q-Former into ``num_query_tokens`` queries
+    that replace as many ``video_token_id`` tokens of the text per frame, with the Q-Former's own prompt
+    ids next to them. Its forward reads ``input_ids`` with no None check. Without a video token id (the default
+    config leaves it unset) it has nothing to place: the config completion gives one first. Learned from
+    transformers/models/instructblipvideo/modeling_instructblipvideo.py (forward: frames into the batch, queries
+    reshaped to num_query_tokens * frames) and processing_instructblipvideo.py (num_query_tokens * 4 video tokens)."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    queries = getattr(config, "num_query_tokens", None)
+    token = getattr(config, "video_token_id", None)
+    pixels = inputs.get("pixel_values")
+    if "qformer_input_ids" not in params or "input_ids" not in params or not isinstance(queries, int) or not isinstance(token, int):
+        return None
+    if not isinstance(pixels, torch.Tensor) or pixels.dim() != 5:
+        return None
+    frames = QFORMER_VIDEO_FRAMES
+    text = hf.text_ids(config, batch, seq, device)
+    return {
+        "pixel_values": pixels[:, :1].expand(pixels.shape[0], frames, *pixels.shape[2:]).contiguous(),
+        "input_ids": torch.cat([torch.full((batch, queries * frames), token, dtype=text.dtype, device=device), text], dim=1),
+    }
+
+
 IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     pixel_shuffle_images,
     image_tiles,
@@ -236,6 +265,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     aspect_ratio_tiles,
     pooled_image_token,
     vq_grid_pixels,
+    qformer_video,
 )
 
 
