@@ -54,7 +54,7 @@ def _with_image_tokens(config: Any, vision: Any, inputs: dict[str, Any], plan: A
     from neuronprobe.loaders import hf
 
     ids = inputs.get("input_ids")
-    token = getattr(config, "image_token_id", None)
+    token = hf._field([config], hf._IMAGE_TOKEN_FIELDS)
     if ids is None or not isinstance(token, int) or plan.image_tokens is not None:
         return {}
     made = hf._image_token_count(config, vision)
@@ -228,6 +228,36 @@ def vq_grid_pixels(inner: Any, config: Any, params: Any, batch: int, seq: int, d
     return {"pixel_values": torch.randn(pixels.shape[0], pixels.shape[1], side, side, device=device)}
 
 
+def patches_to_queries(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Aria: its projector's cross-attention has query sets only for the patch counts of
+    ``projector_patch_to_query_dict`` (1225 and 4900: its image processor's 490 and 980 px in patches of 14;
+    "Number of patches 49 not found in patch_to_query_dict"). Pixels of sqrt(count) patches a side for the
+    smallest count, with the ``pixel_mask`` of their real pixels, and as many image tokens as that count's
+    queries. Learned from transformers/models/aria/modeling_aria.py (AriaProjector.forward,
+    AriaModel.get_image_features) and aria/image_processing_aria.py (min and max image size)."""
+    import math
+
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    table = getattr(config, "projector_patch_to_query_dict", None)
+    vision = getattr(config, "vision_config", None)
+    patch = getattr(vision, "patch_size", None)
+    if not isinstance(table, dict) or not isinstance(patch, int) or "pixel_values" not in inputs:
+        return None
+    squares = sorted(int(k) for k in table if math.isqrt(int(k)) ** 2 == int(k))
+    if not squares:
+        return None
+    side = math.isqrt(squares[0]) * patch
+    pixels = torch.randn(batch, hf._channels(vision), side, side, device=device)
+    found: dict[str, Any] = {"pixel_values": pixels}
+    if "pixel_mask" in params:
+        found["pixel_mask"] = torch.ones(batch, side, side, dtype=torch.bool, device=device)
+    queries = table.get(squares[0], table.get(str(squares[0])))
+    return {**found, **_with_image_tokens(config, vision, inputs, plan, int(queries), device)}
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -266,6 +296,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     pooled_image_token,
     vq_grid_pixels,
     qformer_video,
+    patches_to_queries,
 )
 
 
