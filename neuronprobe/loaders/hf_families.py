@@ -258,6 +258,31 @@ def patches_to_queries(inner: Any, config: Any, params: Any, batch: int, seq: in
     return {**found, **_with_image_tokens(config, vision, inputs, plan, int(queries), device)}
 
 
+NAVIT_MERGE = 4  # minicpm-v folds the patch grid 2x2 twice (window merger, then downsample MLP)
+
+
+def navit_row_patches(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """MiniCPM-V's vision towers (minicpmv4_6, minicpmv4_7, minicpm_ocr): every image slice patchified into one
+    row, ``pixel_values`` (1, C, patch, sum(h * w) * patch), and ``target_sizes`` (slices, 2) int32 with each
+    slice's (h, w) patch grid, which the forward reads as values (``target_sizes.tolist()``: kept on the CPU).
+    The grid is the config's image size in patches, cut to a multiple of the two 2x2 merges. Learned from
+    transformers/models/minicpmv4_6/image_processing_minicpmv4_6.py (reshape_by_patch, _preprocess) and
+    modeling_minicpmv4_6.py (MiniCPMV4_6VisionModel.forward, get_vision_nearest_position_ids)."""
+    import torch
+
+    patch, size = getattr(config, "patch_size", None), getattr(config, "image_size", None)
+    if "target_sizes" not in params or "pixel_values" not in inputs or not isinstance(patch, int) or not isinstance(size, int):
+        return None
+    if getattr(config, "vision_config", None) is not None:  # the tower itself; the full models keep the inputs they analyse with
+        return None
+    side = max(NAVIT_MERGE, (size // patch) // NAVIT_MERGE * NAVIT_MERGE)
+    channels = int(getattr(config, "num_channels", 3) or 3)
+    return {
+        "pixel_values": torch.randn(1, channels, patch, batch * side * side * patch, device=device),
+        "target_sizes": torch.tensor([[side, side]] * batch, dtype=torch.int32, device="cpu" if device == "meta" else device),
+    }
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -297,6 +322,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     vq_grid_pixels,
     qformer_video,
     patches_to_queries,
+    navit_row_patches,
 )
 
 
