@@ -283,6 +283,35 @@ def navit_row_patches(inner: Any, config: Any, params: Any, batch: int, seq: int
     }
 
 
+GEMMA4_SOFT_TOKENS = 280  # Gemma4ImageProcessor.max_soft_tokens: an image is at most this many tokens after pooling
+
+
+def padded_patch_positions(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Gemma 4's vision tower: an image as flattened patches (B, max_patches, P*P*C) padded to max_patches =
+    max_soft_tokens * pooling_kernel_size^2, with ``pixel_position_ids`` (B, max_patches, 2) giving each
+    patch's (x, y) and (-1, -1) for padding. A square image as the processor sizes it: the largest side in
+    whole pooling windows whose patches fit in max_patches (48 x 48 of 2520 by default). Learned from
+    transformers/models/gemma4/image_processing_gemma4.py (convert_image_to_patches, pad_along_first_dim)
+    and modeling_gemma4.py (Gemma4VisionModel.forward: output_length from the padded length)."""
+    import math
+
+    import torch
+
+    pool, patch = getattr(config, "pooling_kernel_size", None), getattr(config, "patch_size", None)
+    if "pixel_position_ids" not in params or "pixel_values" not in inputs or not isinstance(pool, int) or not isinstance(patch, int):
+        return None
+    max_patches = GEMMA4_SOFT_TOKENS * pool * pool
+    side = math.isqrt(max_patches) // pool * pool
+    channels = int(getattr(config, "num_channels", 3) or 3)
+    pixels = torch.zeros(batch, max_patches, patch * patch * channels, device=device)
+    positions = torch.full((batch, max_patches, 2), -1, dtype=torch.long, device=device)
+    if device != "meta":
+        pixels[:, : side * side] = torch.rand(batch, side * side, patch * patch * channels, device=device)
+        ys, xs = torch.meshgrid(torch.arange(side, device=device), torch.arange(side, device=device), indexing="ij")
+        positions[:, : side * side] = torch.stack([xs, ys], dim=-1).reshape(side * side, 2)
+    return {"pixel_values": pixels, "pixel_position_ids": positions}
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -323,6 +352,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     qformer_video,
     patches_to_queries,
     navit_row_patches,
+    padded_patch_positions,
 )
 
 
