@@ -312,6 +312,35 @@ def padded_patch_positions(inner: Any, config: Any, params: Any, batch: int, seq
     return {"pixel_values": pixels, "pixel_position_ids": positions}
 
 
+def flat_patches_hw_grid(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Nemotron-H Omni: the patches of every image flattened and concatenated, ``pixel_values`` (total patches,
+    C * P * P), with ``image_grid_hw`` (images, 2) their (h, w) patch grids, read as values (``tolist``: kept on
+    the CPU); each side a multiple of the pixel shuffle's 1 / ``downsample_ratio``, and h * w * ratio^2 image tokens
+    per image. The grid is the vision config's image size in patches, rounded down to that multiple. With no
+    image token id there is nowhere to put the features: nothing is made until the config completion gives one. Learned from
+    transformers/models/nemotron_h_omni/modeling_nemotron_h_omni.py (get_image_features) and
+    image_processing_nemotron_h_omni.py (convert_image_to_patches, get_patch_grid_size)."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    vision = getattr(config, "vision_config", None)
+    ratio = getattr(config, "downsample_ratio", None)
+    patch, size = getattr(vision, "patch_size", None), getattr(vision, "image_size", None)
+    if "image_grid_hw" not in params or "pixel_values" not in inputs or not isinstance(ratio, float) or not 0 < ratio < 1:
+        return None
+    if not isinstance(patch, int) or not isinstance(size, int) or not isinstance(hf._field([config], hf._IMAGE_TOKEN_FIELDS), int):
+        return None  # no image token id (the default config's): the forward's error gets the config completed first
+    merge = round(1 / ratio)
+    side = max(merge, (size // patch) // merge * merge)
+    width = hf._channels(vision) * patch * patch
+    found: dict[str, Any] = {
+        "pixel_values": torch.randn(batch * side * side, width, device=device),
+        "image_grid_hw": torch.tensor([[side, side]] * batch, device="cpu" if device == "meta" else device),
+    }
+    return {**found, **_with_image_tokens(config, vision, inputs, plan, side * side // (merge * merge), device)}
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -353,6 +382,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     patches_to_queries,
     navit_row_patches,
     padded_patch_positions,
+    flat_patches_hw_grid,
 )
 
 
