@@ -341,6 +341,21 @@ def flat_patches_hw_grid(inner: Any, config: Any, params: Any, batch: int, seq: 
     return {**found, **_with_image_tokens(config, vision, inputs, plan, side * side // (merge * merge), device)}
 
 
+def patches_then_queries(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """DeepSeek-OCR-2's vision encoder: ``inputs_embeds`` are the SAM encoder's image patches followed by as many
+    learned queries (144 + 144 at 768 px, 256 + 256 at 1024 px), and ``num_patches`` (a Python int) says where
+    the patches end: attention is bidirectional over them and causal over the queries. Here half the sequence
+    is patches. Learned from transformers/models/deepseek_ocr2/modeling_deepseek_ocr2.py
+    (DeepseekOcr2VisionModel.forward, DeepseekOcr2VisionEncoder.forward)."""
+    import inspect
+
+    embeds = inputs.get("inputs_embeds")
+    param = params.get("num_patches") if hasattr(params, "get") else None
+    if param is None or param.annotation not in (int, "int") or embeds is None or "num_patches" in inputs:
+        return None
+    return {"num_patches": max(1, embeds.shape[1] // 2)} if param.default is inspect.Parameter.empty else None
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -383,6 +398,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     navit_row_patches,
     padded_patch_positions,
     flat_patches_hw_grid,
+    patches_then_queries,
 )
 
 
