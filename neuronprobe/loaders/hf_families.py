@@ -356,6 +356,23 @@ def patches_then_queries(inner: Any, config: Any, params: Any, batch: int, seq: 
     return {"num_patches": max(1, embeds.shape[1] // 2)} if param.default is inspect.Parameter.empty else None
 
 
+def resampler_context(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Idefics2's perceiver resampler: ``context`` is the image's patch features after the modality projection,
+    (B, patches, hidden_size), that ``resampler_n_latents`` latents attend to, with an ``attention_mask`` over the
+    patches; not token ids. Learned from transformers/models/idefics2/modeling_idefics2.py
+    (Idefics2PerceiverResampler.forward, Idefics2Connector.forward)."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    if "context" not in params or not isinstance(getattr(config, "resampler_n_latents", None), int):
+        return None
+    found: dict[str, Any] = {"context": torch.randn(batch, seq, hf._width(config), device=device)}
+    if "attention_mask" in params:
+        found["attention_mask"] = torch.ones(batch, seq, dtype=torch.long, device=device)
+    return found
+
+
 QFORMER_VIDEO_FRAMES = 4  # instructblipvideo's processor: "InstrucBLIP works with 4 frames only"
 
 
@@ -399,6 +416,7 @@ IMAGE_TEXT_RECIPES: tuple[Recipe, ...] = (
     padded_patch_positions,
     flat_patches_hw_grid,
     patches_then_queries,
+    resampler_context,
 )
 
 
