@@ -184,7 +184,11 @@ def complete_config(config: Any) -> list[str]:
             fills["head_dim"] = hidden // heads
         vocab = _vocab(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
-            for name in (*_IMAGE_TOKEN_FIELDS, "video_token_id", "video_token_index"):  # blip-2, instructblipvideo: where the query outputs go; an id the text ids never use
+            for name in (
+                *_IMAGE_TOKEN_FIELDS,
+                "video_token_id",
+                "video_token_index",
+            ):  # blip-2, instructblipvideo: where the query outputs go; an id the text ids never use
                 fills[name] = vocab - 1
         for name, value in fills.items():
             if name in vars(sub) and getattr(sub, name) is None:
@@ -222,13 +226,13 @@ def _pooled_image_size(config: Any) -> list[str]:
     for sub in sub_configs(config):
         vision = getattr(sub, "vision_config", None)
         size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
-        if not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
+        if vision is None or not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
             continue
         factor = next((v for n in _POOL_FIELDS if isinstance(v := getattr(sub, n, None), int) and v > 1), None)
         tokens = getattr(sub, "mm_tokens_per_image", None)
         if factor is None and isinstance(tokens, int) and math.isqrt(tokens) ** 2 == tokens:
             factor = math.isqrt(tokens)  # average-pooled to this many tokens a side: the grid must be a multiple of it
-        if factor is None or (size // patch) % factor == 0 and size // patch >= factor:
+        if factor is None or ((size // patch) % factor == 0 and size // patch >= factor):
             continue
         side = max(factor, -(-(size // patch) // factor) * factor)
         with _ignore():

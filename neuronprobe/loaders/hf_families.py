@@ -38,6 +38,7 @@ AUDIO_RECIPES: tuple[Recipe, ...] = ()
 
 # --- image-text models (Idefics, Gemma3, LLaVA, MiniCPM, Florence, ...) ------------------
 
+
 def _pool_factor(config: Any) -> int | None:
     """The pixel shuffle of an idefics3-style connector: how many patches a side fold into one image token."""
     for name in ("scale_factor", "pixel_shuffle_factor"):
@@ -113,7 +114,7 @@ def image_tiles(inner: Any, config: Any, params: Any, batch: int, seq: int, devi
     pixels = inputs.get("pixel_values")
     if "pixel_attention_mask" not in params or not _mask_required(inner) or not isinstance(pixels, torch.Tensor):
         return None
-    if not all(isinstance(v, int) and v > 0 for v in (factor, patch, size)):
+    if not (isinstance(factor, int) and isinstance(patch, int) and isinstance(size, int) and factor > 0 and patch > 0):
         return None
     if pixels.dim() == 4:
         pixels = pixels.unsqueeze(1)  # one tile
@@ -255,7 +256,9 @@ def patches_to_queries(inner: Any, config: Any, params: Any, batch: int, seq: in
     if "pixel_mask" in params:
         found["pixel_mask"] = torch.ones(batch, side, side, dtype=torch.bool, device=device)
     queries = table.get(squares[0], table.get(str(squares[0])))
-    return {**found, **_with_image_tokens(config, vision, inputs, plan, int(queries), device)}
+    if not isinstance(queries, int):
+        return None
+    return {**found, **_with_image_tokens(config, vision, inputs, plan, queries, device)}
 
 
 NAVIT_MERGE = 4  # minicpm-v folds the patch grid 2x2 twice (window merger, then downsample MLP)
