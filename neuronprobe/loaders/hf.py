@@ -488,7 +488,7 @@ class InputPlan:
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (input, its shape after its first dim: the batch, or its patches)
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
-    dropped: tuple[str, ...] = ()  # keywords not to pass: the wrapper's (the forward passes its own on), or an optional input the forward misreads
+    dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on), inputs the forward refuses
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -511,7 +511,7 @@ class InputPlan:
         """What the repairs changed, for the report; None when the inputs are the config's own."""
         parts = [f"{name} as (batch, {', '.join(map(str, shape))})" for name, shape in self.shapes]
         parts += [f"{name} added" for name in self.extra] + [f"{name} as floats" for name in self.floats]
-        parts += [f"{name} left out" for name in self.dropped if name not in ("use_cache", "return_dict")]
+        parts += [f"{name} left out" for name in self.dropped if name not in _WRAPPER_KEYWORDS]  # a refused input, not a wrapper keyword
         if self.image_tokens is not None:
             parts.append(f"{self.image_tokens} image tokens")
         if self.audio_time_major:
@@ -862,7 +862,7 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()
-    for name in plan.dropped:
+    for name in plan.dropped:  # an input the forward refuses (repair_refused_input)
         inputs.pop(name, None)
     return inputs
 
@@ -1240,6 +1240,7 @@ def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
 
 
 Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
+_WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
 _DUPLICATE_KEYWORD = re.compile(r"got multiple values for keyword argument '(\w+)'")
 
 
@@ -1247,7 +1248,7 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     """A keyword the wrapper adds (``use_cache=False``) that a forward taking ``**kwargs`` also passes on
     itself: "got multiple values for keyword argument 'use_cache'" (mimi_encoder, pocket_tts_audio_tokenizer)."""
     m = _DUPLICATE_KEYWORD.search(message)
-    if m is None or m.group(1) in plan.dropped or m.group(1) not in ("use_cache", "return_dict"):
+    if m is None or m.group(1) in plan.dropped or m.group(1) not in _WRAPPER_KEYWORDS:
         return None
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 
