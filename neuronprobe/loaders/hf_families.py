@@ -268,9 +268,11 @@ def navit_row_patches(inner: Any, config: Any, params: Any, batch: int, seq: int
     """MiniCPM-V's vision towers (minicpmv4_6, minicpmv4_7, minicpm_ocr): every image slice patchified into one
     row, ``pixel_values`` (1, C, patch, sum(h * w) * patch), and ``target_sizes`` (slices, 2) int32 with each
     slice's (h, w) patch grid, which the forward reads as values (``target_sizes.tolist()``: kept on the CPU).
-    The grid is the config's image size in patches, cut to a multiple of the two 2x2 merges. Learned from
-    transformers/models/minicpmv4_6/image_processing_minicpmv4_6.py (reshape_by_patch, _preprocess) and
-    modeling_minicpmv4_6.py (MiniCPMV4_6VisionModel.forward, get_vision_nearest_position_ids)."""
+    The grid is the config's image size in patches, cut to a multiple of the two 2x2 merges. The embeddings'
+    ``position_ids`` are given precomputed (transformers/vision_utils.py get_vision_nearest_position_ids takes them
+    from the kwargs "if precomputed", for torch.export): computed from the grid's values they end the export on the
+    meta device. Learned from transformers/models/minicpmv4_6/image_processing_minicpmv4_6.py (reshape_by_patch,
+    _preprocess) and modeling_minicpmv4_6.py (MiniCPMV4_6VisionModel.forward, MiniCPMV4_6VisionEmbeddings)."""
     import torch
 
     patch, size = getattr(config, "patch_size", None), getattr(config, "image_size", None)
@@ -280,10 +282,17 @@ def navit_row_patches(inner: Any, config: Any, params: Any, batch: int, seq: int
         return None
     side = max(NAVIT_MERGE, (size // patch) // NAVIT_MERGE * NAVIT_MERGE)
     channels = int(getattr(config, "num_channels", 3) or 3)
-    return {
+    sizes = torch.tensor([[side, side]] * batch, dtype=torch.int32)
+    found = {
         "pixel_values": torch.randn(1, channels, patch, batch * side * side * patch, device=device),
-        "target_sizes": torch.tensor([[side, side]] * batch, dtype=torch.int32, device="cpu" if device == "meta" else device),
+        "target_sizes": sizes if device == "meta" else sizes.to(device),
     }
+    try:  # the position ids the embeddings would compute from the grid's values, given as transformers allows for export
+        from transformers.vision_utils import get_vision_nearest_position_ids
+    except ImportError:  # an older transformers: the forward computes them (a data-dependent read)
+        return found
+    found["position_ids"] = get_vision_nearest_position_ids(sizes, size // patch).to(device)
+    return found
 
 
 GEMMA4_SOFT_TOKENS = 280  # Gemma4ImageProcessor.max_soft_tokens: an image is at most this many tokens after pooling
