@@ -138,3 +138,16 @@ def test_llava_with_a_clip_tower_is_analysed_without_image_sizes():
     report = analyze_spec("hf:llava", AnalyzeOptions(backend="static", overrides=["vision_config.num_hidden_layers=1", "text_config.num_hidden_layers=1"]))
     assert report.capture.strategy == "meta" and report.summary.ops_total > 100
     assert any("image_sizes left out" in n for n in notes(report)), notes(report)
+
+
+def test_minicpm_slices_in_one_row_with_their_grids_and_precomputed_positions():
+    config = SimpleNamespace(patch_size=14, image_size=224, num_channels=3)  # a vision tower's own config: no vision_config
+    found = hf_families.navit_row_patches(None, config, params("pixel_values", "target_sizes"), 2, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+    assert found is not None and found["pixel_values"].shape == (1, 3, 14, 2 * 16 * 16 * 14)  # 16 patches a side: a multiple of 4
+    assert found["target_sizes"].device.type == "cpu" and found["target_sizes"].tolist() == [[16, 16], [16, 16]]  # read as values
+    assert found["position_ids"].shape == (2 * 16 * 16,)
+    parent = SimpleNamespace(vision_config=config, patch_size=14, image_size=224)  # the full model keeps its own inputs
+    assert (
+        hf_families.navit_row_patches(None, parent, params("pixel_values", "target_sizes"), 1, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+        is None
+    )
