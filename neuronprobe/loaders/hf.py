@@ -251,7 +251,11 @@ def complete_config(config: Any) -> list[str]:
             fills["class_order"] = list(range(labels))  # and ranks each class for its reading-order model (label ids)
         vocab = _vocab(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
-            for name in _IMAGE_TOKEN_FIELDS:  # blip-2: where the query outputs go; an id the text ids never use
+            for name in (
+                *_IMAGE_TOKEN_FIELDS,
+                "video_token_id",
+                "video_token_index",
+            ):  # blip-2, instructblipvideo: where the query outputs go; an id the text ids never use
                 fills[name] = vocab - 1
         for name, value in fills.items():
             if name in vars(sub) and vars(sub)[name] is None:  # vars: a per-layer config refuses a global head_dim read
@@ -266,6 +270,41 @@ def complete_config(config: Any) -> list[str]:
             with _ignore():
                 sub.vocab_size = max(special) + 1
                 changes.append(f"{type(sub).__name__}.vocab_size={sub.vocab_size} (to hold token id {max(special)})")
+    return changes
+
+
+_POOL_FIELDS = ("scale_factor", "pixel_shuffle_factor", "downsample_factor")  # a connector's pixel shuffle: patches per side it folds into one token
+
+
+def _pooled_image_size(config: Any) -> list[str]:
+    """A vision image size whose patch grid the connector can pool, in place; what was set.
+
+    Some default configs pair a vision tower with a connector that cannot fold its patch grid:
+    gemma3 and shieldgemma2 (224 px in patches of 16 is 14 a side, pooled to ``mm_tokens_per_image``
+    256 = 16 a side: ``Gemma3MultiModalProjector`` gets an AvgPool2d of kernel 0, "stride should not be
+    zero"), idefics3 and smolvlm (7 patches a side, pixel shuffle ``scale_factor`` 2), modernvbert and
+    ultravbert (14 a side, ``pixel_shuffle_factor`` 4: "shape [.., 7, 3, ..] is invalid for input of size").
+    The checkpoints use sizes that fit (gemma3 896 px in 64 patches of 14); the default config gets the
+    smallest size at or above its own whose patch grid is a whole multiple of what the connector needs.
+    No input runs on such a config (the connector is built from it), so :func:`load` checks it every time."""
+    import math
+
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        vision = getattr(sub, "vision_config", None)
+        size, patch = getattr(vision, "image_size", None), getattr(vision, "patch_size", None)
+        if vision is None or not (isinstance(size, int) and isinstance(patch, int) and patch > 0):
+            continue
+        factor = next((v for n in _POOL_FIELDS if isinstance(v := getattr(sub, n, None), int) and v > 1), None)
+        tokens = getattr(sub, "mm_tokens_per_image", None)
+        if factor is None and isinstance(tokens, int) and math.isqrt(tokens) ** 2 == tokens:
+            factor = math.isqrt(tokens)  # average-pooled to this many tokens a side: the grid must be a multiple of it
+        if factor is None or ((size // patch) % factor == 0 and size // patch >= factor):
+            continue
+        side = max(factor, -(-(size // patch) // factor) * factor)
+        with _ignore():
+            vision.image_size = side * patch
+            changes.append(f"{type(vision).__name__}.image_size={side * patch} (a grid of {side} patches, which its connector pools by {factor})")
     return changes
 
 
@@ -767,7 +806,11 @@ def _image_token_count(config: Any, vision: Any) -> int:
     if isinstance(count, int) and count > 0:
         return count
     h, w = _image_size(vision)
-    patch = int(getattr(vision, "patch_size", 14) or 14)
+    patch = getattr(vision, "patch_size", 14) or 14
+    if isinstance(patch, (list, tuple)):  # a patch size per stage (florence2's DaViT): the strides downsample together
+        strides = getattr(vision, "patch_stride", None)
+        patch = math.prod(strides) if isinstance(strides, (list, tuple)) and strides else patch[0]
+    patch = int(patch)
     return max(1, (h // patch) * (w // patch))
 
 
@@ -970,6 +1013,14 @@ def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, don
     return None
 
 
+def _conv_stem(inner: Any) -> bool:
+    """The model's first layer with weights is a 2-D convolution: what it reads first is an image."""
+    import torch
+
+    first = next((m for m in inner.modules() if any(True for _ in m.parameters(recurse=False))), None)
+    return isinstance(first, torch.nn.Conv2d)
+
+
 def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
     """Every input the forward needs, from the config alone: its main input, then each required one by name."""
     import torch
@@ -989,6 +1040,8 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         patches, _ = _vision_inputs(config, config, {"image_grid_thw": None}, batch, device, plan)
         inputs[main] = patches["pixel_values"]
         inputs[grid_name] = patches["image_grid_thw"]
+    elif main == "hidden_states" and main in params and getattr(inner, "main_input_name", None) == "pixel_values" and _conv_stem(inner):
+        inputs[main] = _pixels(config, batch, device)  # a conv backbone that names its images hidden_states (florence_vision)
     elif main in ("hidden_states", "inputs_embeds", "query_embeds") and main in params:
         inputs[main] = _by_name(main, config, batch, seq, device, inputs)
     elif main in params and main != "input_ids" and (made := _by_name(main, config, batch, seq, device, inputs)) is not None:
@@ -1062,6 +1115,7 @@ class InputsInfo:
     params: tuple[str, ...] = ()
     line: str = ""
     config: Any = None
+    optional: frozenset[str] = frozenset()  # the parameters with a default: inputs the forward can do without
 
 
 def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | None = None) -> InputsInfo:
@@ -1077,9 +1131,11 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         line = (own[-1].line or "") if own else ""
     tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     try:
-        params = tuple(_entry_params(inner))
+        signature = _entry_params(inner)
     except (TypeError, ValueError):
-        params = ()
+        signature = {}
+    params = tuple(signature)
+    optional = frozenset(n for n, p in signature.items() if p.default is not inspect.Parameter.empty)
     return InputsInfo(
         main_input=str(getattr(inner, "main_input_name", "input_ids")),
         shapes={k: tuple(int(d) for d in v.shape) for k, v in tensors.items()},
@@ -1087,6 +1143,7 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         params=params,
         line=line,
         config=getattr(inner, "config", None),
+        optional=optional,
     )
 
 
@@ -1392,6 +1449,23 @@ def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     return None
 
 
+_OBJECT_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '\w+'")
+
+
+def repair_misread_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input that sends the forward down a path its model does not have, named by the line that
+    raised: llava with ``image_sizes`` splits its features by ``self.vision_tower.patch_size``, which only a
+    pixtral tower has ("'CLIPVisionModel' object has no attribute 'patch_size'"); without them it takes
+    the image whole (transformers/models/llava/modeling_llava.py, get_image_features). Left out, once."""
+    m = _OBJECT_ATTRIBUTE.search(message)
+    if m is None or m.group(1) == "NoneType":
+        return None
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", info.line):  # the whole line: its keywords (device=...) are no assignment
+        if word in info.shapes and word in info.optional and word != info.main_input and word not in plan.dropped:
+            return replace(plan, dropped=(*plan.dropped, word))
+    return None
+
+
 _NOT_FLOAT = re.compile(
     r"Input dtype must be either a floating point|expected scalar type Float but found Long|expected .*?Float.*? but (?:found|got) .*?Long", re.I
 )
@@ -1472,6 +1546,7 @@ REPAIRS: tuple[Repair, ...] = (
     repair_stated_length,
     repair_feature_width,
     repair_needed_input,
+    repair_misread_input,
     repair_none_input,
     repair_float_input,
     repair_audio_layout,
@@ -1515,6 +1590,8 @@ def load(
     config = build_config(model_type, overrides)
     notes: list[str] = [note] if (note := misspelled_note(config)) else []
     plan = plan or InputPlan()
+    if pooled := _pooled_image_size(config):  # no input runs on such a config: every strategy gets the fix
+        notes.append(f"the config's vision image size does not fit its connector; the capture used {', '.join(pooled)} (give yours with --set)")
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
     if shrink:
