@@ -124,7 +124,10 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
     changes: list[str] = []
 
     def cap(name: str, limit: int) -> None:
-        value = getattr(config, name, None)
+        try:
+            value = getattr(config, name, None)
+        except Exception:  # a per-layer field of a heterogeneous config (dots3_note's num_local_experts): no one value
+            return
         if isinstance(value, int) and not isinstance(value, bool) and value > limit:
             try:
                 setattr(config, name, limit)
@@ -559,7 +562,8 @@ def _vision_inputs(config: Any, vision: Any, params: Any, batch: int, device: st
 
     if "image_grid_thw" in params:  # Qwen-VL: patches flattened, with their (t, h, w) grid
         patch = int(getattr(vision, "patch_size", 14) or 14)
-        temporal = int(getattr(vision, "temporal_patch_size", 2) or 2)
+        # A tower without a temporal patch (ernie4_5_vl, cosmos3_edge, hy_v4_vl, dots3: SigLIP-style) takes C*P*P per patch.
+        temporal = _int_field([vision], ("temporal_patch_size", "patch_temporal")) or 1
         merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
         grid = QWEN_GRID * merge // 2 if merge > 2 else QWEN_GRID
         patches = grid * grid
@@ -1174,8 +1178,42 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 
 
+_CONV_ON_ROWS = re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d, but got input of size: \[(\d+), (\d+)\]")
+_PATCH_DIMS = re.compile(r"chan\w*\s*,\s*(?:height|h|patch\w*)\s*,\s*(?:width|w|patch\w*)\s*\)?\s*=", re.I)
+
+
+def _patch_side(width: int, config: Any) -> tuple[int, int] | None:
+    """(channels, patch side) of a flattened patch row ``width`` wide: ``C*P*P`` with the config's channels."""
+    import math
+
+    channels = _channels(config) if config is not None else DEFAULT_CHANNELS
+    side = math.isqrt(width // channels) if width % channels == 0 else 0
+    return (channels, side) if side and channels * side * side == width else None
+
+
+def repair_patch_rows(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Flattened patch rows ``(N, C*P*P)`` where the tower takes each patch as an image ``(N, C, P, P)``: a conv2d
+    given the rows ("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [16, 588]",
+    kimi_k25/modeling_kimi_k25.py: ``self.proj(pixel_values)``), or an unpacking of the patches that ends in
+    channels, height and width (``batch_size, sequence_len, channel, height, width = pixel_values.shape``,
+    paddleocr_vl/modeling_paddleocr_vl.py, whose image processor gives ``(N, C, P, P)``)."""
+    if m := _CONV_ON_ROWS.search(message):
+        shape = (int(m.group(1)), int(m.group(2)))
+        name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
+    elif _UNPACK.search(message) and _PATCH_DIMS.search(info.line) and (line := _UNPACK_LINE.match(info.line)):
+        name = line.group(2).rpartition(".")[2]
+        name = name if len(info.shapes.get(name, ())) == 2 and name in info.floats else None
+    else:
+        return None
+    if name is None:
+        return None
+    found = _patch_side(info.shapes[name][-1], info.config)
+    return plan.with_shape(name, (found[0], found[1], found[1])) if found else None
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_patch_rows,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,

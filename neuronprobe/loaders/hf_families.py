@@ -28,7 +28,35 @@ SAM_RECIPES: tuple[Recipe, ...] = ()
 
 # --- vision towers on patch grids (Qwen-VL, GLM-V, Kimi, Molmo, PaddleOCR-VL, ...) --------
 
-GRID_RECIPES: tuple[Recipe, ...] = ()
+_GRID_PARAMS = ("grid_thw", "image_grid_thw")
+
+
+def grid_tower_pixels(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A vision tower called on its own with ``pixel_values`` and a patch grid (``grid_thw``): the patches
+    flattened as the image processor packs them (one row per patch, ``C*T*P*P`` wide, ``T`` only for towers
+    with a ``temporal_patch_size``) next to their ``(t, h, w)`` grid, instead of a 4-D image. The shapes the
+    forward's errors asked for (``plan``) are kept: per-patch images ``(N, C, P, P)`` for towers whose conv
+    takes them as they are (kimi_k25), and ``(1, N, C, P, P)`` when the forward unpacks a batch in front of them
+    (paddleocr_vl/modeling_paddleocr_vl.py: ``batch_size, sequence_len, channel, height, width``). Learned from qwen2_vl/image_processing_qwen2_vl.py (``flatten_patches``) and the
+    towers that reshape each row to ``(-1, C, P, P)``: cosmos3_edge, dots3_note, hy_v4_vl, hunyuan_vl, glm_image."""
+    from neuronprobe.loaders import hf
+
+    grid_name = next((n for n in _GRID_PARAMS if n in params), None)
+    if grid_name is None or "pixel_values" not in params or hf._main_input(inner, params) != "pixel_values":
+        return None
+    if getattr(config, "patch_size", None) is None or getattr(config, "vision_config", None) is not None:
+        return None  # a vision-language model: its pixels and image tokens come from hf._vision_inputs
+    made, _ = hf._vision_inputs(config, config, {"image_grid_thw": None}, batch, device, plan)
+    pixels = made["pixel_values"]
+    shape = plan.shape("pixel_values")
+    if shape is not None and len(shape) == 4 and shape[0] == 1:  # a dim asked in front of the patch images: the batch
+        pixels = hf._reshaped(pixels, shape[1:], device).unsqueeze(0)  # (1, N, C, P, P): paddleocr_vl's layout
+    elif shape is not None:
+        pixels = hf._reshaped(pixels, shape, device)
+    return {"pixel_values": pixels, grid_name: made["image_grid_thw"]}
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels,)
 
 
 # --- audio and speech ---------------------------------------------------------------------
