@@ -204,6 +204,34 @@ def complete_config(config: Any) -> list[str]:
     return changes
 
 
+def fit_rotary(config: Any, sections: tuple[int, ...], width: int) -> list[str]:
+    """Make the rotary width of the sub-config whose rotary gives ``width`` frequencies fill the multimodal
+    rotary ``sections``, in place; what was set. GLM-V's text rotary splits its ``head_dim * partial_rotary_factor / 2``
+    frequencies by ``mrope_section`` (default [8, 12, 12], glm4v/modeling_glm4v.py ``recomposition_frequencies``),
+    but the default configs leave out what the checkpoints set: glm4v_text and glm_image_text have no
+    ``partial_rotary_factor`` (GLM-4.1V's is 0.5), glm4v_moe_text no ``head_dim`` (GLM-4.5V's is 128). The field
+    the config lacks is set: the head width given a partial factor, else the factor given the head width."""
+    half = sum(sections)
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        rope, hidden, heads = getattr(sub, "rope_parameters", None), getattr(sub, "hidden_size", None), getattr(sub, "num_attention_heads", None)
+        if not (isinstance(rope, dict) and isinstance(hidden, int) and isinstance(heads, int) and heads > 0):
+            continue
+        head = getattr(sub, "head_dim", None) or hidden // heads
+        partial = rope.get("partial_rotary_factor")
+        if (int(head * (partial or 1.0)) + 1) // 2 != width or half <= 0:  # arange(0, dim, 2): that many frequencies
+            continue
+        with _ignore():
+            if partial and partial < 1:
+                sub.head_dim = int(2 * half / partial)
+                changes.append(f"head_dim={sub.head_dim}")
+            else:
+                sub.rope_parameters = {**rope, "partial_rotary_factor": 2 * half / head}
+                sub.head_dim = head  # kept when the shrunken config narrows the heads
+                changes.append(f"partial_rotary_factor={2 * half / head:g}")
+    return changes
+
+
 def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
     """The forward failed on a None, and the config has an unset field neuronprobe knows a value for.
 
@@ -452,6 +480,7 @@ class InputPlan:
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
     dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on)
+    rope_sections: tuple[int, ...] = ()  # multimodal rotary sections the config's rotary width must fill (fit_rotary)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -468,6 +497,7 @@ class InputPlan:
             extra=tuple(data.get("extra", ())),
             floats=tuple(data.get("floats", ())),
             dropped=tuple(data.get("dropped", ())),
+            rope_sections=tuple(int(n) for n in data.get("rope_sections", ())),
         )
 
     def describe(self) -> str | None:
@@ -1211,8 +1241,25 @@ def repair_patch_rows(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     return plan.with_shape(name, (found[0], found[1], found[1])) if found else None
 
 
+_SECTIONS = re.compile(
+    r"split_with_sizes expects split_sizes to sum exactly to (\d+) \(input tensor's size at dimension -1\), but got split_sizes=\[([\d, ]+)\]"
+)
+
+
+def repair_rope_sections(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A multimodal rotary whose frequencies do not fill its sections: "split_with_sizes expects split_sizes to sum
+    exactly to 64 (input tensor's size at dimension -1), but got split_sizes=[8, 12, 12]" at
+    ``freq.split(self.mrope_section, dim=-1)`` (glm4v_text, glm_image_text, glm4v_moe_text): the config's rotary
+    width is fitted to the sections (:func:`fit_rotary`). Kept as (the width seen, *the sections)."""
+    m = _SECTIONS.search(message)
+    if m is None or "section" not in info.line or plan.rope_sections:
+        return None
+    return replace(plan, rope_sections=(int(m.group(1)), *(int(d) for d in m.group(2).split(","))))
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_rope_sections,
     repair_patch_rows,
     repair_image_tokens,
     repair_missing_dims,
@@ -1266,6 +1313,10 @@ def load(
     plan = plan or InputPlan()
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
+    if plan.rope_sections and (fitted := fit_rotary(config, plan.rope_sections[1:], plan.rope_sections[0])):
+        notes.append(
+            f"the default config's rotary width does not fill its rotary sections {list(plan.rope_sections[1:])}; the capture used {', '.join(fitted)} (give yours with --set)"
+        )
     if shrink:
         config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
         if changes:

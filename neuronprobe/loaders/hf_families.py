@@ -56,7 +56,26 @@ def grid_tower_pixels(inner: Any, config: Any, params: Any, batch: int, seq: int
     return {"pixel_values": pixels, grid_name: made["image_grid_thw"]}
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels,)
+def grid_merge_sizes(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A merge size per image next to its grid (``merge_sizes``, ``image_merge_sizes``): video_llama_3's
+    tower unshuffles each image's patches by its own merge size (video_llama_3/modeling_video_llama_3.py
+    ``pixel_unshuffle``; the processor sends 2 for video frames, 1 for images). The grid made here is a multiple
+    of 2 and the image token count assumes the merge of :func:`hf._vision_inputs` (the config's
+    ``spatial_merge_size``, else 2), so that merge is sent for every image."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    for grid_name, sizes_name in (("grid_thw", "merge_sizes"), ("image_grid_thw", "image_merge_sizes")):
+        grid = inputs.get(grid_name)
+        if sizes_name in params and isinstance(grid, torch.Tensor):
+            vision = getattr(config, "vision_config", None) or config
+            merge = hf._int_field([vision], ("spatial_merge_size",)) or 2
+            return {sizes_name: torch.full((grid.shape[0],), merge, dtype=torch.long, device=grid.device)}
+    return None
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes)
 
 
 # --- audio and speech ---------------------------------------------------------------------
