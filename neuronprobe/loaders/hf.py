@@ -1257,8 +1257,27 @@ def repair_rope_sections(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return replace(plan, rope_sections=(int(m.group(1)), *(int(d) for d in m.group(2).split(","))))
 
 
+def repair_image_as_patches(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A linear patch embedding given a 4-D image: "a and b must have same reduction dim, but got [1134, 378] X
+    [588, 1152]" where our pixels (1, 3, 378, 378) lie flat as 1134 rows of 378 and 588 is ``C*P*P`` for the
+    config's patch size: the image as its sequence of flattened patches (B, H/P * W/P, C*P*P), what
+    molmo2/image_processing_molmo2.py ``batch_pixels_to_patches`` gives the tower."""
+    m = _REDUCTION.search(message)
+    if m is None:
+        return None
+    rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))
+    patch = getattr(info.config, "patch_size", None)
+    if not isinstance(patch, int) or patch <= 0:
+        return None
+    for name, shape in info.shapes.items():
+        if name in info.floats and len(shape) == 4 and shape[-1] == got and shape[0] * shape[1] * shape[2] == rows and shape[1] * patch * patch == want:
+            return plan.with_shape(name, ((shape[2] // patch) * (shape[3] // patch), want))
+    return None
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
+    repair_image_as_patches,
     repair_rope_sections,
     repair_patch_rows,
     repair_image_tokens,

@@ -75,7 +75,68 @@ def grid_merge_sizes(inner: Any, config: Any, params: Any, batch: int, seq: int,
     return None
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes)
+def _pooling_windows(index_grid: Any, pool_h: int, pool_w: int) -> Any:
+    """The patch indices each pooled token reads: a (h, w) grid of patch indices in windows of pool_h x pool_w,
+    padded with -1 evenly on both sides (molmo2/image_processing_molmo2.py ``arange_for_pooling``)."""
+    import torch
+
+    pad_h = pool_h * -(-index_grid.shape[0] // pool_h) - index_grid.shape[0]
+    pad_w = pool_w * -(-index_grid.shape[1] // pool_w) - index_grid.shape[1]
+    grid = torch.nn.functional.pad(index_grid, (pad_w // 2, (pad_w + 1) // 2, pad_h // 2, (pad_h + 1) // 2), value=-1)
+    rows, cols = grid.shape[0] // pool_h, grid.shape[1] // pool_w
+    return grid.reshape(rows, pool_h, cols, pool_w).permute(0, 2, 1, 3).reshape(rows * cols, pool_h * pool_w)
+
+
+MOLMO_POOL = (2, 2)  # molmo2/image_processing_molmo2.py: pooling_size defaults to [2, 2]
+
+
+def molmo_pooled_crops(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Molmo2's crops and the patch windows each image token pools (``image_token_pooling`` with ``image_grids``;
+    the adapter's ``pooled_patches_idx``): what molmo2/image_processing_molmo2.py gives for one image that fits
+    one crop: the resized image and that crop (2 crops of ``num_position_embeddings`` patches, ``C*P*P`` wide), 2x2
+    windows over each crop's patch grid (the crop's indices offset by a crop's patches) and the grid
+    ``[resized_h, resized_w, crop_h, crop_w]`` in windows; as many image tokens as windows."""
+    import math
+
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    pooled_name = "image_token_pooling" if "image_token_pooling" in params else "pooled_patches_idx" if "pooled_patches_idx" in params else None
+    if pooled_name is None:
+        return None
+    vision = getattr(config, "vision_config", None)
+    adapter = getattr(config, "adapter_config", None) or config
+    if pooled_name == "image_token_pooling" and (vision is None or "image_grids" not in params):
+        return None
+    patches = int(getattr(vision, "num_position_embeddings", 0) or 0) if vision is not None else 0
+    side = math.isqrt(patches) if patches else hf.QWEN_GRID * 2
+    patches = side * side
+    index_grid = torch.arange(patches).reshape(side, side)
+    window = _pooling_windows(index_grid, *MOLMO_POOL)
+    pooling = torch.cat([window, torch.where(window >= 0, window + patches, -1)])  # the resized image, then the crop
+    windows_per_side = -(-side // MOLMO_POOL[0])
+    on = "cpu" if device == "meta" else device
+    if pooled_name == "pooled_patches_idx":  # the adapter alone: the two crops' features from the tower
+        layers = len(getattr(adapter, "vision_feature_layer", None) or [1])
+        width = int(getattr(adapter, "hidden_size", 0) or hf._width(adapter)) * layers
+        return {"image_features": torch.randn(2, patches, width, device=device), "pooled_patches_idx": pooling.to(device)}
+    patch = int(getattr(vision, "patch_size", 14) or 14)
+    made: dict[str, Any] = {
+        "pixel_values": torch.randn(2 * batch, patches, hf._channels(vision) * patch * patch, device=device),
+        "image_token_pooling": torch.cat([pooling + i * 2 * patches for i in range(batch)]).to(device),  # indexes on the device
+        "image_grids": torch.tensor([[windows_per_side] * 4] * batch, device=on),  # read as values (split sizes): on the CPU
+    }
+    token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
+    if isinstance(token, int) and isinstance(ids := inputs.get("input_ids"), torch.Tensor):
+        text = hf.text_ids(config, batch, seq, device)
+        made["input_ids"] = torch.cat([torch.full((batch, pooling.shape[0]), token, dtype=text.dtype, device=device), text], dim=1)
+        if "attention_mask" in inputs:
+            made["attention_mask"] = torch.ones_like(made["input_ids"])
+    return made
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops)
 
 
 # --- audio and speech ---------------------------------------------------------------------
