@@ -128,7 +128,7 @@ def molmo_pooled_crops(inner: Any, config: Any, params: Any, batch: int, seq: in
         "image_grids": torch.tensor([[windows_per_side] * 4] * batch, device=on),  # read as values (split sizes): on the CPU
     }
     token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
-    if isinstance(token, int) and isinstance(ids := inputs.get("input_ids"), torch.Tensor):
+    if isinstance(token, int) and isinstance(inputs.get("input_ids"), torch.Tensor):
         text = hf.text_ids(config, batch, seq, device)
         made["input_ids"] = torch.cat([torch.full((batch, pooling.shape[0]), token, dtype=text.dtype, device=device), text], dim=1)
         if "attention_mask" in inputs:
