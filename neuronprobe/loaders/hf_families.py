@@ -136,7 +136,38 @@ def molmo_pooled_crops(inner: Any, config: Any, params: Any, batch: int, seq: in
     return made
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops)
+def _is_inkling2_vision(config: Any) -> bool:
+    try:
+        from transformers.models.inkling2.configuration_inkling2 import Inkling2VisionConfig
+    except ImportError:  # a transformers without inkling2
+        return False
+    return isinstance(config, Inkling2VisionConfig)
+
+
+def inkling2_token_blocks(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Inkling2's pixels: one channels-last block of ``(P*m, P*m, C)`` pixels per image token and the grid counted
+    in image tokens, ``[1, rows, columns]`` (inkling2/image_processing_inkling2.py ``_preprocess``: the image cut
+    into ``size``-pixel blocks, ``permute(1, 3, 2, 4, 0)``; the tower multiplies the grid by the merge itself).
+    Its forward takes ``image_grid_thw`` like Qwen-VL's, so the family is known by its vision config class."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    vision = getattr(config, "vision_config", None) or config
+    if not _is_inkling2_vision(vision) or "image_grid_thw" not in params or "pixel_values" not in params:
+        return None
+    merge = hf._int_field([vision], ("spatial_merge_size",)) or 2
+    block = int(vision.patch_size) * merge
+    side = hf.QWEN_GRID // 2  # image tokens per side: the 4x4 patches of hf._vision_inputs, merged 2x2
+    on = "cpu" if device == "meta" else device
+    made: dict[str, Any] = {
+        "pixel_values": torch.randn(batch * side * side, block, block, hf._channels(vision), device=device),
+        "image_grid_thw": torch.tensor([[1, side, side]] * batch, device=on),
+    }
+    return made
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks)
 
 
 # --- audio and speech ---------------------------------------------------------------------
