@@ -222,8 +222,8 @@ def fit_rotary(config: Any, sections: tuple[int, ...], width: int) -> list[str]:
         if (int(head * (partial or 1.0)) + 1) // 2 != width or half <= 0:  # arange(0, dim, 2): that many frequencies
             continue
         with _ignore():
-            if partial and partial < 1:
-                sub.head_dim = int(2 * half / partial)
+            if (partial and partial < 1) or 2 * half > head:  # the head grows to hold the sections (a shrunken head too)
+                sub.head_dim = int(2 * half / (partial or 1.0))
                 changes.append(f"head_dim={sub.head_dim}")
             else:
                 sub.rope_parameters = {**rope, "partial_rotary_factor": 2 * half / head}
@@ -268,7 +268,8 @@ def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
     narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
     for sub in subs:
         for name, value in list(vars(sub).items()):
-            if name != "hidden_size" and name.endswith(("hidden_size", "hidden_dim", "embed_dim")) and value in narrowed and isinstance(value, int):
+            follows = name.endswith(("hidden_size", "hidden_dim", "embed_dim")) or name == "latent_channels"  # glm_image's VQ reads the vision width
+            if name != "hidden_size" and follows and value in narrowed and isinstance(value, int):
                 with _ignore():
                     setattr(sub, name, narrowed[value])
                     changes.append(f"{name} {value}->{narrowed[value]}")
@@ -1332,14 +1333,14 @@ def load(
     plan = plan or InputPlan()
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
-    if plan.rope_sections and (fitted := fit_rotary(config, plan.rope_sections[1:], plan.rope_sections[0])):
-        notes.append(
-            f"the default config's rotary width does not fill its rotary sections {list(plan.rope_sections[1:])}; the capture used {', '.join(fitted)} (give yours with --set)"
-        )
     if shrink:
         config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
         if changes:
             notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
+    if plan.rope_sections and (fitted := fit_rotary(config, plan.rope_sections[1:], plan.rope_sections[0])):  # the width seen: after any shrink
+        notes.append(
+            f"the default config's rotary width does not fill its rotary sections {list(plan.rope_sections[1:])}; the capture used {', '.join(fitted)} (give yours with --set)"
+        )
     if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
         from neuronprobe.loaders import hf_parent
 

@@ -167,7 +167,27 @@ def inkling2_token_blocks(inner: Any, config: Any, params: Any, batch: int, seq:
     return made
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks)
+GLM_IMAGE_TARGET = (1152, 768)  # glm_image/processing_glm_image.py: target_h, target_w defaults
+GLM_IMAGE_TOKEN_PIXELS = 32  # glm_image/processing_glm_image.py ``_get_target_shape``: one token per 32x32 pixels
+
+
+def image_to_image_grids(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """GLM-Image's image-to-image grids: each sample's source image grids followed by the grid of the image to
+    generate, with ``images_per_sample`` counting both; the model reads the sources as all but each sample's last
+    grid (glm_image/modeling_glm_image.py ``get_image_grids_for_generation``; the target grid is the
+    processor's default 1152x768 target in 32-pixel tokens, processing_glm_image.py ``_build_target_image_grid_thw``).
+    Known by its ``images_per_sample`` parameter."""
+    import torch
+
+    grid = inputs.get("image_grid_thw")
+    if "images_per_sample" not in params or not isinstance(grid, torch.Tensor) or grid.shape[0] != batch:
+        return None
+    target = torch.tensor([[1, GLM_IMAGE_TARGET[0] // GLM_IMAGE_TOKEN_PIXELS, GLM_IMAGE_TARGET[1] // GLM_IMAGE_TOKEN_PIXELS]], dtype=grid.dtype, device=grid.device)
+    rows = [torch.cat([grid[i : i + 1], target]) for i in range(batch)]
+    return {"image_grid_thw": torch.cat(rows), "images_per_sample": torch.full((batch,), 2, dtype=torch.long, device=grid.device)}
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks, image_to_image_grids)
 
 
 # --- audio and speech ---------------------------------------------------------------------
