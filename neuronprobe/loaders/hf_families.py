@@ -182,12 +182,29 @@ def image_to_image_grids(inner: Any, config: Any, params: Any, batch: int, seq: 
     grid = inputs.get("image_grid_thw")
     if "images_per_sample" not in params or not isinstance(grid, torch.Tensor) or grid.shape[0] != batch:
         return None
-    target = torch.tensor([[1, GLM_IMAGE_TARGET[0] // GLM_IMAGE_TOKEN_PIXELS, GLM_IMAGE_TARGET[1] // GLM_IMAGE_TOKEN_PIXELS]], dtype=grid.dtype, device=grid.device)
+    target = torch.tensor(
+        [[1, GLM_IMAGE_TARGET[0] // GLM_IMAGE_TOKEN_PIXELS, GLM_IMAGE_TARGET[1] // GLM_IMAGE_TOKEN_PIXELS]], dtype=grid.dtype, device=grid.device
+    )
     rows = [torch.cat([grid[i : i + 1], target]) for i in range(batch)]
     return {"image_grid_thw": torch.cat(rows), "images_per_sample": torch.full((batch,), 2, dtype=torch.long, device=grid.device)}
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks, image_to_image_grids)
+def vq_feature_grid(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A VQ tokenizer of vision features (an ``encode(hidden_states)`` whose config has ``latent_channels``): the
+    features of one image on its patch grid, ``(B, latent_channels, h, w)``, what GLM-Image's
+    ``get_image_tokens`` gives its ``vqmodel.encode`` (glm_image/modeling_glm_image.py: a 1x1 ``quant_conv`` over
+    ``latent_channels``); the grid is the 4x4 patches of :func:`hf._vision_inputs`."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    latent = getattr(config, "latent_channels", None)
+    if hf.entry_point(inner) != "encode" or "hidden_states" not in params or not isinstance(latent, int) or getattr(config, "hidden_size", None) is not None:
+        return None
+    return {"hidden_states": torch.randn(batch, latent, hf.QWEN_GRID, hf.QWEN_GRID, device=device)}
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks, image_to_image_grids, vq_feature_grid)
 
 
 # --- audio and speech ---------------------------------------------------------------------
