@@ -75,6 +75,17 @@ def grid_merge_sizes(inner: Any, config: Any, params: Any, batch: int, seq: int,
     return None
 
 
+def _with_image_tokens(config: Any, batch: int, seq: int, device: str, count: int) -> Any:
+    """Text ids after ``count`` image tokens (the config's image token id), as hf.make_inputs lays them out."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
+    text = hf.text_ids(config, batch, seq, device)
+    return torch.cat([torch.full((batch, count), int(token), dtype=text.dtype, device=device), text], dim=1)
+
+
 def _pooling_windows(index_grid: Any, pool_h: int, pool_w: int) -> Any:
     """The patch indices each pooled token reads: a (h, w) grid of patch indices in windows of pool_h x pool_w,
     padded with -1 evenly on both sides (molmo2/image_processing_molmo2.py ``arange_for_pooling``)."""
@@ -127,10 +138,8 @@ def molmo_pooled_crops(inner: Any, config: Any, params: Any, batch: int, seq: in
         "image_token_pooling": torch.cat([pooling + i * 2 * patches for i in range(batch)]).to(device),  # indexes on the device
         "image_grids": torch.tensor([[windows_per_side] * 4] * batch, device=on),  # read as values (split sizes): on the CPU
     }
-    token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
-    if isinstance(token, int) and isinstance(inputs.get("input_ids"), torch.Tensor):
-        text = hf.text_ids(config, batch, seq, device)
-        made["input_ids"] = torch.cat([torch.full((batch, pooling.shape[0]), token, dtype=text.dtype, device=device), text], dim=1)
+    if isinstance(inputs.get("input_ids"), torch.Tensor):
+        made["input_ids"] = _with_image_tokens(config, batch, seq, device, pooling.shape[0])
         if "attention_mask" in inputs:
             made["attention_mask"] = torch.ones_like(made["input_ids"])
     return made
@@ -204,7 +213,47 @@ def vq_feature_grid(inner: Any, config: Any, params: Any, batch: int, seq: int, 
     return {"hidden_states": torch.randn(batch, latent, hf.QWEN_GRID, hf.QWEN_GRID, device=device)}
 
 
-GRID_RECIPES: tuple[Recipe, ...] = (grid_tower_pixels, grid_merge_sizes, molmo_pooled_crops, inkling2_token_blocks, image_to_image_grids, vq_feature_grid)
+def _is_inkling_vision(config: Any) -> bool:
+    try:
+        from transformers.models.inkling.configuration_inkling import InklingVisionConfig
+    except ImportError:  # a transformers without inkling
+        return False
+    return isinstance(config, InklingVisionConfig)
+
+
+INKLING_PATCHES = 4  # image patches: their count is free (one image token each)
+
+
+def inkling_patch_volumes(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Inkling's pixels: one channels-last volume ``(T, P, P, C)`` per patch, ``T`` the temporal patch, one image
+    token per patch (inkling/modeling_inkling.py: ``InklingVisionEncoderLayer.fold_timespace_to_depth`` reads
+    ``(B, T, H, W, C)``, the tower's output is ``reshape(num_patches, 1, -1)``). Known by its vision config class:
+    its forward takes a bare ``pixel_values``, like every image model's."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    vision = getattr(config, "vision_config", None) or config
+    if not _is_inkling_vision(vision) or "pixel_values" not in params:
+        return None
+    patch, temporal = int(vision.patch_size), int(getattr(vision, "temporal_patch_size", 1) or 1)
+    made: dict[str, Any] = {"pixel_values": torch.randn(batch * INKLING_PATCHES, temporal, patch, patch, hf._channels(vision), device=device)}
+    if vision is not config and isinstance(inputs.get("input_ids"), torch.Tensor):
+        made["input_ids"] = _with_image_tokens(config, batch, seq, device, INKLING_PATCHES)
+        if "attention_mask" in inputs:
+            made["attention_mask"] = torch.ones_like(made["input_ids"])
+    return made
+
+
+GRID_RECIPES: tuple[Recipe, ...] = (
+    grid_tower_pixels,
+    grid_merge_sizes,
+    molmo_pooled_crops,
+    inkling2_token_blocks,
+    image_to_image_grids,
+    vq_feature_grid,
+    inkling_patch_volumes,
+)
 
 
 # --- audio and speech ---------------------------------------------------------------------
