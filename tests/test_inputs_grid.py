@@ -159,3 +159,10 @@ def test_a_tower_that_stops_on_fake_tensors_is_captured_in_full_on_the_cpu():
     assert report.capture.strategy is CaptureStrategy.CPU_SHRUNK, report.capture.strategy_reasons
     assert report.summary.ops_total > 50  # 1 op before: the fake capture stopped at its first grid read
     assert any("stopped after" in r.reason for r in report.capture.strategy_reasons)
+
+
+def test_raw_audio_that_stops_on_meta_is_captured_in_full_on_the_cpu():
+    report = analyze_spec("hf:encodec", AnalyzeOptions(backend="static"))  # was test_input_repairs' meta case: 15 ops
+    assert report.capture.strategy is CaptureStrategy.CPU_SHRUNK, report.capture.strategy_reasons
+    assert report.summary.ops_total > 100
+    assert any("input_values as (batch, 1, 16000)" in lim.why for lim in report.not_analysed)  # raw audio (B, channels, T) still
