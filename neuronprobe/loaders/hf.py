@@ -446,7 +446,11 @@ def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
+    config = getattr(inner, "config", None)
+    # A vision-language config without use_cache whose text config has one (lfm3_vl): its text model would make a
+    # cache (lfm3's get_seq_length raises on one of linear-attention layers only); said only to a forward that names it.
+    below = "use_cache" in params and hasattr(config, "to_dict") and any(getattr(sub, "use_cache", None) is not None for sub in sub_configs(config))
+    if (getattr(config, "use_cache", None) is not None and ("use_cache" in params or takes_any)) or below:
         extra["use_cache"] = False
     for name in drop:  # a forward taking **kwargs that passes its own on (mimi's encoder: use_cache twice)
         extra.pop(name, None)
