@@ -150,6 +150,13 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
         head_dim = getattr(config, "head_dim", None)
         # An explicit head_dim is kept: rotary sections (mrope) are sized by it.
         width_per_head = head_dim if isinstance(head_dim, int) and head_dim > 0 else SHRUNK_HEAD_DIM
+        sections = "mrope_section" in getattr(type(config), "ignore_keys_at_rope_validation", ())
+        if sections and not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0:
+            # A multimodal rotary whose sections default in the modeling code (ernie4_5_vl_moe's [22, 22, 20]) is
+            # sized by the implied head width: kept, so the shrunken model still builds.
+            width_per_head = head_dim = hidden // heads
+            with _ignore():
+                config.head_dim = head_dim
         new_heads = min(heads, SHRUNK_HEADS)
         kv = getattr(config, "num_key_value_heads", None)
         if not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0 and hidden // heads != SHRUNK_HEAD_DIM:
@@ -1152,6 +1159,18 @@ def repair_needed_input(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return None
 
 
+_IS_MISSING = re.compile(r"`(\w+)` is missing")
+
+
+def repair_missing_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input the forward says is missing by its name in backticks: "Multimodal data was passed (via
+    `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing" (ernie4_5_vl_moe's M-RoPE index)."""
+    m = _IS_MISSING.search(message)
+    if m is None or m.group(1) not in info.params or m.group(1) in info.shapes:
+        return None
+    return plan.with_extra(m.group(1))
+
+
 def _read_side(line: str) -> str:
     """What a source line reads: the right of its assignment (``inputs_embeds = embed(input_ids)`` reads ``input_ids``)."""
     parts = re.split(r"(?<![=!<>:+\-*/])=(?!=)", line, maxsplit=1)
@@ -1292,6 +1311,7 @@ REPAIRS: tuple[Repair, ...] = (
     repair_stated_length,
     repair_feature_width,
     repair_needed_input,
+    repair_missing_input,
     repair_none_input,
     repair_float_input,
     repair_audio_layout,

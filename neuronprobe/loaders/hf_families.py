@@ -245,6 +245,21 @@ def inkling_patch_volumes(inner: Any, config: Any, params: Any, batch: int, seq:
     return made
 
 
+def token_modalities(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Each token's modality (``mm_token_type_ids``: 0 text, 1 image), when the forward asked for it (a repair put it
+    in ``plan.extra``): ernie4_5_vl_moe's M-RoPE index needs it next to an image grid (processing_utils.py
+    ``create_mm_token_type_ids``: image tokens 1, video tokens 2)."""
+    import torch
+
+    from neuronprobe.loaders import hf
+
+    ids = inputs.get("input_ids")
+    token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
+    if "mm_token_type_ids" not in plan.extra or not isinstance(ids, torch.Tensor) or not isinstance(token, int):
+        return None
+    return {"mm_token_type_ids": (ids == token).long()}
+
+
 GRID_RECIPES: tuple[Recipe, ...] = (
     grid_tower_pixels,
     grid_merge_sizes,
@@ -253,6 +268,7 @@ GRID_RECIPES: tuple[Recipe, ...] = (
     image_to_image_grids,
     vq_feature_grid,
     inkling_patch_volumes,
+    token_modalities,  # last: over the image tokens the recipes above laid out
 )
 
 
