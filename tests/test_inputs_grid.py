@@ -96,6 +96,26 @@ def test_molmo_pooling_windows_cover_each_crop():
     assert int((inputs["input_ids"] == config.image_token_id).sum()) == 2 * 14 * 14  # one image token per window
 
 
+def test_an_input_named_as_missing_is_made_as_each_tokens_modality():
+    message = (
+        "Multimodal data was passed (via `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing. "
+        "Please pass `mm_token_type_ids` to the model so that multimodal RoPE (M-RoPE) can be computed correctly."
+    )
+    shapes = {"input_ids": (1, 20), "pixel_values": (16, 588), "image_grid_thw": (1, 3)}
+    seen = InputsInfo(main_input="input_ids", shapes=shapes, params=(*shapes, "video_grid_thw", "mm_token_type_ids"))
+    plan = hf.repair_missing_input(message, InputPlan(), seen)
+    assert plan is not None and plan.extra == ("mm_token_type_ids",)  # ernie4_5_vl_moe; not video_grid_thw, named first
+    config = hf.build_config("ernie4_5_vl_moe", ["text_config.num_hidden_layers=1"])
+    inputs = hf.make_inputs(hf.build_model(config, "meta").inner, config, 1, 4, "cpu", plan)
+    assert inputs["mm_token_type_ids"].tolist() == [[1] * 4 + [0] * 4]  # the 4 image tokens of a 4x4 grid merged 2x2, then text
+
+
+def test_a_shrunken_multimodal_rotary_keeps_its_head_width():
+    config = hf.build_config("ernie4_5_vl_moe", [])  # sections [22, 22, 20] default in the modeling code: a 128 head
+    small, _ = hf.shrink_config(config)
+    assert small.text_config.head_dim == 128 and small.text_config.num_attention_heads == 4
+
+
 # --- GLM-V rotaries --------------------------------------------------------------------------------
 
 
