@@ -56,10 +56,18 @@ def test_an_image_given_to_a_linear_patch_embedding_becomes_its_patch_sequence()
     assert plan is not None and plan.shape("pixel_values") == (729, 588)  # molmo2_vision: 27x27 patches of 14x14x3
 
 
+def _inputs(model_type: str, overrides: list[str], device: str = "meta", plan: InputPlan | None = None) -> tuple[object, dict]:
+    """The config and the inputs make_inputs gives its model built on meta (``device``: where the inputs are made)."""
+    from neuronprobe.loading import hf_build_scope
+
+    with hf_build_scope():  # transformers' verbosity back as it was
+        config = hf.build_config(model_type, overrides)
+        inner = hf.build_model(config, "meta").inner
+        return config, hf.make_inputs(inner, config, 1, 8 if device == "meta" else 4, device, plan)
+
+
 def _tower(model_type: str, plan: InputPlan | None = None) -> dict:
-    config = hf.build_config(model_type, ["num_hidden_layers=1"])
-    inner = hf.build_model(config, "meta").inner
-    return hf.make_inputs(inner, config, 1, 8, "meta", plan)
+    return _inputs(model_type, ["num_hidden_layers=1"], plan=plan)[1]
 
 
 def test_a_tower_without_a_temporal_patch_gets_rows_of_one_frame():
@@ -88,8 +96,7 @@ def test_molmo_pooling_windows_cover_each_crop():
 
     windows = hf_families._pooling_windows(torch.arange(9).reshape(3, 3), 2, 2)
     assert windows.tolist() == [[0, 1, 3, 4], [2, -1, 5, -1], [6, 7, -1, -1], [8, -1, -1, -1]]  # padded after, as arange_for_pooling
-    config = hf.build_config("molmo2", [])  # the VLM: two crops of 27x27 patches (378 / 14), 14x14 windows each
-    inputs = hf.make_inputs(hf.build_model(config, "meta").inner, config, 1, 8, "cpu")  # values to read
+    config, inputs = _inputs("molmo2", [], "cpu")  # the VLM: two crops of 27x27 patches (378 / 14), 14x14 windows each
     assert tuple(inputs["pixel_values"].shape) == (2, 729, 588) and inputs["image_grids"].tolist() == [[14, 14, 14, 14]]
     pooling = inputs["image_token_pooling"]
     assert tuple(pooling.shape) == (2 * 14 * 14, 4) and int(pooling.max()) == 2 * 729 - 1
@@ -105,8 +112,7 @@ def test_an_input_named_as_missing_is_made_as_each_tokens_modality():
     seen = InputsInfo(main_input="input_ids", shapes=shapes, params=(*shapes, "video_grid_thw", "mm_token_type_ids"))
     plan = hf.repair_missing_input(message, InputPlan(), seen)
     assert plan is not None and plan.extra == ("mm_token_type_ids",)  # ernie4_5_vl_moe; not video_grid_thw, named first
-    config = hf.build_config("ernie4_5_vl_moe", ["text_config.num_hidden_layers=1"])
-    inputs = hf.make_inputs(hf.build_model(config, "meta").inner, config, 1, 4, "cpu", plan)
+    _, inputs = _inputs("ernie4_5_vl_moe", ["text_config.num_hidden_layers=1"], "cpu", plan)
     assert inputs["mm_token_type_ids"].tolist() == [[1] * 4 + [0] * 4]  # the 4 image tokens of a 4x4 grid merged 2x2, then text
 
 
