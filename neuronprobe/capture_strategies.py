@@ -164,6 +164,7 @@ def capture_hf(
         raise ValueError(f"unknown capture strategies {sorted(unknown)}; known: {', '.join(HF_STRATEGIES)}")
     attempts: list[Attempt] = []
     parent_failed = False
+    partial: Outcome | None = None
     for strategy in strategies:
         plan = hf.InputPlan()
         config_error: BaseException | None = None
@@ -188,7 +189,13 @@ def capture_hf(
             report, error = _run(run, loaded)
             if report is not None:
                 remade = plan.describe()
-                return Outcome(report, attempts, [*loaded.notes, *([remade] if remade else [])], strategy)
+                outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy)
+                stop = stopped_early(report)
+                if stop is None or strategy == strategies[-1]:
+                    return _fuller(outcome, partial)
+                partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
+                attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
+                break
             assert error is not None
             root = root_error(error)
             info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
@@ -204,7 +211,22 @@ def capture_hf(
             plan = better
         else:
             attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
-    return Outcome(None, attempts, [])
+    return partial or Outcome(None, attempts, [])
+
+
+def stopped_early(report: Report) -> str | None:
+    """Why dynamo stopped partway through the forward (a value read of a fake size, a CPU grid next to meta
+    weights), or None when it ran the forward to its end: such a capture holds only the ops before the stop."""
+    prefix = "dynamo capture stopped: "
+    return next((lim.why.removeprefix(prefix) for lim in report.not_analysed if lim.what == "dynamo capture" and lim.why.startswith(prefix)), None)
+
+
+def _fuller(outcome: Outcome, partial: Outcome | None) -> Outcome:
+    """The outcome that captured more ops: a capture that stopped early on the meta device (qwen2_vl's vision
+    tower stops at its first ``grid_thw`` read: 1 op) is kept only when no later way captures more."""
+    if partial is None or partial.report is None or outcome.report is None:
+        return outcome
+    return outcome if outcome.report.capture.nodes >= partial.report.capture.nodes else partial
 
 
 def capture_loaded(loaded: LoadedModel, run: Callable[[LoadedModel], Report]) -> Outcome:

@@ -250,7 +250,6 @@ def test_make_inputs_applies_the_plan_to_a_built_model():
     ("spec", "overrides"),
     [
         ("hf:videomae", ["num_hidden_layers=1"]),  # video pixels (B, frames, C, H, W)
-        ("hf:encodec", []),  # raw audio (B, channels, T)
         ("hf:patchtst", ["num_hidden_layers=1"]),  # a time series by name: past_values (B, context, channels)
         ("hf:seggpt", ["num_hidden_layers=1"]),  # prompt images and masks by name, then the size the model states
     ],

@@ -179,7 +179,10 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
     changes: list[str] = []
 
     def cap(name: str, limit: int) -> None:
-        value = getattr(config, name, None)
+        try:
+            value = getattr(config, name, None)
+        except Exception:  # a per-layer field of a heterogeneous config (dots3_note's num_local_experts): no one value
+            return
         if isinstance(value, int) and not isinstance(value, bool) and value > limit:
             try:
                 setattr(config, name, limit)
@@ -202,6 +205,13 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
         head_dim = getattr(config, "head_dim", None)
         # An explicit head_dim is kept: rotary sections (mrope) are sized by it.
         width_per_head = head_dim if isinstance(head_dim, int) and head_dim > 0 else SHRUNK_HEAD_DIM
+        sections = "mrope_section" in getattr(type(config), "ignore_keys_at_rope_validation", ())
+        if sections and not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0:
+            # A multimodal rotary whose sections default in the modeling code (ernie4_5_vl_moe's [22, 22, 20]) is
+            # sized by the implied head width: kept, so the shrunken model still builds.
+            width_per_head = head_dim = hidden // heads
+            with _ignore():
+                config.head_dim = head_dim
         new_heads = min(heads, SHRUNK_HEADS)
         kv = getattr(config, "num_key_value_heads", None)
         if not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0 and hidden // heads != SHRUNK_HEAD_DIM:
@@ -308,6 +318,34 @@ def _pooled_image_size(config: Any) -> list[str]:
     return changes
 
 
+def fit_rotary(config: Any, sections: tuple[int, ...], width: int) -> list[str]:
+    """Make the rotary width of the sub-config whose rotary gives ``width`` frequencies fill the multimodal
+    rotary ``sections``, in place; what was set. GLM-V's text rotary splits its ``head_dim * partial_rotary_factor / 2``
+    frequencies by ``mrope_section`` (default [8, 12, 12], glm4v/modeling_glm4v.py ``recomposition_frequencies``),
+    but the default configs leave out what the checkpoints set: glm4v_text and glm_image_text have no
+    ``partial_rotary_factor`` (GLM-4.1V's is 0.5), glm4v_moe_text no ``head_dim`` (GLM-4.5V's is 128). The field
+    the config lacks is set: the head width given a partial factor, else the factor given the head width."""
+    half = sum(sections)
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        rope, hidden, heads = getattr(sub, "rope_parameters", None), getattr(sub, "hidden_size", None), getattr(sub, "num_attention_heads", None)
+        if not (isinstance(rope, dict) and isinstance(hidden, int) and isinstance(heads, int) and heads > 0):
+            continue
+        head = getattr(sub, "head_dim", None) or hidden // heads
+        partial = rope.get("partial_rotary_factor")
+        if (int(head * (partial or 1.0)) + 1) // 2 != width or half <= 0:  # arange(0, dim, 2): that many frequencies
+            continue
+        with _ignore():
+            if (partial and partial < 1) or 2 * half > head:  # the head grows to hold the sections (a shrunken head too)
+                sub.head_dim = int(2 * half / (partial or 1.0))
+                changes.append(f"head_dim={sub.head_dim}")
+            else:
+                sub.rope_parameters = {**rope, "partial_rotary_factor": 2 * half / head}
+                sub.head_dim = head  # kept when the shrunken config narrows the heads
+                changes.append(f"partial_rotary_factor={2 * half / head:g}")
+    return changes
+
+
 def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
     """The forward failed on a None, and the config has an unset field neuronprobe knows a value for.
 
@@ -344,7 +382,8 @@ def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
     narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
     for sub in subs:
         for name, value in list(vars(sub).items()):
-            if name != "hidden_size" and name.endswith(("hidden_size", "hidden_dim", "embed_dim")) and value in narrowed and isinstance(value, int):
+            follows = name.endswith(("hidden_size", "hidden_dim", "embed_dim")) or name == "latent_channels"  # glm_image's VQ reads the vision width
+            if name != "hidden_size" and follows and value in narrowed and isinstance(value, int):
                 with _ignore():
                     setattr(sub, name, narrowed[value])
                     changes.append(f"{name} {value}->{narrowed[value]}")
@@ -615,7 +654,11 @@ def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
     extra: dict[str, Any] = {}
     if "return_dict" in params or takes_any:
         extra["return_dict"] = False
-    if getattr(getattr(inner, "config", None), "use_cache", None) is not None and ("use_cache" in params or takes_any):
+    config = getattr(inner, "config", None)
+    # A vision-language config without use_cache whose text config has one (lfm3_vl): its text model would make a
+    # cache (lfm3's get_seq_length raises on one of linear-attention layers only); said only to a forward that names it.
+    below = "use_cache" in params and hasattr(config, "to_dict") and any(getattr(sub, "use_cache", None) is not None for sub in sub_configs(config))
+    if (getattr(config, "use_cache", None) is not None and ("use_cache" in params or takes_any)) or below:
         extra["use_cache"] = False
     for name in drop:  # a forward taking **kwargs that passes its own on (mimi's encoder: use_cache twice)
         extra.pop(name, None)
@@ -703,6 +746,7 @@ class InputPlan:
     extra: tuple[str, ...] = ()  # optional inputs to make although the signature does not require them
     floats: tuple[str, ...] = ()  # inputs made as integers that the forward computes on as floats
     dropped: tuple[str, ...] = ()  # keywords the wrapper must not add (the forward passes its own on), inputs the forward refuses
+    rope_sections: tuple[int, ...] = ()  # multimodal rotary sections the config's rotary width must fill (fit_rotary)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -719,6 +763,7 @@ class InputPlan:
             extra=tuple(data.get("extra", ())),
             floats=tuple(data.get("floats", ())),
             dropped=tuple(data.get("dropped", ())),
+            rope_sections=tuple(int(n) for n in data.get("rope_sections", ())),
         )
 
     def describe(self) -> str | None:
@@ -820,7 +865,8 @@ def _vision_inputs(config: Any, vision: Any, params: Any, batch: int, device: st
 
     if "image_grid_thw" in params:  # Qwen-VL: patches flattened, with their (t, h, w) grid
         patch = int(getattr(vision, "patch_size", 14) or 14)
-        temporal = int(getattr(vision, "temporal_patch_size", 2) or 2)
+        # A tower without a temporal patch (ernie4_5_vl, cosmos3_edge, hy_v4_vl, dots3: SigLIP-style) takes C*P*P per patch.
+        temporal = _int_field([vision], ("temporal_patch_size", "patch_temporal")) or 1
         merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
         grid = QWEN_GRID * merge // 2 if merge > 2 else QWEN_GRID
         patches = grid * grid
@@ -1423,6 +1469,18 @@ def repair_needed_input(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return None
 
 
+_IS_MISSING = re.compile(r"`(\w+)` is missing")
+
+
+def repair_missing_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """An optional input the forward says is missing by its name in backticks: "Multimodal data was passed (via
+    `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing" (ernie4_5_vl_moe's M-RoPE index)."""
+    m = _IS_MISSING.search(message)
+    if m is None or m.group(1) not in info.params or m.group(1) in info.shapes:
+        return None
+    return plan.with_extra(m.group(1))
+
+
 def _read_side(line: str) -> str:
     """What a source line reads: the right of its assignment (``inputs_embeds = embed(input_ids)`` reads ``input_ids``)."""
     parts = re.split(r"(?<![=!<>:+\-*/])=(?!=)", line, maxsplit=1)
@@ -1534,10 +1592,80 @@ def repair_tuple_output(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return replace(plan, dropped=(*plan.dropped, "return_dict"))
 
 
+_CONV_ON_ROWS = re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d, but got input of size: \[(\d+), (\d+)\]")
+_PATCH_DIMS = re.compile(r"chan\w*\s*,\s*(?:height|h|patch\w*)\s*,\s*(?:width|w|patch\w*)\s*\)?\s*=", re.I)
+
+
+def _patch_side(width: int, config: Any) -> tuple[int, int] | None:
+    """(channels, patch side) of a flattened patch row ``width`` wide: ``C*P*P`` with the config's channels."""
+    import math
+
+    channels = _channels(config) if config is not None else DEFAULT_CHANNELS
+    side = math.isqrt(width // channels) if width % channels == 0 else 0
+    return (channels, side) if side and channels * side * side == width else None
+
+
+def repair_patch_rows(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """Flattened patch rows ``(N, C*P*P)`` where the tower takes each patch as an image ``(N, C, P, P)``: a conv2d
+    given the rows ("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [16, 588]",
+    kimi_k25/modeling_kimi_k25.py: ``self.proj(pixel_values)``), or an unpacking of the patches that ends in
+    channels, height and width (``batch_size, sequence_len, channel, height, width = pixel_values.shape``,
+    paddleocr_vl/modeling_paddleocr_vl.py, whose image processor gives ``(N, C, P, P)``)."""
+    if m := _CONV_ON_ROWS.search(message):
+        shape = (int(m.group(1)), int(m.group(2)))
+        name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
+    elif _UNPACK.search(message) and _PATCH_DIMS.search(info.line) and (line := _UNPACK_LINE.match(info.line)):
+        name = line.group(2).rpartition(".")[2]
+        name = name if len(info.shapes.get(name, ())) == 2 and name in info.floats else None
+    else:
+        return None
+    if name is None:
+        return None
+    found = _patch_side(info.shapes[name][-1], info.config)
+    return plan.with_shape(name, (found[0], found[1], found[1])) if found else None
+
+
+_SECTIONS = re.compile(
+    r"split_with_sizes expects split_sizes to sum exactly to (\d+) \(input tensor's size at dimension -1\), but got split_sizes=\[([\d, ]+)\]"
+)
+
+
+def repair_rope_sections(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A multimodal rotary whose frequencies do not fill its sections: "split_with_sizes expects split_sizes to sum
+    exactly to 64 (input tensor's size at dimension -1), but got split_sizes=[8, 12, 12]" at
+    ``freq.split(self.mrope_section, dim=-1)`` (glm4v_text, glm_image_text, glm4v_moe_text): the config's rotary
+    width is fitted to the sections (:func:`fit_rotary`). Kept as (the width seen, *the sections)."""
+    m = _SECTIONS.search(message)
+    if m is None or "section" not in info.line or plan.rope_sections:
+        return None
+    return replace(plan, rope_sections=(int(m.group(1)), *(int(d) for d in m.group(2).split(","))))
+
+
+def repair_image_as_patches(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """A linear patch embedding given a 4-D image: "a and b must have same reduction dim, but got [1134, 378] X
+    [588, 1152]" where our pixels (1, 3, 378, 378) lie flat as 1134 rows of 378 and 588 is ``C*P*P`` for the
+    config's patch size: the image as its sequence of flattened patches (B, H/P * W/P, C*P*P), what
+    molmo2/image_processing_molmo2.py ``batch_pixels_to_patches`` gives the tower."""
+    m = _REDUCTION.search(message)
+    if m is None:
+        return None
+    rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))
+    patch = getattr(info.config, "patch_size", None)
+    if not isinstance(patch, int) or patch <= 0:
+        return None
+    for name, shape in info.shapes.items():
+        if name in info.floats and len(shape) == 4 and shape[-1] == got and shape[0] * shape[1] * shape[2] == rows and shape[1] * patch * patch == want:
+            return plan.with_shape(name, ((shape[2] // patch) * (shape[3] // patch), want))
+    return None
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
     repair_refused_input,
     repair_tuple_output,
+    repair_image_as_patches,
+    repair_rope_sections,
+    repair_patch_rows,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
@@ -1547,6 +1675,7 @@ REPAIRS: tuple[Repair, ...] = (
     repair_feature_width,
     repair_needed_input,
     repair_misread_input,
+    repair_missing_input,
     repair_none_input,
     repair_float_input,
     repair_audio_layout,
@@ -1598,6 +1727,10 @@ def load(
         config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
         if changes:
             notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
+    if plan.rope_sections and (fitted := fit_rotary(config, plan.rope_sections[1:], plan.rope_sections[0])):  # the width seen: after any shrink
+        notes.append(
+            f"the default config's rotary width does not fill its rotary sections {list(plan.rope_sections[1:])}; the capture used {', '.join(fitted)} (give yours with --set)"
+        )
     if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
         from neuronprobe.loaders import hf_parent
 
