@@ -162,7 +162,8 @@ def test_codebooks_flattened_into_the_batch_for_one_table_per_codebook():
     ("spec", "overrides", "strategy"),
     [
         ("hf:dots3_note_audio_encoder", ["num_hidden_layers=1"], CaptureStrategy.META),  # chunk_sample_lengths
-        ("hf:qwen3_omni_moe_audio_encoder", ["encoder_layers=1"], CaptureStrategy.META),  # joined frames, feature_lens
+        # joined frames with feature_lens; meta stops partway at a size it cannot make concrete, the CPU runs the rest
+        ("hf:qwen3_omni_moe_audio_encoder", ["encoder_layers=1"], CaptureStrategy.CPU_SHRUNK),
         ("hf:musicgen_decoder", ["num_hidden_layers=1"], CaptureStrategy.META),  # codebooks in the batch
         ("hf:speech-encoder-decoder", ["encoder.num_hidden_layers=1", "decoder.num_hidden_layers=1"], CaptureStrategy.META),
         ("hf:qwen3_omni_moe_talker_code_predictor", ["num_hidden_layers=1"], CaptureStrategy.META),  # embeddings, not ids
