@@ -79,6 +79,8 @@ def fake_value(mode: Any, value: Any) -> Any:
         return type(value)(fake_value(mode, v) for v in value)
     if isinstance(value, dict):
         return {k: fake_value(mode, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # bundled inputs (esmfold2's EsmFold2AtomInputs)
+        return dataclasses.replace(value, **{f.name: fake_value(mode, getattr(value, f.name)) for f in dataclasses.fields(value) if f.init})
     return value
 
 

@@ -41,7 +41,9 @@ SHRUNK_HEADS = 4
 SHRUNK_HEAD_DIM = 32
 WIDE_HIDDEN = 512  # hidden sizes above this are narrowed
 
-_LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$")
+_LAYER_FIELD = re.compile(
+    r"^(\w+_)?(num_hidden_layers|num_layers)$|^(n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$"
+)
 _EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
 _WIDTH_FIELDS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
@@ -220,7 +222,15 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
 
 # Fields some default configs leave unset although the forward needs them (deepseek_v2's top-k,
 # step3p5's sliding window, hunyuan_vl_text's head_dim): a repair after such a forward failed, said in the report.
-_UNSET_FIELD_VALUES: dict[str, Any] = {"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1, "sliding_window": 4096}
+# diffusion_gemma_text's layers always hold a router and experts, but its default config leaves their sizes unset.
+_UNSET_FIELD_VALUES: dict[str, Any] = {
+    "num_experts_per_tok": 2,
+    "n_group": 1,
+    "topk_group": 1,
+    "sliding_window": 4096,
+    "num_experts": 8,
+    "top_k_experts": 2,
+}
 _UNSET_ERROR = re.compile(
     r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self"
 )  # ids == None is False
@@ -234,12 +244,14 @@ def complete_config(config: Any) -> list[str]:
         hidden, heads = getattr(sub, "hidden_size", None), getattr(sub, "num_attention_heads", None)
         if isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
             fills["head_dim"] = hidden // heads
+        if isinstance(width := getattr(sub, "intermediate_size", None), int):
+            fills["moe_intermediate_size"] = width  # an expert as wide as the dense MLP
         vocab = _vocab(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
             for name in _IMAGE_TOKEN_FIELDS:  # blip-2: where the query outputs go; an id the text ids never use
                 fills[name] = vocab - 1
         for name, value in fills.items():
-            if name in vars(sub) and getattr(sub, name) is None:
+            if name in vars(sub) and vars(sub)[name] is None:  # vars: a per-layer config refuses a global head_dim read
                 with _ignore():
                     setattr(sub, name, value)
                     changes.append(f"{name}={value}")
@@ -305,6 +317,7 @@ class BuiltModel:
     inner: Any  # transformers PreTrainedModel
     head: str  # its class name
     head_note: str | None = None  # why the deploy head was not used
+    filled: tuple[str, ...] = ()  # config fields the default config lacks, given for the build (complete_for_build)
 
 
 def _auto_class_names(model_type: str) -> list[str]:
@@ -381,8 +394,62 @@ def model_classes_for(config: Any) -> list[type]:
     return found
 
 
-def _build_by_class(config: Any, first_error: BaseException) -> Any:
-    """The first class that takes this config builds it; the auto class's error when none does."""
+_MISSING_FIELD = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _ancestor_configs(config_class: type, depth: int = 3) -> list[Any]:
+    """Default configs of the model types that nest ``config_class``, directly or through up to ``depth`` levels."""
+    from transformers import CONFIG_MAPPING
+
+    from neuronprobe.loaders.hf_parent import _sub_config_owners
+
+    found: list[Any] = []
+    classes = [config_class]
+    for _ in range(depth):
+        owners = [t for cls in classes for t, _attr in _sub_config_owners().get(cls, [])]
+        classes = []
+        for owner in dict.fromkeys(owners):
+            with _ignore():
+                found.append(CONFIG_MAPPING[owner]())
+                classes.append(CONFIG_MAPPING[owner])
+    return found
+
+
+def fill_from_parent(config: Any, error: BaseException) -> list[str]:
+    """A sub-config type whose modeling code reads a field only its parent config sets: "'T5Gemma2TextConfig' object
+    has no attribute 'dropout_rate'" (``T5Gemma2Config.__post_init__`` sets ``encoder.text_config.dropout_rate``,
+    transformers/models/t5gemma2/configuration_t5gemma2.py). The field gets the value the nearest ancestor's default
+    config gives its nested config of that class, in place; what was set (empty when no ancestor sets it)."""
+    m = _MISSING_FIELD.search(str(error))
+    if not isinstance(error, AttributeError) or m is None:
+        return []
+    class_name, name = m.groups()
+    lacking = [sub for sub in sub_configs(config) if type(sub).__name__ == class_name and not hasattr(sub, name)]
+    if not lacking:
+        return []
+    for ancestor in _ancestor_configs(type(lacking[0])):
+        values = [getattr(sub, name) for sub in sub_configs(ancestor) if type(sub).__name__ == class_name and hasattr(sub, name)]
+        if values:
+            for sub in lacking:
+                with _ignore():
+                    setattr(sub, name, values[0])
+            return [f"{class_name}.{name}={values[0]!r} (as hf:{ancestor.model_type} sets it)"]
+    return []
+
+
+def complete_for_build(config: Any, error: BaseException) -> list[str]:
+    """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
+    (:func:`fill_from_parent`), or a size left unset (:func:`complete_config`: "empty(): argument 'size' ... found
+    element of type NoneType", diffusion_gemma_text's router and experts); what was set, empty when nothing was."""
+    changes = fill_from_parent(config, error)
+    if not changes and _UNSET_ERROR.search(str(error)):
+        changes = [f"{c} (unset in the default config)" for c in complete_config(config)]
+    return changes
+
+
+def _build_by_class(config: Any, first_error: BaseException, filled: list[str] | None = None) -> Any:
+    """The first class that takes this config builds it; the auto class's error when none does. ``filled``
+    gets the fields :func:`complete_for_build` set on the way."""
     import torch
 
     plain: list[Any] = []
@@ -390,12 +457,19 @@ def _build_by_class(config: Any, first_error: BaseException) -> Any:
     # A class with a forward of its own, or a pretrained model that encodes (a VQ-VAE: its encode is analysed).
     runnable = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward or callable(getattr(c, "encode", None))]
     for cls in runnable or classes:
-        try:
-            if hasattr(cls, "_from_config"):
-                return cls._from_config(config)
-            plain.append(cls(config))
-        except Exception as exc:
-            first_error = exc
+        for _ in range(2):  # again once what the default config lacks is filled in
+            try:
+                if hasattr(cls, "_from_config"):
+                    return cls._from_config(config)
+                plain.append(cls(config))
+                break
+            except Exception as exc:
+                first_error = exc
+                changes = complete_for_build(config, exc)
+                if not changes:
+                    break
+                if filled is not None:
+                    filled.extend(changes)
     if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
         return max(plain, key=lambda m: len(list(m.modules())))
     raise BuildError(error_line(first_error)) from first_error
@@ -403,6 +477,25 @@ def _build_by_class(config: Any, first_error: BaseException) -> Any:
 
 def build_model(config: Any, device: str) -> BuiltModel:
     """The deploy head (causal LM / seq2seq LM) when it takes the config, else the base model."""
+    built = _build_model(config, device)
+    if device == "meta":
+        _weights_on_meta(built.inner)
+    return built
+
+
+def _weights_on_meta(module: Any) -> None:
+    """Parameters a constructor made on the CPU despite the meta device, moved there: ``nn.Parameter(torch.Tensor(dim))``
+    (lw_detr's layer scales, transformers/models/lw_detr/modeling_lw_detr.py) ignores the device context, and a
+    CPU weight next to meta activations fails the forward. Weights only: buffers may hold values the forward reads."""
+    import torch
+
+    for sub in module.modules():
+        for name, param in list(sub._parameters.items()):
+            if param is not None and not param.is_meta:
+                sub._parameters[name] = torch.nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+
+
+def _build_model(config: Any, device: str) -> BuiltModel:
     import torch
     import transformers
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
@@ -410,24 +503,37 @@ def build_model(config: Any, device: str) -> BuiltModel:
     transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
     head = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
     head_error: BaseException | None = None
+    filled: list[str] = []
     with torch.device(device):
-        try:
-            inner = head.from_config(config)
-            return BuiltModel(inner.eval(), type(inner).__name__)
-        except Exception as exc:  # no such head for this type, or the head refuses the config
-            head_error = exc
+        for _ in range(2):  # again once what the default config lacks is filled in
+            try:
+                inner = head.from_config(config)
+                return BuiltModel(inner.eval(), type(inner).__name__, filled=tuple(filled))
+            except Exception as exc:  # no such head for this type, or the head refuses the config
+                head_error = exc
+                changes = complete_for_build(config, exc)
+                if not changes:
+                    break
+                filled.extend(changes)
         try:
             inner = AutoModel.from_config(config)
         except ValueError as exc:
             if "Unrecognized configuration class" not in str(exc):
                 raise BuildError(error_line(exc)) from exc
-            inner = _build_by_class(config, exc)  # a sub-config type: its class is found by its config class
+            inner = _build_by_class(config, exc, filled)  # a sub-config type: its class is found by its config class
         except Exception as exc:
-            raise BuildError(error_line(exc)) from exc
+            changes = complete_for_build(config, exc)
+            if not changes:
+                raise BuildError(error_line(exc)) from exc
+            filled.extend(changes)
+            try:
+                inner = AutoModel.from_config(config)
+            except Exception as again:
+                raise BuildError(error_line(again)) from again
     note = None
-    if not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
+    if head_error is not None and not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
         note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
-    return BuiltModel(inner.eval(), type(inner).__name__, note)
+    return BuiltModel(inner.eval(), type(inner).__name__, note, tuple(filled))
 
 
 def _first_tensor(value: Any) -> Any:
@@ -611,7 +717,9 @@ def _field(configs: list[Any], names: Iterable[str]) -> Any:
 
 
 def _image_size(config: Any) -> tuple[int, int]:
-    size = getattr(config, "image_size", None) or DEFAULT_IMAGE_SIZE
+    """The config's image size; a detector with none of its own takes its backbone's (lw_detr's ViT windows tile
+    1024-pixel images: transformers/models/lw_detr/configuration_lw_detr.py), else 224."""
+    size = getattr(config, "image_size", None) or getattr(getattr(config, "backbone_config", None), "image_size", None) or DEFAULT_IMAGE_SIZE
     if isinstance(size, dict):
         size = size.get("height") or size.get("shortest_edge") or DEFAULT_IMAGE_SIZE
     if isinstance(size, (list, tuple)):
@@ -726,6 +834,8 @@ _MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "
 def _main_input(inner: Any, params: Any) -> str:
     """The input the forward is about: the model's ``main_input_name`` when its forward takes it, else the first required one."""
     main = getattr(inner, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # oneformer names two: ["pixel_values", "task_inputs"]
+        main = main[0] if main else "input_ids"
     if main in params:
         return str(main)
     required = [n for n, p in params.items() if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
@@ -1333,9 +1443,24 @@ def repair_refused_input(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return better.with_extra("inputs_embeds") or better
 
 
+_TUPLE_OUTPUT = re.compile(r"'tuple' object has no attribute '(\w+)'")
+
+
+def repair_tuple_output(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
+    """The wrapper's ``return_dict=False`` reaching an inner model through a forward's ``**kwargs`` whose own code
+    then reads the inner output by attribute: "'tuple' object has no attribute 'last_hidden_state'" at
+    ``self.model(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state`` (jev: transformers/models/jev/
+    modeling_jev.py). The forward returns what it returns; the wrapper takes its first tensor either way."""
+    m = _TUPLE_OUTPUT.search(message)
+    if m is None or "return_dict" in plan.dropped or m.group(1) not in info.line:
+        return None
+    return replace(plan, dropped=(*plan.dropped, "return_dict"))
+
+
 REPAIRS: tuple[Repair, ...] = (
     repair_duplicate_keyword,
     repair_refused_input,
+    repair_tuple_output,
     repair_image_tokens,
     repair_missing_dims,
     repair_audio_channels,
@@ -1402,6 +1527,8 @@ def load(
     built = build_model(config, device)
     if built.head_note:
         notes.append(built.head_note)
+    if built.filled:
+        notes.append(f"the default config lacks fields its constructor reads; the build used {', '.join(built.filled)} (give yours with --set)")
     if entry_point(built.inner) != "forward":
         notes.append(f"{type(built.inner).__name__} has no forward of its own; its {entry_point(built.inner)}() was analysed")
     inner = built.inner
