@@ -870,6 +870,49 @@ def action_expert_inputs(inner: Any, config: Any, params: Any, batch: int, seq: 
     }
 
 
+def lagged_forecast_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Probabilistic forecasters with lagged inputs (TimeSeriesTransformer, Autoformer, Informer): the past is
+    ``context_length + max(lags_sequence)`` steps (their ``_past_length``), with ``num_time_features`` time features
+    per step and an observed mask; the future the decoder is taught on is ``prediction_length`` steps of values and
+    time features; static features when the config declares them; as ``TimeSeriesTransformerModel.forward``
+    documents them (transformers/models/time_series_transformer/modeling_time_series_transformer.py)."""
+    import torch
+
+    lags = getattr(config, "lags_sequence", None)
+    if "past_time_features" not in params or not lags or not isinstance(getattr(config, "context_length", None), int):
+        return None
+    past, future = int(config.context_length) + max(lags), int(config.prediction_length)
+    channels = [int(config.input_size)] if int(getattr(config, "input_size", 1)) > 1 else []
+    times = int(getattr(config, "num_time_features", 0))
+    made = {
+        "past_values": torch.randn(batch, past, *channels, device=device),
+        "past_time_features": torch.randn(batch, past, times, device=device),
+        "past_observed_mask": torch.ones(batch, past, *channels, device=device),
+    }
+    if "future_values" in params:
+        made["future_values"] = torch.randn(batch, future, *channels, device=device)
+        made["future_time_features"] = torch.randn(batch, future, times, device=device)
+    if int(getattr(config, "num_static_categorical_features", 0)):
+        made["static_categorical_features"] = torch.zeros(batch, int(config.num_static_categorical_features), dtype=torch.long, device=device)
+    if int(getattr(config, "num_static_real_features", 0)):
+        made["static_real_features"] = torch.randn(batch, int(config.num_static_real_features), device=device)
+    return made
+
+
+def codebook_decoder_ids(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A text-to-music model whole (``MusicgenForConditionalGeneration``, MusicGen Melody's): its text encoder reads
+    ``input_ids`` and its decoder ``decoder_input_ids`` of shape (B * ``decoder.num_codebooks``, steps), the
+    codebooks flattened into the batch, in the decoder's vocabulary (transformers/models/musicgen/
+    modeling_musicgen.py, MusicgenForConditionalGeneration.forward's docstring)."""
+    from neuronprobe.loaders.hf import text_ids
+
+    decoder = getattr(config, "decoder", None)
+    codebooks = getattr(decoder, "num_codebooks", None)
+    if "decoder_input_ids" not in params or not isinstance(codebooks, int) or codebooks < 1:
+        return None
+    return {"decoder_input_ids": text_ids(decoder, batch * codebooks, seq, device)}
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
     action_expert_inputs,
     task_prompt_inputs,
@@ -883,6 +926,8 @@ OTHER_RECIPES: tuple[Recipe, ...] = (
     class_prompt_inputs,
     protein_structure_inputs,
     draft_context_inputs,
+    lagged_forecast_inputs,
+    codebook_decoder_ids,
 )
 
 
