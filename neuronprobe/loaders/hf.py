@@ -230,9 +230,12 @@ _UNSET_FIELD_VALUES: dict[str, Any] = {
     "sliding_window": 4096,
     "num_experts": 8,
     "top_k_experts": 2,
+    # DbrxAttention clamps its qkv to +-clip_qkv, None in the default config: torch refuses a clamp with neither
+    # bound (transformers/models/dbrx/modeling_dbrx.py); databricks/dbrx-base and -instruct set 8.
+    "clip_qkv": 8,
 }
 _UNSET_ERROR = re.compile(
-    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self"
+    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self|both min and max are none"
 )  # ids == None is False
 
 
