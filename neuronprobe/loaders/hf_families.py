@@ -913,6 +913,31 @@ def codebook_decoder_ids(inner: Any, config: Any, params: Any, batch: int, seq: 
     return {"decoder_input_ids": text_ids(decoder, batch * codebooks, seq, device)}
 
 
+def time_condition_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A decoder whose layers are conditioned on a time embedding passed through the forward's keywords: Voxtral
+    Realtime's text model scales each layer's normed states by ``1 + ada_rms_norm(t_cond)``, and its parent passes
+    ``t_cond``, the sinusoidal embedding of the delay (``default_num_delay_tokens``) of shape (1, 1, hidden),
+    broadcast over the batch (transformers/models/voxtral_realtime/modeling_voxtral_realtime.py,
+    VoxtralRealtimeModel.forward and VoxtralRealtimeTimeEmbedding). Recognised by a layer taking ``t_cond``."""
+    import inspect
+
+    import torch
+
+    if "kwargs" not in params or "t_cond" in inputs or not isinstance(getattr(config, "hidden_size", None), int):
+        return None
+    classes = {type(m) for m in inner.modules()}
+    if not any("t_cond" in inspect.signature(cls.forward).parameters for cls in classes if cls.forward is not torch.nn.Module.forward):
+        return None
+    dim = int(config.hidden_size)
+    from neuronprobe.loaders.hf import _ancestor_configs
+
+    delays = [d for c in (config, *_ancestor_configs(type(config))) if isinstance(d := getattr(c, "default_num_delay_tokens", None), int)]
+    delay = float(delays[0] if delays else 1)  # the parent config's default (6), as its forward falls back to
+    inv_freq = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(dim // 2).float() / (dim // 2))
+    emb = delay * inv_freq
+    return {"t_cond": torch.cat((emb.cos(), emb.sin()))[None, None].to(device)}
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
     action_expert_inputs,
     task_prompt_inputs,
@@ -928,6 +953,7 @@ OTHER_RECIPES: tuple[Recipe, ...] = (
     draft_context_inputs,
     lagged_forecast_inputs,
     codebook_decoder_ids,
+    time_condition_inputs,
 )
 
 
