@@ -560,14 +560,35 @@ def lists_for_tuples(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
+def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
+    """KeyError: 'full_attention': a rotary embedding that reads ``rope_parameters[layer_type]`` for each of the
+    config's ``layer_types``, where the default config declares no RoPE parameters at all (cohere_compass_text:
+    ``rope_parameters`` is ``{}``; transformers/models/cohere_compass/modeling_cohere_compass.py,
+    CohereCompassRotaryEmbedding). Each layer type gets the config class's default RoPE (``default_rope_type``
+    at its ``default_theta``, transformers/modeling_rope_utils.py), in place."""
+    if not isinstance(error, KeyError) or not error.args or not isinstance(error.args[0], str):
+        return []
+    key = error.args[0]
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        types = vars(sub).get("layer_types")
+        rope = vars(sub).get("rope_parameters")
+        if isinstance(types, list) and key in types and isinstance(rope, dict) and key not in rope and not rope:
+            default = {"rope_type": getattr(sub, "default_rope_type", "default"), "rope_theta": float(getattr(sub, "default_theta", 10000.0))}
+            with _ignore():
+                sub.rope_parameters = {t: dict(default) for t in dict.fromkeys(types)}
+                changes.append(f"{type(sub).__name__}.rope_parameters={{{', '.join(dict.fromkeys(types))}: {default}}} (the default config declares none)")
+    return changes
+
+
 def complete_for_build(config: Any, error: BaseException) -> list[str]:
     """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
     (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
     of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
-    default config holds tuples (:func:`lists_for_tuples`), or a size left unset (:func:`complete_config`:
+    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), or a size left unset (:func:`complete_config`:
     "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
     what was set, empty when nothing was."""
-    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples):
+    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type):
         changes = fill(config, error)
         if changes:
             return changes
