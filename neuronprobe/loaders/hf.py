@@ -581,14 +581,36 @@ def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
+_TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
+
+
+def timm_model_name(config: Any, error: BaseException) -> list[str]:
+    """ "backbone is not set in the config. Please set it to a timm model name." (TimmBackbone, transformers/models/
+    timm_backbone/modeling_timm_backbone.py): the name transformers' own timm config defaults to
+    (``TimmWrapperConfig.architecture``, "resnet50"; the timm_wrapper type is analysed with it), untrained weights."""
+    m = _TIMM_NAME.search(str(error))
+    if m is None or m.group(1) not in vars(config) or vars(config)[m.group(1)] is not None:
+        return []
+    try:
+        from transformers import TimmWrapperConfig
+
+        name = TimmWrapperConfig().architecture
+    except Exception:  # no timm config in this transformers
+        return []
+    with _ignore():
+        setattr(config, m.group(1), name)
+        return [f"{m.group(1)}={name!r} (transformers' TimmWrapperConfig default)"]
+    return []
+
+
 def complete_for_build(config: Any, error: BaseException) -> list[str]:
     """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
     (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
     of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
-    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), or a size left unset (:func:`complete_config`:
+    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), or a size left unset (:func:`complete_config`:
     "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
     what was set, empty when nothing was."""
-    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type):
+    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type, timm_model_name):
         changes = fill(config, error)
         if changes:
             return changes
