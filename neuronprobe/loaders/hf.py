@@ -581,6 +581,26 @@ def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
+def empty_architectures(config: Any, error: BaseException) -> list[str]:
+    """"'NoneType' object is not iterable" from the auto class's choice among a type's several models (funnel:
+    FunnelModel, FunnelBaseModel): ``_get_model_class`` loops over ``config.architectures``, None in a default
+    config (transformers/models/auto/auto_factory.py). An empty list, with which it takes the type's first model,
+    its documented default."""
+    if not (isinstance(error, TypeError) and "'NoneType' object is not iterable" in str(error)):
+        return []
+    if "architectures" not in vars(config) or vars(config)["architectures"] is not None:
+        return []
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_name != "_get_model_class":
+        tb = tb.tb_next
+    if tb is None:
+        return []
+    with _ignore():
+        config.architectures = []
+        return ["architectures=[] (the auto class then takes the type's first model)"]
+    return []
+
+
 _TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
 
 
@@ -607,10 +627,10 @@ def complete_for_build(config: Any, error: BaseException) -> list[str]:
     """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
     (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
     of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
-    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), or a size left unset (:func:`complete_config`:
+    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), empty ``architectures`` (:func:`empty_architectures`), or a size left unset (:func:`complete_config`:
     "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
     what was set, empty when nothing was."""
-    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type, timm_model_name):
+    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type, timm_model_name, empty_architectures):
         changes = fill(config, error)
         if changes:
             return changes
