@@ -582,7 +582,7 @@ def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
 
 
 def empty_architectures(config: Any, error: BaseException) -> list[str]:
-    """"'NoneType' object is not iterable" from the auto class's choice among a type's several models (funnel:
+    """ "'NoneType' object is not iterable" from the auto class's choice among a type's several models (funnel:
     FunnelModel, FunnelBaseModel): ``_get_model_class`` loops over ``config.architectures``, None in a default
     config (transformers/models/auto/auto_factory.py). An empty list, with which it takes the type's first model,
     its documented default."""
@@ -599,6 +599,29 @@ def empty_architectures(config: Any, error: BaseException) -> list[str]:
         config.architectures = []
         return ["architectures=[] (the auto class then takes the type's first model)"]
     return []
+
+
+_EXAMPLE_ARGUMENT = re.compile(r"(\w+)=(\d+(?:\.\d+)?)\b")
+
+
+def docstring_example_values(config: Any, error: BaseException) -> list[str]:
+    """A size the default config leaves None that the config class's own docstring example gives: "empty():
+    argument 'size' ... found element of type NoneType" from ``nn.Embedding(config.vocab_size, ...)``, where
+    EsmConfig's example is ``EsmConfig(vocab_size=33)`` (transformers/models/esm/configuration_esm.py; the ESM-2
+    checkpoints' 33 tokens). Numbers only, and only for fields that are None, in place."""
+    if not _UNSET_ERROR.search(str(error)):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        doc = type(sub).__doc__ or ""
+        calls = re.findall(rf"{type(sub).__name__}\(([^)]*)\)", doc)
+        for name, text in (pair for call in calls for pair in _EXAMPLE_ARGUMENT.findall(call)):
+            if name in vars(sub) and vars(sub)[name] is None:
+                value = float(text) if "." in text else int(text)
+                with _ignore():
+                    setattr(sub, name, value)
+                    changes.append(f"{type(sub).__name__}.{name}={value} (its docstring's example)")
+    return changes
 
 
 _TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
@@ -627,10 +650,21 @@ def complete_for_build(config: Any, error: BaseException) -> list[str]:
     """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
     (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
     of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
-    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), empty ``architectures`` (:func:`empty_architectures`), or a size left unset (:func:`complete_config`:
+    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), empty ``architectures`` (:func:`empty_architectures`), a value the config's docstring example gives
+    (:func:`docstring_example_values`), or a size left unset (:func:`complete_config`:
     "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
     what was set, empty when nothing was."""
-    for fill in (fill_from_parent, fill_from_enclosing, _derived_defaults, fill_forecast_horizon, lists_for_tuples, rope_per_layer_type, timm_model_name, empty_architectures):
+    for fill in (
+        fill_from_parent,
+        fill_from_enclosing,
+        _derived_defaults,
+        fill_forecast_horizon,
+        lists_for_tuples,
+        rope_per_layer_type,
+        timm_model_name,
+        empty_architectures,
+        docstring_example_values,
+    ):
         changes = fill(config, error)
         if changes:
             return changes
