@@ -233,9 +233,13 @@ _UNSET_FIELD_VALUES: dict[str, Any] = {
     # DbrxAttention clamps its qkv to +-clip_qkv, None in the default config: torch refuses a clamp with neither
     # bound (transformers/models/dbrx/modeling_dbrx.py); databricks/dbrx-base and -instruct set 8.
     "clip_qkv": 8,
+    # dots1's layers past first_k_dense_replace are MoE, but its default config leaves the expert counts None
+    # (torch.empty(None, ...) in Dots1Experts, transformers/models/dots1/modeling_dots1.py).
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
 }
 _UNSET_ERROR = re.compile(
-    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self|both min and max are none"
+    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self|both min and max are none|empty\(\) takes 1 positional argument but \d+ were given"
 )  # ids == None is False
 
 
