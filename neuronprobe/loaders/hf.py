@@ -702,7 +702,55 @@ def _build_by_class(config: Any, first_error: BaseException, filled: list[str] |
                     filled.extend(changes)
     if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
         return max(plain, key=lambda m: len(list(m.modules())))
+    built = built_by_parent(config)
+    if built is not None:
+        return built
     raise BuildError(error_line(first_error)) from first_error
+
+
+def built_by_parent(config: Any) -> Any:
+    """The module a parent model builds from this sub-config, when no class builds from it alone: the outermost
+    module whose constructor gets a config of this class while the parent (its default config with this config in
+    place; on the CPU, shrunk) is built. Gemma 4 Unified's vision embedder is ``Gemma4UnifiedVisionEmbedder(config.vision_config,
+    config.text_config)`` (transformers/models/gemma4_unified/modeling_gemma4_unified.py); VibeVoice's diffusion head
+    is ``VibeVoiceDiffusionHead(config.diffusion_head_config)``, a constructor without a typed config
+    (transformers/models/vibevoice/modeling_vibevoice.py). None when no parent builds one."""
+    import sys
+
+    import torch
+
+    from neuronprobe.loaders.hf_parent import parents_of
+
+    for parent_type, attr in parents_of(getattr(config, "model_type", ""), type(config)):
+        got: list[Any] = []
+
+        def watch(frame: Any, event: str, arg: Any, got: list[Any] = got) -> None:
+            if event != "call" or frame.f_code.co_name != "__init__" or got:
+                return
+            names = frame.f_code.co_varnames[: frame.f_code.co_argcount]
+            module = frame.f_locals.get(names[0]) if names else None
+            # by class: the parent's model constructors build from a deep copy of its config (_from_config)
+            if isinstance(module, torch.nn.Module) and any(type(frame.f_locals.get(n)) is type(config) for n in names[1:]):
+                got.append(module)
+
+        try:
+            on_meta = torch.empty(0).is_meta  # the device the component is being built on
+            parent_config = build_config(parent_type, [])
+            if not on_meta:  # real weights: the parent's other parts small
+                parent_config, _ = shrink_config(parent_config)
+            setattr(parent_config, attr, config)
+            previous = sys.getprofile()
+            sys.setprofile(watch)
+            try:
+                _build_model(parent_config, "meta" if on_meta else "cpu")
+            finally:
+                sys.setprofile(previous)
+        except Exception:  # this parent does not build: the next one may
+            continue
+        if got:
+            got[0]._neuronprobe_built_by = parent_type  # said in the report (_build_model)
+            return got[0]
+    return None
 
 
 BUILD_FILLS = 3  # fields filled in one after another before the constructor's error is final
@@ -799,6 +847,8 @@ def _build_model(config: Any, device: str) -> BuiltModel:
     note = None
     if head_error is not None and not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
         note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
+    if parent := getattr(inner, "_neuronprobe_built_by", None):
+        note = f"no class builds from this config alone; {type(inner).__name__} was built as hf:{parent} builds it from this config"
     return BuiltModel(inner.eval(), type(inner).__name__, note, tuple(filled))
 
 

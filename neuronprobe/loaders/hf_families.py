@@ -925,6 +925,11 @@ def time_condition_inputs(inner: Any, config: Any, params: Any, batch: int, seq:
 
     if "kwargs" not in params or "t_cond" in inputs or not isinstance(getattr(config, "hidden_size", None), int):
         return None
+    try:  # a model that makes t_cond itself (VoxtralRealtimeModel) passes it on: not this family's part
+        if "t_cond" in inspect.getsource(type(inner).forward):
+            return None
+    except (OSError, TypeError):
+        return None
     classes = {type(m) for m in inner.modules()}
     if not any("t_cond" in inspect.signature(cls.forward).parameters for cls in classes if cls.forward is not torch.nn.Module.forward):
         return None
@@ -936,6 +941,24 @@ def time_condition_inputs(inner: Any, config: Any, params: Any, batch: int, seq:
     inv_freq = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(dim // 2).float() / (dim // 2))
     emb = delay * inv_freq
     return {"t_cond": torch.cat((emb.cos(), emb.sin()))[None, None].to(device)}
+
+
+def diffusion_step_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A diffusion prediction head run one denoising step at a time (VibeVoice's ``diffusion_head(noisy_images,
+    timesteps, condition)``): per frame a noisy latent (``latent_size``), its timestep (floats, as the sampling loop
+    passes ``timestep.repeat(n).to(latent)``) and the language model's hidden state as the condition
+    (``hidden_size``), as VibeVoiceForConditionalGeneration's sampling loop calls it (transformers/models/
+    vibevoice/generation_vibevoice.py)."""
+    import torch
+
+    latent, hidden = getattr(config, "latent_size", None), getattr(config, "hidden_size", None)
+    if not {"noisy_images", "timesteps", "condition"} <= set(params) or not isinstance(latent, int) or not isinstance(hidden, int):
+        return None
+    return {
+        "noisy_images": torch.randn(batch, latent, device=device),
+        "timesteps": torch.full((batch,), 500.0, device=device),  # a mid-schedule step of its 1000-step DDPM
+        "condition": torch.randn(batch, hidden, device=device),
+    }
 
 
 OTHER_RECIPES: tuple[Recipe, ...] = (
@@ -954,6 +977,7 @@ OTHER_RECIPES: tuple[Recipe, ...] = (
     lagged_forecast_inputs,
     codebook_decoder_ids,
     time_condition_inputs,
+    diffusion_step_inputs,
 )
 
 
