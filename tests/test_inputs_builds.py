@@ -101,3 +101,10 @@ def test_a_built_by_parent_component_is_its_parents_module():
         transformers.logging.set_verbosity(verbosity)  # the build quiets transformers
     assert type(module).__name__ == "Gemma4UnifiedMultimodalEmbedder"
     assert module.embedding_projection.in_features == config.output_proj_dims
+
+
+def test_moe_layer_kinds_follow_the_deepseek_dense_count():
+    config = hf.build_config("deepseek_ocr2_text", ["num_hidden_layers=3"])
+    assert hf.mlp_layer_types_from_dense_count(config, TypeError("unrelated")) == []
+    assert hf.mlp_layer_types_from_dense_count(config, TypeError("'NoneType' object is not subscriptable"))
+    assert config.mlp_layer_types == ["sparse", "sparse", "sparse"]  # first_k_dense_replace: DeepseekV2Config's 0

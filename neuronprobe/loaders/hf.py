@@ -628,6 +628,25 @@ def docstring_example_values(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
+def mlp_layer_types_from_dense_count(config: Any, error: BaseException) -> list[str]:
+    """'NoneType' object is not subscriptable at ``config.mlp_layer_types[layer_idx]`` (DeepseekOcr2TextDecoderLayer,
+    transformers/models/deepseek_ocr2/modeling_deepseek_ocr2.py): a MoE config (``n_routed_experts``) whose default
+    leaves the per-layer MLP kinds None. The DeepSeek family's rule, as DeepseekV32Config.__post_init__ writes it
+    (transformers/models/deepseek_v32/configuration_deepseek_v32.py): the first ``first_k_dense_replace`` layers
+    dense (DeepseekV2Config's default 0), the rest sparse; in place."""
+    if not (isinstance(error, TypeError) and "'NoneType' object is not subscriptable" in str(error)):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        layers, experts = vars(sub).get("num_hidden_layers"), vars(sub).get("n_routed_experts")
+        if "mlp_layer_types" in vars(sub) and vars(sub)["mlp_layer_types"] is None and isinstance(layers, int) and experts:
+            dense = min(int(getattr(sub, "first_k_dense_replace", 0) or 0), layers)
+            with _ignore():
+                sub.mlp_layer_types = ["dense"] * dense + ["sparse"] * (layers - dense)
+                changes.append(f"{type(sub).__name__}.mlp_layer_types={dense} dense then sparse (the DeepSeek first_k_dense_replace rule)")
+    return changes
+
+
 _TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
 
 
@@ -655,7 +674,7 @@ def complete_for_build(config: Any, error: BaseException) -> list[str]:
     (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
     of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
     default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), empty ``architectures`` (:func:`empty_architectures`), a value the config's docstring example gives
-    (:func:`docstring_example_values`), or a size left unset (:func:`complete_config`:
+    (:func:`docstring_example_values`), MoE layer kinds (:func:`mlp_layer_types_from_dense_count`), or a size left unset (:func:`complete_config`:
     "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
     what was set, empty when nothing was."""
     for fill in (
@@ -668,6 +687,7 @@ def complete_for_build(config: Any, error: BaseException) -> list[str]:
         timm_model_name,
         empty_architectures,
         docstring_example_values,
+        mlp_layer_types_from_dense_count,
     ):
         changes = fill(config, error)
         if changes:
