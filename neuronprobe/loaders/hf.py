@@ -14,7 +14,6 @@ Three things make "any architecture" work here, each kept small and separate:
 
 from __future__ import annotations
 
-import ast
 import copy
 import dataclasses
 import inspect
@@ -606,15 +605,11 @@ def empty_architectures(config: Any, error: BaseException) -> list[str]:
     return []
 
 
-_DOCUMENTED_DEFAULT = re.compile(r"^\s*(\w+) \(`[^`]*`,[^\n]*?defaults to `([^`]+)`\)", re.M)
 _EXAMPLE_ARGUMENT = re.compile(r"(\w+)=(\d+(?:\.\d+)?)\b")
 
 
 def docstring_example_values(config: Any, error: BaseException) -> list[str]:
-    """A field the default config leaves None that its class's docstring documents a default for ("kernel_list
-    (`list[int]`, *optional*, defaults to `[3, 2, 2]`)": PPOCRV5ServerDetConfig, whose constructor indexes it,
-    transformers/models/pp_ocrv5_server_det/configuration_pp_ocrv5_server_det.py), or a size its docstring example
-    gives: "empty():
+    """A size the default config leaves None that the config class's own docstring example gives: "empty():
     argument 'size' ... found element of type NoneType" from ``nn.Embedding(config.vocab_size, ...)``, where
     EsmConfig's example is ``EsmConfig(vocab_size=33)`` (transformers/models/esm/configuration_esm.py; the ESM-2
     checkpoints' 33 tokens). Numbers only, and only for fields that are None, in place."""
@@ -623,17 +618,6 @@ def docstring_example_values(config: Any, error: BaseException) -> list[str]:
     changes: list[str] = []
     for sub in sub_configs(config):
         doc = type(sub).__doc__ or ""
-        for name, text in _DOCUMENTED_DEFAULT.findall(doc):  # "kernel_list (`list[int]`, *optional*, defaults to `[3, 2, 2]`)"
-            if name in vars(sub) and vars(sub)[name] is None:
-                try:
-                    value = ast.literal_eval(text)
-                except (ValueError, SyntaxError):
-                    continue
-                if value is None:
-                    continue
-                with _ignore():
-                    setattr(sub, name, value)
-                    changes.append(f"{type(sub).__name__}.{name}={value!r} (its documented default)")
         calls = re.findall(rf"{type(sub).__name__}\(([^)]*)\)", doc)
         for name, text in (pair for call in calls for pair in _EXAMPLE_ARGUMENT.findall(call)):
             if name in vars(sub) and vars(sub)[name] is None:
