@@ -95,7 +95,7 @@ def inputs_made(report: Any) -> str:
     for note in notes:
         if m := re.search(r"inputs recorded from the parent model (hf:\S+)", note):
             out.append(f"from {m.group(1)}")
-        elif m := re.search(r"the capture used (.*?) \(give yours", note):
+        elif m := re.search(r"the (?:capture|build) used (.*?) \(give yours", note):
             out.append(f"config {m.group(1)}")
         elif m := re.search(r"inputs remade after the forward's own errors: (.*)", note):
             out.append(f"remade {m.group(1)}")

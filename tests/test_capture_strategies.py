@@ -163,8 +163,9 @@ def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_th
 
 def test_a_default_config_that_leaves_a_needed_field_unset_gets_a_value_and_says_so():
     # deepseek_ocr2_text's default config has num_experts_per_tok=None; its routing calls topk(k=None).
+    # Its whole text model (mlp_layer_types filled at the build): the MoE routing reads a value, so fake tensors.
     report = analyze_spec("hf:deepseek_ocr2_text", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
-    assert report.capture.strategy == "meta" and report.summary.ops_total > 0
+    assert report.capture.strategy == "fake" and report.summary.ops_total > 100
     notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
     # Filled at the build now, when the constructor is what raises on it (hf.complete_for_build).
     assert any("unset" in n and "num_experts_per_tok=2" in n for n in notes), notes

@@ -240,9 +240,16 @@ _UNSET_FIELD_VALUES: dict[str, Any] = {
     "sliding_window": 4096,
     "num_experts": 8,
     "top_k_experts": 2,
+    # DbrxAttention clamps its qkv to +-clip_qkv, None in the default config: torch refuses a clamp with neither
+    # bound (transformers/models/dbrx/modeling_dbrx.py); databricks/dbrx-base and -instruct set 8.
+    "clip_qkv": 8,
+    # dots1's layers past first_k_dense_replace are MoE, but its default config leaves the expert counts None
+    # (torch.empty(None, ...) in Dots1Experts, transformers/models/dots1/modeling_dots1.py).
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
 }
 _UNSET_ERROR = re.compile(
-    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self"
+    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self|both min and max are none|empty\(\) takes 1 positional argument but \d+ were given"
 )  # ids == None is False
 
 
@@ -428,6 +435,22 @@ def _takes_config(cls: type, config_class: type) -> bool:
     return annotation is config_class or annotation == config_class.__name__
 
 
+# Modules of a model package that hold no model classes; the others (modeling_*.py, and idefics' vision.py and
+# perceiver.py, transformers/models/idefics/) are searched for the classes that take a config.
+_NOT_MODEL_MODULES = (
+    "configuration_",
+    "processing_",
+    "tokenization_",
+    "image_processing_",
+    "video_processing_",
+    "feature_extraction_",
+    "convert_",
+    "modular_",
+    "generation_",
+    "_",
+)
+
+
 def model_classes_for(config: Any) -> list[type]:
     """The classes that take this config, when no auto class does: a sub-config model type
     (``align_vision_model`` -> ``AlignVisionModel``), found by the auto mappings of its type and
@@ -451,7 +474,7 @@ def model_classes_for(config: Any) -> list[type]:
     plain: list[type] = []
     with _ignore():
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
-            if not info.name.startswith("modeling_"):
+            if info.name.startswith(_NOT_MODEL_MODULES):
                 continue
             try:
                 module = importlib.import_module(f"{package}.{info.name}")
@@ -518,23 +541,250 @@ def fill_from_parent(config: Any, error: BaseException) -> list[str]:
     return []
 
 
-def complete_for_build(config: Any, error: BaseException) -> list[str]:
-    """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
-    (:func:`fill_from_parent`), or a size left unset (:func:`complete_config`: "empty(): argument 'size' ... found
-    element of type NoneType", diffusion_gemma_text's router and experts); what was set, empty when nothing was."""
-    changes = fill_from_parent(config, error)
-    if not changes and _UNSET_ERROR.search(str(error)):
-        changes = [f"{c} (unset in the default config)" for c in complete_config(config)]
+def _enclosing(config: Any, sub: Any) -> list[Any]:
+    """The configs of ``config``'s tree that nest ``sub`` directly, then their own enclosing configs, nearest first."""
+    from transformers import PretrainedConfig
+
+    found: list[Any] = []
+    todo = [sub]
+    while todo:
+        current = todo.pop(0)
+        for owner in sub_configs(config):
+            if any(v is current for v in vars(owner).values() if isinstance(v, PretrainedConfig)) and not any(owner is f for f in found):
+                found.append(owner)
+                todo.append(owner)
+    return found
+
+
+def fill_from_enclosing(config: Any, error: BaseException) -> list[str]:
+    """A nested config whose modeling code reads a field the enclosing config holds: "'DbrxAttentionConfig' object
+    has no attribute 'rope_theta'" (``DbrxAttention`` reads ``attn_config.rope_theta``, but ``DbrxConfig`` keeps the
+    theta in its own ``rope_parameters``, which is what its rotary embedding uses: transformers/models/dbrx/
+    modeling_dbrx.py). The field gets the enclosing config's value (or its ``rope_parameters`` entry), in place."""
+    m = _MISSING_FIELD.search(str(error))
+    if not isinstance(error, AttributeError) or m is None:
+        return []
+    class_name, name = m.groups()
+    lacking = [sub for sub in sub_configs(config) if type(sub).__name__ == class_name and not hasattr(sub, name)]
+    for sub in lacking:
+        for owner in _enclosing(config, sub):
+            rope = getattr(owner, "rope_parameters", None)
+            value = vars(owner).get(name, rope.get(name) if isinstance(rope, dict) else None)
+            if value is not None:
+                with _ignore():
+                    setattr(sub, name, value)
+                    return [f"{class_name}.{name}={value!r} (as its enclosing {type(owner).__name__} holds it)"]
+    return []
+
+
+def _derived_defaults(config: Any, error: BaseException) -> list[str]:
+    """A field the config does not declare, or leaves None, that transformers' configs document a default for in
+    terms of another field: ``num_key_value_heads`` "defaults to ``num_attention_heads``" (no grouped-query
+    attention; e.g. transformers/models/llama/configuration_llama.py). nemotron's default config leaves it None
+    (``num_heads // None`` in NemotronAttention); moonshine_streaming's decoder reads it from a config that has no
+    such field (transformers/models/moonshine_streaming/modeling_moonshine_streaming.py)."""
+    m = _MISSING_FIELD.search(str(error))
+    named = m.group(2) if isinstance(error, AttributeError) and m else None
+    if named not in (None, "num_key_value_heads") or (named is None and not _UNSET_ERROR.search(str(error))):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        heads = vars(sub).get("num_attention_heads")
+        unset = "num_key_value_heads" in vars(sub) and vars(sub)["num_key_value_heads"] is None
+        missing = named is not None and m is not None and type(sub).__name__ == m.group(1) and not hasattr(sub, "num_key_value_heads")
+        if isinstance(heads, int) and (unset or missing):
+            with _ignore():
+                sub.num_key_value_heads = heads
+                changes.append(f"{type(sub).__name__}.num_key_value_heads={heads} (as num_attention_heads: no grouped-query attention)")
     return changes
 
 
-def _build_by_class(config: Any, first_error: BaseException, filled: list[str] | None = None) -> Any:
-    """The first class that takes this config builds it; the auto class's error when none does. ``filled``
-    gets the fields :func:`complete_for_build` set on the way."""
+_NEEDS_CONFIG = re.compile(r"The `(\w+)` config needs to be specified")
+# Fields a forecasting model's default config leaves None, with the value its published checkpoints use: the
+# huggingface/{time-series-transformer,autoformer,informer}-tourism-monthly models forecast 24 months ahead.
+_FORECAST_FIELDS: dict[str, int] = {"prediction_length": 24}
+
+
+def fill_forecast_horizon(config: Any, error: BaseException) -> list[str]:
+    """ "The `prediction_length` config needs to be specified." (TimeSeriesTransformerModel, AutoformerModel,
+    InformerModel: transformers/models/time_series_transformer/modeling_time_series_transformer.py): the horizon
+    of :data:`_FORECAST_FIELDS`, and ``context_length``, which "defaults to ``prediction_length``" in those configs
+    but was derived from the unset horizon when the config was made."""
+    m = _NEEDS_CONFIG.search(str(error))
+    if m is None or m.group(1) not in _FORECAST_FIELDS:
+        return []
+    name, value = m.group(1), _FORECAST_FIELDS[m.group(1)]
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        if name in vars(sub) and vars(sub)[name] is None:
+            with _ignore():
+                setattr(sub, name, value)
+                changes.append(f"{name}={value}")
+                if vars(sub).get("context_length") is None and "context_length" in vars(sub):
+                    sub.context_length = value
+                    changes.append(f"context_length={value} (its documented default: prediction_length)")
+    return changes
+
+
+_TUPLE_CONCAT = re.compile(r'can only concatenate list \(not "tuple"\) to list')
+
+
+def lists_for_tuples(config: Any, error: BaseException) -> list[str]:
+    """A constructor that concatenates a list field to a list, where the default config holds a tuple: vitmatte's
+    ``[config.hidden_size] + config.fusion_hidden_sizes`` (transformers/models/vitmatte/modeling_vitmatte.py). A
+    config loaded from a checkpoint's config.json always holds lists, so the tuple fields become lists, in place."""
+    if not isinstance(error, TypeError) or not _TUPLE_CONCAT.search(str(error)):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        for name, value in list(vars(sub).items()):
+            if isinstance(value, tuple) and not hasattr(value, "_fields"):
+                with _ignore():
+                    setattr(sub, name, list(value))
+                    changes.append(f"{type(sub).__name__}.{name} as a list")
+    return changes
+
+
+def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
+    """KeyError: 'full_attention': a rotary embedding that reads ``rope_parameters[layer_type]`` for each of the
+    config's ``layer_types``, where the default config declares no RoPE parameters at all (cohere_compass_text:
+    ``rope_parameters`` is ``{}``; transformers/models/cohere_compass/modeling_cohere_compass.py,
+    CohereCompassRotaryEmbedding). Each layer type gets the config class's default RoPE (``default_rope_type``
+    at its ``default_theta``, transformers/modeling_rope_utils.py), in place."""
+    if not isinstance(error, KeyError) or not error.args or not isinstance(error.args[0], str):
+        return []
+    key = error.args[0]
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        types = vars(sub).get("layer_types")
+        rope = vars(sub).get("rope_parameters")
+        if isinstance(types, list) and key in types and isinstance(rope, dict) and key not in rope and not rope:
+            default = {"rope_type": getattr(sub, "default_rope_type", "default"), "rope_theta": float(getattr(sub, "default_theta", 10000.0))}
+            with _ignore():
+                sub.rope_parameters = {t: dict(default) for t in dict.fromkeys(types)}
+                changes.append(f"{type(sub).__name__}.rope_parameters={{{', '.join(dict.fromkeys(types))}: {default}}} (the default config declares none)")
+    return changes
+
+
+def empty_architectures(config: Any, error: BaseException) -> list[str]:
+    """ "'NoneType' object is not iterable" from the auto class's choice among a type's several models (funnel:
+    FunnelModel, FunnelBaseModel): ``_get_model_class`` loops over ``config.architectures``, None in a default
+    config (transformers/models/auto/auto_factory.py). An empty list, with which it takes the type's first model,
+    its documented default."""
+    if not (isinstance(error, TypeError) and "'NoneType' object is not iterable" in str(error)):
+        return []
+    if "architectures" not in vars(config) or vars(config)["architectures"] is not None:
+        return []
+    tb = error.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_name != "_get_model_class":
+        tb = tb.tb_next
+    if tb is None:
+        return []
+    with _ignore():
+        config.architectures = []
+        return ["architectures=[] (the auto class then takes the type's first model)"]
+    return []
+
+
+_EXAMPLE_ARGUMENT = re.compile(r"(\w+)=(\d+(?:\.\d+)?)\b")
+
+
+def docstring_example_values(config: Any, error: BaseException) -> list[str]:
+    """A size the default config leaves None that the config class's own docstring example gives: "empty():
+    argument 'size' ... found element of type NoneType" from ``nn.Embedding(config.vocab_size, ...)``, where
+    EsmConfig's example is ``EsmConfig(vocab_size=33)`` (transformers/models/esm/configuration_esm.py; the ESM-2
+    checkpoints' 33 tokens). Numbers only, and only for fields that are None, in place."""
+    if not _UNSET_ERROR.search(str(error)):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        doc = type(sub).__doc__ or ""
+        calls = re.findall(rf"{type(sub).__name__}\(([^)]*)\)", doc)
+        for name, text in (pair for call in calls for pair in _EXAMPLE_ARGUMENT.findall(call)):
+            if name in vars(sub) and vars(sub)[name] is None:
+                value = float(text) if "." in text else int(text)
+                with _ignore():
+                    setattr(sub, name, value)
+                    changes.append(f"{type(sub).__name__}.{name}={value} (its docstring's example)")
+    return changes
+
+
+def mlp_layer_types_from_dense_count(config: Any, error: BaseException) -> list[str]:
+    """'NoneType' object is not subscriptable at ``config.mlp_layer_types[layer_idx]`` (DeepseekOcr2TextDecoderLayer,
+    transformers/models/deepseek_ocr2/modeling_deepseek_ocr2.py): a MoE config (``n_routed_experts``) whose default
+    leaves the per-layer MLP kinds None. The DeepSeek family's rule, as DeepseekV32Config.__post_init__ writes it
+    (transformers/models/deepseek_v32/configuration_deepseek_v32.py): the first ``first_k_dense_replace`` layers
+    dense (DeepseekV2Config's default 0), the rest sparse; in place."""
+    if not (isinstance(error, TypeError) and "'NoneType' object is not subscriptable" in str(error)):
+        return []
+    changes: list[str] = []
+    for sub in sub_configs(config):
+        layers, experts = vars(sub).get("num_hidden_layers"), vars(sub).get("n_routed_experts")
+        if "mlp_layer_types" in vars(sub) and vars(sub)["mlp_layer_types"] is None and isinstance(layers, int) and experts:
+            dense = min(int(getattr(sub, "first_k_dense_replace", 0) or 0), layers)
+            with _ignore():
+                sub.mlp_layer_types = ["dense"] * dense + ["sparse"] * (layers - dense)
+                changes.append(f"{type(sub).__name__}.mlp_layer_types={dense} dense then sparse (the DeepSeek first_k_dense_replace rule)")
+    return changes
+
+
+_TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
+
+
+def timm_model_name(config: Any, error: BaseException) -> list[str]:
+    """ "backbone is not set in the config. Please set it to a timm model name." (TimmBackbone, transformers/models/
+    timm_backbone/modeling_timm_backbone.py): the name transformers' own timm config defaults to
+    (``TimmWrapperConfig.architecture``, "resnet50"; the timm_wrapper type is analysed with it), untrained weights."""
+    m = _TIMM_NAME.search(str(error))
+    if m is None or m.group(1) not in vars(config) or vars(config)[m.group(1)] is not None:
+        return []
+    try:
+        from transformers import TimmWrapperConfig
+
+        name = TimmWrapperConfig().architecture
+    except Exception:  # no timm config in this transformers
+        return []
+    with _ignore():
+        setattr(config, m.group(1), name)
+        return [f"{m.group(1)}={name!r} (transformers' TimmWrapperConfig default)"]
+    return []
+
+
+def complete_for_build(config: Any, error: BaseException) -> list[str]:
+    """What a constructor that raised on the default config lacks, filled in place: a field its parent config sets
+    (:func:`fill_from_parent`) or its enclosing config holds (:func:`fill_from_enclosing`), one documented in terms
+    of another (:func:`_derived_defaults`), a forecast horizon (:func:`fill_forecast_horizon`), lists where the
+    default config holds tuples (:func:`lists_for_tuples`), RoPE per layer type (:func:`rope_per_layer_type`), a timm model name (:func:`timm_model_name`), empty ``architectures`` (:func:`empty_architectures`), a value the config's docstring example gives
+    (:func:`docstring_example_values`), MoE layer kinds (:func:`mlp_layer_types_from_dense_count`), or a size left unset (:func:`complete_config`:
+    "empty(): argument 'size' ... found element of type NoneType", diffusion_gemma_text's router and experts);
+    what was set, empty when nothing was."""
+    for fill in (
+        fill_from_parent,
+        fill_from_enclosing,
+        _derived_defaults,
+        fill_forecast_horizon,
+        lists_for_tuples,
+        rope_per_layer_type,
+        timm_model_name,
+        empty_architectures,
+        docstring_example_values,
+        mlp_layer_types_from_dense_count,
+    ):
+        changes = fill(config, error)
+        if changes:
+            return changes
+    if _UNSET_ERROR.search(str(error)):
+        return [f"{c} (unset in the default config)" for c in complete_config(config)]
+    return []
+
+
+def _build_by_class(config: Any, first_error: BaseException, filled: list[str] | None = None, classes: list[type] | None = None) -> Any:
+    """The first class that takes this config builds it (of ``classes``, by default :func:`model_classes_for`'s);
+    the auto class's error when none does. ``filled`` gets the fields :func:`complete_for_build` set on the way."""
     import torch
 
     plain: list[Any] = []
-    classes = model_classes_for(config)
+    classes = model_classes_for(config) if classes is None else classes
     # A class with a forward of its own, or a pretrained model that encodes (a VQ-VAE: its encode is analysed).
     runnable = [c for c in classes if getattr(c, "forward", None) is not torch.nn.Module.forward or callable(getattr(c, "encode", None))]
     for cls in runnable or classes:
@@ -553,7 +803,105 @@ def _build_by_class(config: Any, first_error: BaseException, filled: list[str] |
                     filled.extend(changes)
     if plain:  # plain modules that take the config: the outermost (most modules), not a rotary embedding inside it
         return max(plain, key=lambda m: len(list(m.modules())))
+    built = built_by_parent(config)
+    if built is not None:
+        return built
     raise BuildError(error_line(first_error)) from first_error
+
+
+def built_by_parent(config: Any) -> Any:
+    """The module a parent model builds from this sub-config, when no class builds from it alone: the outermost
+    module whose constructor gets a config of this class while the parent (its default config with this config in
+    place; on the CPU, shrunk) is built. Gemma 4 Unified's vision embedder is ``Gemma4UnifiedVisionEmbedder(config.vision_config,
+    config.text_config)`` (transformers/models/gemma4_unified/modeling_gemma4_unified.py); VibeVoice's diffusion head
+    is ``VibeVoiceDiffusionHead(config.diffusion_head_config)``, a constructor without a typed config
+    (transformers/models/vibevoice/modeling_vibevoice.py). None when no parent builds one."""
+    import sys
+
+    import torch
+
+    from neuronprobe.loaders.hf_parent import parents_of
+
+    for parent_type, attr in parents_of(getattr(config, "model_type", ""), type(config)):
+        got: list[Any] = []
+
+        def watch(frame: Any, event: str, arg: Any, got: list[Any] = got) -> None:
+            if event != "call" or frame.f_code.co_name != "__init__" or got:
+                return
+            names = frame.f_code.co_varnames[: frame.f_code.co_argcount]
+            module = frame.f_locals.get(names[0]) if names else None
+            # by class: the parent's model constructors build from a deep copy of its config (_from_config)
+            if isinstance(module, torch.nn.Module) and any(type(frame.f_locals.get(n)) is type(config) for n in names[1:]):
+                got.append(module)
+
+        try:
+            on_meta = torch.empty(0).is_meta  # the device the component is being built on
+            parent_config = build_config(parent_type, [])
+            if not on_meta:  # real weights: the parent's other parts small
+                parent_config, _ = shrink_config(parent_config)
+            setattr(parent_config, attr, config)
+            previous = sys.getprofile()
+            sys.setprofile(watch)
+            try:
+                _build_model(parent_config, "meta" if on_meta else "cpu")
+            finally:
+                sys.setprofile(previous)
+        except Exception:  # this parent does not build: the next one may
+            continue
+        if got:
+            got[0]._neuronprobe_built_by = parent_type  # said in the report (_build_model)
+            return got[0]
+    return None
+
+
+BUILD_FILLS = 3  # fields filled in one after another before the constructor's error is final
+
+
+def _own_classes(config: Any) -> list[type]:
+    """The pretrained classes made for exactly this config class, found in its modeling modules."""
+    return [c for c in model_classes_for(config) if getattr(c, "config_class", None) is type(config)]
+
+
+def _build_base(config: Any, filled: list[str]) -> Any:
+    """The base model: AutoModel, again once what the default config lacks is filled in (``filled`` gets it), else
+    a class found by the config class: for a sub-config type AutoModel does not know ("Unrecognized configuration
+    class"), one whose AutoModel class is not exported ("Could not find VoxtralRealtimeTextModel",
+    transformers/models/voxtral_realtime/modeling_voxtral_realtime.py's ``__all__``), or a composite config whose
+    AutoModel class takes another config (``MusicgenModel`` takes the decoder's ``MusicgenDecoderConfig``; the
+    ``MusicgenConfig`` is ``MusicgenForConditionalGeneration``'s, transformers/models/musicgen/modeling_musicgen.py)."""
+    from transformers import AutoModel
+
+    for _ in range(BUILD_FILLS + 1):
+        try:
+            return AutoModel.from_config(config)
+        except Exception as exc:
+            if isinstance(exc, ValueError) and "Unrecognized configuration class" in str(exc):
+                return _build_by_class(config, exc, filled)  # a sub-config type: its class is found by its config class
+            changes = complete_for_build(config, exc)
+            if changes:
+                filled.extend(changes)
+                continue
+            others = _own_classes(config)
+            if others and ("Could not find" in str(exc) or not _auto_takes(config)):
+                try:
+                    return _build_by_class(config, exc, filled, others)
+                except BuildError:
+                    pass
+            raise BuildError(error_line(exc)) from exc
+    raise AssertionError("unreachable")
+
+
+def _auto_takes(config: Any) -> bool:
+    """Whether AutoModel's class for this model type is made for this config class (musicgen's is not)."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    name = MODEL_MAPPING_NAMES.get(getattr(config, "model_type", ""))
+    try:
+        cls = getattr(transformers, name) if isinstance(name, str) else None
+    except Exception:  # not exported
+        return False
+    return cls is None or getattr(cls, "config_class", None) in (None, type(config))
 
 
 def build_model(config: Any, device: str) -> BuiltModel:
@@ -579,7 +927,7 @@ def _weights_on_meta(module: Any) -> None:
 def _build_model(config: Any, device: str) -> BuiltModel:
     import torch
     import transformers
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     transformers.logging.set_verbosity_error()  # its advice on standalone heads is noise here
     head = AutoModelForSeq2SeqLM if getattr(config, "is_encoder_decoder", False) else AutoModelForCausalLM
@@ -596,24 +944,12 @@ def _build_model(config: Any, device: str) -> BuiltModel:
                 if not changes:
                     break
                 filled.extend(changes)
-        try:
-            inner = AutoModel.from_config(config)
-        except ValueError as exc:
-            if "Unrecognized configuration class" not in str(exc):
-                raise BuildError(error_line(exc)) from exc
-            inner = _build_by_class(config, exc, filled)  # a sub-config type: its class is found by its config class
-        except Exception as exc:
-            changes = complete_for_build(config, exc)
-            if not changes:
-                raise BuildError(error_line(exc)) from exc
-            filled.extend(changes)
-            try:
-                inner = AutoModel.from_config(config)
-            except Exception as again:
-                raise BuildError(error_line(again)) from again
+        inner = _build_base(config, filled)
     note = None
     if head_error is not None and not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
         note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
+    if parent := getattr(inner, "_neuronprobe_built_by", None):
+        note = f"no class builds from this config alone; {type(inner).__name__} was built as hf:{parent} builds it from this config"
     return BuiltModel(inner.eval(), type(inner).__name__, note, tuple(filled))
 
 

@@ -1502,6 +1502,97 @@ def action_expert_inputs(inner: Any, config: Any, params: Any, batch: int, seq: 
     }
 
 
+def lagged_forecast_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """Probabilistic forecasters with lagged inputs (TimeSeriesTransformer, Autoformer, Informer): the past is
+    ``context_length + max(lags_sequence)`` steps (their ``_past_length``), with ``num_time_features`` time features
+    per step and an observed mask; the future the decoder is taught on is ``prediction_length`` steps of values and
+    time features; static features when the config declares them; as ``TimeSeriesTransformerModel.forward``
+    documents them (transformers/models/time_series_transformer/modeling_time_series_transformer.py)."""
+    import torch
+
+    lags = getattr(config, "lags_sequence", None)
+    if "past_time_features" not in params or not lags or not isinstance(getattr(config, "context_length", None), int):
+        return None
+    past, future = int(config.context_length) + max(lags), int(config.prediction_length)
+    channels = [int(config.input_size)] if int(getattr(config, "input_size", 1)) > 1 else []
+    times = int(getattr(config, "num_time_features", 0))
+    made = {
+        "past_values": torch.randn(batch, past, *channels, device=device),
+        "past_time_features": torch.randn(batch, past, times, device=device),
+        "past_observed_mask": torch.ones(batch, past, *channels, device=device),
+    }
+    if "future_values" in params:
+        made["future_values"] = torch.randn(batch, future, *channels, device=device)
+        made["future_time_features"] = torch.randn(batch, future, times, device=device)
+    if int(getattr(config, "num_static_categorical_features", 0)):
+        made["static_categorical_features"] = torch.zeros(batch, int(config.num_static_categorical_features), dtype=torch.long, device=device)
+    if int(getattr(config, "num_static_real_features", 0)):
+        made["static_real_features"] = torch.randn(batch, int(config.num_static_real_features), device=device)
+    return made
+
+
+def codebook_decoder_ids(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A text-to-music model whole (``MusicgenForConditionalGeneration``, MusicGen Melody's): its text encoder reads
+    ``input_ids`` and its decoder ``decoder_input_ids`` of shape (B * ``decoder.num_codebooks``, steps), the
+    codebooks flattened into the batch, in the decoder's vocabulary (transformers/models/musicgen/
+    modeling_musicgen.py, MusicgenForConditionalGeneration.forward's docstring)."""
+    from neuronprobe.loaders.hf import text_ids
+
+    decoder = getattr(config, "decoder", None)
+    codebooks = getattr(decoder, "num_codebooks", None)
+    if "decoder_input_ids" not in params or not isinstance(codebooks, int) or codebooks < 1:
+        return None
+    return {"decoder_input_ids": text_ids(decoder, batch * codebooks, seq, device)}
+
+
+def time_condition_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A decoder whose layers are conditioned on a time embedding passed through the forward's keywords: Voxtral
+    Realtime's text model scales each layer's normed states by ``1 + ada_rms_norm(t_cond)``, and its parent passes
+    ``t_cond``, the sinusoidal embedding of the delay (``default_num_delay_tokens``) of shape (1, 1, hidden),
+    broadcast over the batch (transformers/models/voxtral_realtime/modeling_voxtral_realtime.py,
+    VoxtralRealtimeModel.forward and VoxtralRealtimeTimeEmbedding). Recognised by a layer taking ``t_cond``."""
+    import inspect
+
+    import torch
+
+    if "kwargs" not in params or "t_cond" in inputs or not isinstance(getattr(config, "hidden_size", None), int):
+        return None
+    try:  # a model that makes t_cond itself (VoxtralRealtimeModel) passes it on: not this family's part
+        if "t_cond" in inspect.getsource(type(inner).forward):
+            return None
+    except (OSError, TypeError):
+        return None
+    classes = {type(m) for m in inner.modules()}
+    if not any("t_cond" in inspect.signature(cls.forward).parameters for cls in classes if cls.forward is not torch.nn.Module.forward):
+        return None
+    dim = int(config.hidden_size)
+    from neuronprobe.loaders.hf import _ancestor_configs
+
+    delays = [d for c in (config, *_ancestor_configs(type(config))) if isinstance(d := getattr(c, "default_num_delay_tokens", None), int)]
+    delay = float(delays[0] if delays else 1)  # the parent config's default (6), as its forward falls back to
+    inv_freq = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(dim // 2).float() / (dim // 2))
+    emb = delay * inv_freq
+    return {"t_cond": torch.cat((emb.cos(), emb.sin()))[None, None].to(device)}
+
+
+def diffusion_step_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+    """A diffusion prediction head run one denoising step at a time (VibeVoice's ``diffusion_head(noisy_images,
+    timesteps, condition)``): per frame a noisy latent (``latent_size``), its timestep (floats, as the sampling loop
+    passes ``timestep.repeat(n).to(latent)``) and the language model's hidden state as the condition
+    (``hidden_size``), as VibeVoiceForConditionalGeneration's sampling loop calls it (transformers/models/
+    vibevoice/generation_vibevoice.py)."""
+    import torch
+
+    latent, hidden = getattr(config, "latent_size", None), getattr(config, "hidden_size", None)
+    if not {"noisy_images", "timesteps", "condition"} <= set(params) or not isinstance(latent, int) or not isinstance(hidden, int):
+        return None
+    return {
+        "noisy_images": torch.randn(batch, latent, device=device),
+        "timesteps": torch.full((batch,), 500.0, device=device),  # a mid-schedule step of its 1000-step DDPM
+        "condition": torch.randn(batch, hidden, device=device),
+    }
+
+
 OTHER_RECIPES: tuple[Recipe, ...] = (
     action_expert_inputs,
     task_prompt_inputs,
@@ -1515,6 +1606,10 @@ OTHER_RECIPES: tuple[Recipe, ...] = (
     class_prompt_inputs,
     protein_structure_inputs,
     draft_context_inputs,
+    lagged_forecast_inputs,
+    codebook_decoder_ids,
+    time_condition_inputs,
+    diffusion_step_inputs,
 )
 
 
