@@ -191,8 +191,8 @@ def capture_hf(
                 remade = plan.describe()
                 outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy)
                 stop = stopped_early(report)
-                if stop is None or strategy == strategies[-1]:
-                    return _fuller(outcome, partial)
+                if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
+                    return outcome
                 partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
                 attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
                 break
@@ -211,7 +211,8 @@ def capture_hf(
             plan = better
         else:
             attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
-    return partial or Outcome(None, attempts, [])
+    # Every way stopped partway: the fullest capture, with every way's reason (its own stop among them).
+    return dataclasses.replace(partial, attempts=attempts) if partial else Outcome(None, attempts, [])
 
 
 def stopped_early(report: Report) -> str | None:
@@ -222,8 +223,9 @@ def stopped_early(report: Report) -> str | None:
 
 
 def _fuller(outcome: Outcome, partial: Outcome | None) -> Outcome:
-    """The outcome that captured more ops: a capture that stopped early on the meta device (qwen2_vl's vision
-    tower stops at its first ``grid_thw`` read: 1 op) is kept only when no later way captures more."""
+    """Of two captures that both stopped partway, the one with more ops (a complete capture never comes here:
+    it is returned as soon as it is made, since a shrunken CPU copy that ran to the end has fewer ops than a
+    full-size meta capture that stopped, and is still the better account of the forward)."""
     if partial is None or partial.report is None or outcome.report is None:
         return outcome
     return outcome if outcome.report.capture.nodes >= partial.report.capture.nodes else partial

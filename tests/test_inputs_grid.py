@@ -162,6 +162,42 @@ def test_a_capture_that_stopped_early_is_named_and_the_fuller_one_kept():
     assert _fuller(full, thin) is full and _fuller(thin, full) is full and _fuller(thin, None) is thin
 
 
+def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: pytest.MonkeyPatch):
+    """meta stops partway at 2000 ops of the full-size model, fake fails, cpu-shrunk runs the shrunken copy to its
+    end in 300: the complete capture is the result, and the reasons say how the others went."""
+    from neuronprobe import capture_strategies as cs
+    from neuronprobe.loaders import hf as hf_loader
+    from neuronprobe.loaders import hf_parent
+
+    monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=SimpleNamespace(model=None), kwargs={}))
+    monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
+    monkeypatch.setattr(hf_loader, "inputs_info", lambda *a: None)
+    monkeypatch.setattr(hf_loader, "learn_from_error", lambda *a: None)
+    monkeypatch.setattr(hf_loader, "may_need_unset_fields", lambda *a: False)
+    monkeypatch.setattr(hf_parent, "has_parent", lambda t: False)
+    devices = iter([(_outcome(2000, True).report, None), (None, RuntimeError("fake says no")), (_outcome(300, False).report, None)])
+    monkeypatch.setattr(cs, "_run", lambda run, loaded: next(devices))
+    outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]
+    assert outcome.strategy is cs.CPU_SHRUNK and outcome.report.capture.nodes == 300  # type: ignore[union-attr]
+    assert [a.strategy for a in outcome.attempts] == [cs.META, cs.FAKE]
+    assert "stopped after 2000 ops" in outcome.attempts[0].reason
+
+
+def test_when_every_way_stops_partway_the_fullest_is_kept_with_every_reason(monkeypatch: pytest.MonkeyPatch):
+    from neuronprobe import capture_strategies as cs
+    from neuronprobe.loaders import hf as hf_loader
+    from neuronprobe.loaders import hf_parent
+
+    monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=None, kwargs={}))
+    monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
+    monkeypatch.setattr(hf_parent, "has_parent", lambda t: False)
+    runs = iter([(_outcome(12, True).report, None), (_outcome(40, True).report, None), (_outcome(9, True).report, None)])
+    monkeypatch.setattr(cs, "_run", lambda run, loaded: next(runs))
+    outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]
+    assert outcome.strategy is cs.FAKE and outcome.report.capture.nodes == 40  # type: ignore[union-attr]
+    assert [a.strategy for a in outcome.attempts] == [cs.META, cs.FAKE, cs.CPU_SHRUNK]
+
+
 # --- end to end: zoo types that failed before -------------------------------------------------------
 
 
