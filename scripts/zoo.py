@@ -50,6 +50,7 @@ def small_layer_overrides(model_type: str) -> list[str]:
 
 def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+    from neuronprobe.capture_strategies import stopped_early
     from neuronprobe.errors import InputError
 
     row: dict[str, Any] = {"model_type": model_type}
@@ -73,6 +74,7 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static"))
         row["strategy"] = report.capture.strategy
         row["analysed"] = report.capture.strategy != "none"
+        row["partial"] = stopped_early(report) is not None  # every way stopped partway: the fullest capture is the row's
         row["ops"] = report.summary.ops_total
         row["findings"] = dict(Counter(f.verdict for f in report.findings))
         row["reason"] = "; ".join(f"{a.strategy}: {a.reason}" for a in report.capture.strategy_reasons)
@@ -186,6 +188,13 @@ def table(path: Path) -> str:
             f"{len(thin)} analysed types captured fewer than {THIN_OPS} ops (a capture that stopped early or a very small module): {', '.join(thin)}.",
             "",
         ]
+    partial = [r["model_type"] for r in analysed if r.get("partial")]
+    if partial:
+        lines += [
+            f"{len(partial)} analysed types are partial: the forward stopped partway on every strategy (at a value read or a "
+            f"data-dependent branch the report names), and the row is the fullest capture: {', '.join(partial)}.",
+            "",
+        ]
     failed = [r for r in buildable if not r["analysed"]]
     if failed:
         lines += ["## Why the others were not analysed", "", "| class of failure | types |", "|---|---|"]
@@ -206,7 +215,7 @@ def table(path: Path) -> str:
         strategy = "does not build" if does_not_build(r) else r["strategy"]
         made = (r.get("inputs") or "-").replace("|", "/").replace("remade after the forward's own errors: ", "remade ")
         lines.append(
-            f"| {r['model_type']} | {'yes' if r['analysed'] else 'no'} | {strategy} | {made} | {r.get('ops', '-')} | {findings} | {r['seconds']} | {reason} |"
+            f"| {r['model_type']} | {('partial' if r.get('partial') else 'yes') if r['analysed'] else 'no'} | {strategy} | {made} | {r.get('ops', '-')} | {findings} | {r['seconds']} | {reason} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -14,6 +14,7 @@ Three things make "any architecture" work here, each kept small and separate:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -212,11 +213,13 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
             width_per_head = head_dim = hidden // heads
             with _ignore():
                 config.head_dim = head_dim
+                changes.append(f"head_dim {head_dim} (kept: its rotary sections are sized by it)")
         new_heads = min(heads, SHRUNK_HEADS)
         kv = getattr(config, "num_key_value_heads", None)
         if not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0 and hidden // heads != SHRUNK_HEAD_DIM:
             with _ignore():
                 config.head_dim = SHRUNK_HEAD_DIM  # models that read head_dim from the config
+                changes.append(f"head_dim {hidden // heads}->{SHRUNK_HEAD_DIM}")
         cap("num_attention_heads", new_heads)
         if isinstance(kv, int) and kv > 0:
             cap("num_key_value_heads", new_heads if kv >= new_heads else 1)
@@ -363,14 +366,10 @@ def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
     return bool(complete_config(config()))
 
 
-class _ignore:
-    """A context that swallows a strict config's refusal of one field."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> bool:
-        return True
+def _ignore() -> contextlib.suppress:
+    """A context that swallows a strict config's refusal of one field (an Exception; never a KeyboardInterrupt
+    or a caller's timeout, which are BaseExceptions)."""
+    return contextlib.suppress(Exception)
 
 
 def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
@@ -537,6 +536,8 @@ def fill_from_parent(config: Any, error: BaseException) -> list[str]:
             for sub in lacking:
                 with _ignore():
                     setattr(sub, name, values[0])
+            if any(not hasattr(sub, name) for sub in lacking):  # a strict config refused it: nothing was filled
+                return []
             return [f"{class_name}.{name}={values[0]!r} (as hf:{ancestor.model_type} sets it)"]
     return []
 
@@ -871,10 +872,12 @@ def _build_base(config: Any, filled: list[str]) -> Any:
     ``MusicgenConfig`` is ``MusicgenForConditionalGeneration``'s, transformers/models/musicgen/modeling_musicgen.py)."""
     from transformers import AutoModel
 
+    error: BaseException | None = None
     for _ in range(BUILD_FILLS + 1):
         try:
             return AutoModel.from_config(config)
         except Exception as exc:
+            error = exc
             if isinstance(exc, ValueError) and "Unrecognized configuration class" in str(exc):
                 return _build_by_class(config, exc, filled)  # a sub-config type: its class is found by its config class
             changes = complete_for_build(config, exc)
@@ -888,7 +891,8 @@ def _build_base(config: Any, filled: list[str]) -> Any:
                 except BuildError:
                     pass
             raise BuildError(error_line(exc)) from exc
-    raise AssertionError("unreachable")
+    assert error is not None  # each pass returns, raises or records its error
+    raise BuildError(f"{error_line(error)} (still, after {', '.join(filled)})") from error
 
 
 def _auto_takes(config: Any) -> bool:
@@ -2055,7 +2059,8 @@ def load(
     config = build_config(model_type, overrides)
     notes: list[str] = [note] if (note := misspelled_note(config)) else []
     plan = plan or InputPlan()
-    if pooled := _pooled_image_size(config):  # no input runs on such a config: every strategy gets the fix
+    user_sized = any(item.partition("=")[0].rsplit(".", 1)[-1] == "image_size" for item in overrides)
+    if not user_sized and (pooled := _pooled_image_size(config)):  # no input runs on such a config: every strategy gets the fix
         notes.append(f"the config's vision image size does not fit its connector; the capture used {', '.join(pooled)} (give yours with --set)")
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
@@ -2070,7 +2075,7 @@ def load(
     if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
         from neuronprobe.loaders import hf_parent
 
-        size = hf_parent.weight_bytes(build_model(config, "meta").inner)
+        size = hf_parent.weight_bytes(build_model(copy.deepcopy(config), "meta").inner)  # a copy: the build's fills are the real build's to report
         if size > hf_parent.MAX_CPU_RECORD_BYTES:
             raise hf_parent.NoParentInputs(f"at its parent's widths the component is too large to run on the CPU ({size / 2**30:.1f} GiB of weights)")
     built = build_model(config, device)

@@ -1263,8 +1263,9 @@ def decision_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, 
     if not {"marks", "num_options", "question_type_ids"} <= set(params) or "input_ids" not in inputs:
         return None
     length = int(inputs["input_ids"].shape[-1])
+    one: dict[str, Any] = {name: inputs[name][:1] for name in ("input_ids", "attention_mask") if name in inputs}  # a batch of one prompt
     return {
-        "input_ids": inputs["input_ids"][:1],  # a batch of one prompt
+        **one,
         "marks": torch.tensor([[length]], device=device),
         "num_options": torch.tensor([[2]], device=device),
         "question_type_ids": torch.tensor([[0]], device=device),
