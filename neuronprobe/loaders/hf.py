@@ -2075,14 +2075,18 @@ def load(
     if plan.from_parent and device != "meta":  # full widths on the CPU: only for a component small enough
         from neuronprobe.loaders import hf_parent
 
-        size = hf_parent.weight_bytes(build_model(copy.deepcopy(config), "meta").inner)  # a copy: the build's fills are the real build's to report
+        sized = build_model(config, "meta")  # fills the config in place: what it filled is said below
+        early_filled: tuple[str, ...] = sized.filled
+        size = hf_parent.weight_bytes(sized.inner)
         if size > hf_parent.MAX_CPU_RECORD_BYTES:
             raise hf_parent.NoParentInputs(f"at its parent's widths the component is too large to run on the CPU ({size / 2**30:.1f} GiB of weights)")
+    else:
+        early_filled = ()
     built = build_model(config, device)
     if built.head_note:
         notes.append(built.head_note)
-    if built.filled:
-        notes.append(f"the default config lacks fields its constructor reads; the build used {', '.join(built.filled)} (give yours with --set)")
+    if filled_now := [*early_filled, *(f for f in built.filled if f not in early_filled)]:
+        notes.append(f"the default config lacks fields its constructor reads; the build used {', '.join(filled_now)} (give yours with --set)")
     if entry_point(built.inner) != "forward":
         notes.append(f"{type(built.inner).__name__} has no forward of its own; its {entry_point(built.inner)}() was analysed")
     inner = built.inner
