@@ -1110,7 +1110,7 @@ class InputPlan:
         """What the repairs changed, for the report; None when the inputs are the config's own."""
         parts = [f"{name} as (batch, {', '.join(map(str, shape))})" for name, shape in self.shapes]
         parts += [f"{name} added" for name in self.extra] + [f"{name} as floats" for name in self.floats]
-        parts += [f"{name} left out" for name in self.dropped if name not in _WRAPPER_KEYWORDS]  # a refused input, not a wrapper keyword
+        parts += [f"{name} left out" for name in self.dropped if name not in WRAPPER_KEYWORDS]  # a refused input, not a wrapper keyword
         if self.image_tokens is not None:
             parts.append(f"{self.image_tokens} image tokens")
         if self.audio_time_major:
@@ -1891,7 +1891,7 @@ def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
 
 
 Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
-_WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
+WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
 _DUPLICATE_KEYWORD = re.compile(r"got multiple values for keyword argument '(\w+)'")
 
 
@@ -1899,7 +1899,7 @@ def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) ->
     """A keyword the wrapper adds (``use_cache=False``) that a forward taking ``**kwargs`` also passes on
     itself: "got multiple values for keyword argument 'use_cache'" (mimi_encoder, pocket_tts_audio_tokenizer)."""
     m = _DUPLICATE_KEYWORD.search(message)
-    if m is None or m.group(1) in plan.dropped or m.group(1) not in _WRAPPER_KEYWORDS:
+    if m is None or m.group(1) in plan.dropped or m.group(1) not in WRAPPER_KEYWORDS:
         return None
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neuronprobe.errors import error_line
+from neuronprobe.loaders.hf import WRAPPER_KEYWORDS  # set by forward_wrapper itself: not the component's inputs
 
 PARENT_INPUT_RETRIES = 4  # a parent's own inputs are rebuilt from its error as for any hf: model
 MAX_CPU_RECORD_BYTES = 4 * 2**30  # a parent whose meta run fails is run for real only when its weights are this small
 SMALL_INT_ELEMENTS = 64  # integer tensors this small carry values (grids, lengths): they stay on the CPU
-_WRAPPER_KEYWORDS = ("return_dict", "use_cache")  # set by forward_wrapper itself
 
 
 class NoParentInputs(Exception):
@@ -109,7 +109,7 @@ def _as_kwargs(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> di
             out.update(value)
         elif kind is not inspect.Parameter.VAR_POSITIONAL:
             out[name] = value
-    return {k: v for k, v in out.items() if k not in _WRAPPER_KEYWORDS}
+    return {k: v for k, v in out.items() if k not in WRAPPER_KEYWORDS}
 
 
 def _materialise(value: Any, device: str) -> Any:
