@@ -1407,6 +1407,14 @@ def _conv_stem(inner: Any) -> bool:
     return isinstance(first, torch.nn.Conv2d)
 
 
+def tokens_before(ids: Any, token: int, count: int) -> Any:
+    """``ids`` (batch, length) with ``count`` copies of ``token`` in front: how image (or query) placeholders precede
+    the text in every vision-language input made here."""
+    import torch
+
+    return torch.cat([torch.full((ids.shape[0], count), token, dtype=ids.dtype, device=ids.device), ids], dim=1)
+
+
 def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan: InputPlan | None = None) -> dict[str, Any]:
     """Every input the forward needs, from the config alone: its main input, then each required one by name."""
     import torch
@@ -1439,7 +1447,7 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
         if vision is not None and isinstance(image_token, int) and "pixel_values" in params:
             pixel_inputs, count = _vision_inputs(config, vision, params, batch, device, plan)
             inputs.update(pixel_inputs)
-            ids = torch.cat([torch.full((batch, count), image_token, dtype=ids.dtype, device=device), ids], dim=1)
+            ids = tokens_before(ids, image_token, count)
         elif vision is not None and "pixel_values" in params:  # a dual encoder (CLIP-style): text and image side by side
             inputs["pixel_values"] = _pixels(vision, batch, device)
         inputs[main if main in params else "input_ids"] = ids

@@ -236,13 +236,12 @@ def grid_merge_sizes(inner: Any, config: Any, params: Any, batch: int, seq: int,
 
 def _ids_after_image_tokens(config: Any, batch: int, seq: int, device: str, count: int) -> Any:
     """Text ids after ``count`` image tokens (the config's image token id), as hf.make_inputs lays them out."""
-    import torch
 
     from neuronprobe.loaders import hf
 
     token = hf._field([config, getattr(config, "text_config", None)], hf._IMAGE_TOKEN_FIELDS)
     text = hf.text_ids(config, batch, seq, device)
-    return torch.cat([torch.full((batch, count), int(token), dtype=text.dtype, device=device), text], dim=1)
+    return hf.tokens_before(text, int(token), count)
 
 
 def _pooling_windows(index_grid: Any, pool_h: int, pool_w: int) -> Any:
@@ -810,7 +809,6 @@ def _pool_factor(config: Any) -> int | None:
 
 def _with_image_tokens(config: Any, vision: Any, inputs: dict[str, Any], plan: Any, count: int, device: str) -> dict[str, Any]:
     """``input_ids`` with ``count`` image tokens in front in place of the ones :func:`hf.make_inputs` put there."""
-    import torch
 
     from neuronprobe.loaders import hf
 
@@ -820,7 +818,7 @@ def _with_image_tokens(config: Any, vision: Any, inputs: dict[str, Any], plan: A
         return {}
     made = hf._image_token_count(config, vision)
     text = ids[:, made:]
-    return {"input_ids": torch.cat([torch.full((ids.shape[0], count), token, dtype=ids.dtype, device=device), text], dim=1)}
+    return {"input_ids": hf.tokens_before(text, token, count)}
 
 
 def pixel_shuffle_images(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
@@ -1170,7 +1168,7 @@ def qformer_video(inner: Any, config: Any, params: Any, batch: int, seq: int, de
     text = hf.text_ids(config, batch, seq, device)
     return {
         "pixel_values": pixels[:, :1].expand(pixels.shape[0], frames, *pixels.shape[2:]).contiguous(),
-        "input_ids": torch.cat([torch.full((batch, queries * frames), token, dtype=text.dtype, device=device), text], dim=1),
+        "input_ids": hf.tokens_before(text, token, queries * frames),
     }
 
 
@@ -1205,11 +1203,6 @@ def _ids(config: Any, shape: tuple[int, ...], device: str) -> Any:
     if device == "meta":
         return torch.zeros(shape, dtype=torch.long, device=device)
     return torch.randint(2, limit, shape, device=device)
-
-
-def _host(device: str) -> str:
-    """Where small integer tensors whose values the forward reads go: the CPU when the capture runs on meta."""
-    return "cpu" if device == "meta" else device
 
 
 def language_adapter_inputs(
@@ -1315,7 +1308,7 @@ def class_prompt_inputs(inner: Any, config: Any, params: Any, batch: int, seq: i
         "classes_attention_mask": mask,
         "tasks_input_ids": _ids(text, (batch, length), device),
         "tasks_attention_mask": task_mask,
-        "classes_structure": torch.full((batch,), OMDET_CLASSES, dtype=torch.long, device=_host(device)),
+        "classes_structure": torch.full((batch,), OMDET_CLASSES, dtype=torch.long, device=_value_device(device)),
     }
 
 
@@ -1493,7 +1486,7 @@ def action_expert_inputs(inner: Any, config: Any, params: Any, batch: int, seq: 
         return None
     count = hf._image_token_count(vlm, vision)
     ids = hf.text_ids(vlm, batch, seq, device)
-    ids = torch.cat([torch.full((batch, count), image_token, dtype=ids.dtype, device=device), ids], dim=1)
+    ids = hf.tokens_before(ids, image_token, count)
     return {
         "input_ids": ids,
         "attention_mask": torch.ones(batch, ids.shape[1], dtype=torch.long, device=device),
