@@ -35,6 +35,19 @@ _LAZY = {
 }
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext neuronprobe``: the ``%neuronprobe`` and ``%%neuronprobe`` magics (neuronprobe.notebook)."""
+    from neuronprobe.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from neuronprobe.notebook import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ from neuronprobe.report.model import (
     RunMetadata,
     Summary,
     SupportTableInfo,
+    place_cells,
 )
 from neuronprobe.support import (
     DEFAULT_TARGET,
@@ -151,8 +153,29 @@ def analyze(
     resolved = _resolve(options)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
-    with user_exit_guard(loaded.name, _source_file(model)):
-        return _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+    with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
+        report = _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+    place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
+    return report
+
+
+@contextlib.contextmanager
+def environment_kept() -> Iterator[None]:
+    """Leave the process environment as it was: the notebook's process is the user's.
+
+    torch writes ``TORCHINDUCTOR_CACHE_DIR`` into ``os.environ`` the first time a compile in the
+    process asks for inductor's cache folder (``torch/_inductor/runtime/cache_dir_utils.py``, torch
+    2.13), which the dynamo capture and the recompile evidence do; a fresh kernel would keep it.
+    """
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        for key in set(os.environ) - set(saved):
+            del os.environ[key]
+        for key, value in saved.items():
+            if os.environ.get(key) != value:
+                os.environ[key] = value
 
 
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:

@@ -32,6 +32,7 @@ from typing import Any
 
 from neuronprobe._torch import MissingInternal, dispatcher, pytree
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
+from neuronprobe.cells import is_cell_file
 
 # Frames inside these folders are library code, not the user's: the user's
 # line is the innermost frame outside them.
@@ -174,6 +175,8 @@ class AssumedBranch:
 
 
 def is_library_file(path: str) -> bool:
+    if is_cell_file(path):  # a notebook cell (<ipython-input-...>, ipykernel's temporary files): the user's code
+        return False
     path = os.path.abspath(path) if not path.startswith("<") else path
     return (
         path.startswith("<")

@@ -1,6 +1,7 @@
 """The words neuronprobe speaks: every closed set the report uses, defined once.
 
-This is the bottom layer: it imports nothing from neuronprobe, and everything
+This is the bottom layer: it imports nothing from neuronprobe but ``cells`` (a
+standard-library leaf that names notebook cells), and everything
 else (the support table, the backends, the report schema, the renderers) takes
 its verdicts, origins, phases and kinds from here. Each set is a ``str`` Enum
 so that a member *is* its JSON string: ``json.dumps`` writes ``"cpu_fallback"``,
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+
+from neuronprobe.cells import NOTEBOOK_SUFFIX, cell_label, is_cell_file
 
 # How a missing source location reads, wherever a location is printed.
 UNKNOWN_LOCATION = "unknown location"
@@ -166,14 +169,28 @@ class Fit(Word):
 
 @dataclass(frozen=True)
 class SourceLocation:
-    """A place in the user's code; the one way neuronprobe prints "file:line"."""
+    """A place in the user's code; the one way neuronprobe prints "file:line".
+
+    In a notebook (``cell`` set) the place is a cell: ``In [5], line 3`` for code run
+    in a kernel (``cell`` is the execution count; ``file`` is the kernel's name for the
+    cell, kept in the JSON), ``notebook.ipynb cell 3, line 2`` for a notebook file read
+    from disk (``cell`` is the code cell's position). See ``neuronprobe.cells``.
+    """
 
     file: str | None
     line: int | None = None
+    cell: int | None = None
 
     def __str__(self) -> str:
         if not self.file:
             return UNKNOWN_LOCATION
+        line = "" if self.line is None else f", line {self.line}"
+        if self.cell is not None:
+            if self.file.endswith(NOTEBOOK_SUFFIX):
+                return f"{self.file} cell {self.cell}{line}"
+            return f"{cell_label(self.cell)}{line}"
+        if is_cell_file(self.file):  # a cell whose execution count the kernel did not know
+            return f"{cell_label(None)}{line}"
         return self.file if self.line is None else f"{self.file}:{self.line}"
 
     @property
@@ -181,9 +198,9 @@ class SourceLocation:
         return bool(self.file)
 
 
-def location(file: str | None, line: int | None = None) -> str:
-    """``file:line`` text for a file and line that may be missing."""
-    return str(SourceLocation(file, line))
+def location(file: str | None, line: int | None = None, cell: int | None = None) -> str:
+    """``file:line`` text (``In [n], line k`` in a notebook cell) for a place that may be missing."""
+    return str(SourceLocation(file, line, cell))
 
 
 def parse_closed(kind: type[Word], value: object, noun: str) -> Word:

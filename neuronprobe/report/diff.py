@@ -215,6 +215,7 @@ def _change(f: Finding, base_line: int | None = None) -> FindingChange:
         base_line=base_line,
         count=f.count,
         source_line=f.source_line,
+        cell=f.cell,
     )
 
 

@@ -37,6 +37,7 @@ FINDINGS_COLUMNS = [
     "shapes",
     "rule",
     "phase",
+    "cell",
 ]
 RECOMPILES_COLUMNS = ["policy", "graphs", "compile_seconds", "first_seen", "note"]
 BUCKETS_COLUMNS = [
@@ -83,6 +84,7 @@ def findings_df(report: Report) -> pd.DataFrame:
     rows = [{c: _plain(getattr(f, c)) for c in FINDINGS_COLUMNS} for f in report.findings]
     df = _frame(rows, FINDINGS_COLUMNS)
     df["line"] = df["line"].astype("Int64")  # nullable: a finding may have no line
+    df["cell"] = df["cell"].astype("Int64")  # In [n] for a finding in a notebook cell
     return _with_verdict_order(df)
 
 

@@ -312,6 +312,21 @@ def _anchor_prefix(report: Report, embedded: bool) -> str:
     return f"np{digest[:8]}-"
 
 
+# A notebook view longer than this is folded: a static table of the worst findings stays open (it is
+# what GitHub's notebook viewer, which strips styles and scripts, shows), the full report is one click away.
+FOLD_FINDINGS = 5
+FOLD_OPS = 30
+
+
+def _fold(report: Report) -> dict[str, Any]:
+    """Whether the notebook view folds the full report, and the findings its glance table lists."""
+    from neuronprobe.report.markdown import TEXT_FINDINGS
+
+    fold = len(report.findings) > FOLD_FINDINGS or len(report.ops) > FOLD_OPS
+    glance = sorted(report.findings, key=lambda f: -f.verdict.rank)[:TEXT_FINDINGS]
+    return {"fold": fold, "glance": glance, "more": len(report.findings) - len(glance)}
+
+
 def render_html(report: Report, *, embedded: bool = False) -> str:
     """Render ``report`` as a standalone HTML page, or as a notebook fragment when ``embedded``."""
     from markupsafe import Markup
@@ -335,5 +350,7 @@ def render_html(report: Report, *, embedded: bool = False) -> str:
         "aid": _anchor_prefix(report, embedded),
         "holdout": holdout_rows(report.buckets.holdout) if report.buckets is not None else [],
     }
+    if embedded:
+        context.update(_fold(report))
     template = TEMPLATE_FRAGMENT if embedded else TEMPLATE_PAGE
     return environment().get_template(template).render(context)

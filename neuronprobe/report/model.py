@@ -42,7 +42,9 @@ from neuronprobe.vocabulary import (
 # 3: the top-line verdict and its words are in the JSON; verdicts, origins, phases and kinds are
 #    closed sets (vocabulary.py) that from_json checks; backend steps, the bucket histogram and
 #    the holdout check are typed objects. 1 and 2 still load (see _upgrade).
-SCHEMA_VERSION = 3
+# 4: places in notebook cells: findings, graph breaks, recompile causes, mismatches and changes
+#    carry ``cell`` (In [n]); 3 loads as it is (the field defaults to None).
+SCHEMA_VERSION = 4
 
 
 @dataclass
@@ -83,6 +85,7 @@ class Finding:
     bytes_per_call: int = 0  # host<->device bytes per forward, for cpu_fallback
     shapes: str = ""
     phase: Phase = Phase.FORWARD  # schema 2 (loop: a host read in the training loop)
+    cell: int | None = None  # schema 4: the notebook cell (In [n]) when ``file`` is a cell; see neuronprobe.cells
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -91,7 +94,7 @@ class Finding:
 
     @property
     def location(self) -> SourceLocation:
-        return SourceLocation(self.file, self.line)
+        return SourceLocation(self.file, self.line, self.cell)
 
 
 @dataclass
@@ -103,10 +106,11 @@ class GraphBreak:
     line: int | None = None
     source_line: str | None = None
     count: int = 1
+    cell: int | None = None  # schema 4
 
     @property
     def location(self) -> SourceLocation:
-        return SourceLocation(self.file, self.line)
+        return SourceLocation(self.file, self.line, self.cell)
 
 
 @dataclass
@@ -281,13 +285,14 @@ class RecompileCause:
     dim: int | None = None
     fix: str = ""
     observed: int | None = None  # CPU dynamo recompiles with this reason (None: not checked)
+    cell: int | None = None  # schema 4
 
     def __post_init__(self) -> None:
         self.kind = CauseKind(self.kind)
 
     @property
     def location(self) -> SourceLocation:
-        return SourceLocation(self.file, self.line)
+        return SourceLocation(self.file, self.line, self.cell)
 
 
 @dataclass
@@ -408,6 +413,7 @@ class PredictionMismatch:
     file: str | None = None
     line: int | None = None
     detail: str = ""
+    cell: int | None = None  # schema 4
 
     def __post_init__(self) -> None:
         self.predicted = Verdict(self.predicted)
@@ -432,13 +438,14 @@ class FindingChange:
     base_line: int | None = None  # for a moved finding: its line in the baseline
     count: int = 1
     source_line: str | None = None
+    cell: int | None = None  # schema 4
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
 
     @property
     def location(self) -> SourceLocation:
-        return SourceLocation(self.file, self.line)
+        return SourceLocation(self.file, self.line, self.cell)
 
 
 @dataclass
@@ -574,6 +581,18 @@ class Report:
         from neuronprobe.report.html import render_html
 
         return render_html(self, embedded=True)
+
+    def _repr_markdown_(self) -> str:
+        """For frontends that draw Markdown but no HTML."""
+        from neuronprobe.report.markdown import render_markdown
+
+        return render_markdown(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """Plain text for a terminal IPython (``__repr__`` stays one line for logs)."""
+        from neuronprobe.report.markdown import render_text
+
+        printer.text(repr(self) if cycle else render_text(self))
 
     def ops_df(self) -> Any:
         from neuronprobe.report.frames import ops_df
@@ -740,3 +759,42 @@ def load_report(path: str) -> Report:
         return Report.from_json(text)
     except ReportFormatError as exc:
         raise ReportFormatError(f"{path}: {exc}") from exc
+
+
+def place_cells(report: Report) -> None:
+    """Say which notebook cell each place of ``report`` is in (``In [n]``), with the cell's own source line.
+
+    Code defined in a notebook runs under the kernel's name for its cell (``neuronprobe.cells``);
+    every record of the tree that carries a place (``file``, ``line``, ``cell``) gets the cell's
+    execution count and, where it has none, the line's text from the kernel's copy of the cell.
+    Outside a kernel nothing matches and nothing changes.
+    """
+    from neuronprobe.cells import cell_of, cell_source_line
+
+    def visit(node: Any) -> None:
+        if dataclasses.is_dataclass(node) and not isinstance(node, type):
+            names = {f.name for f in dataclasses.fields(node)}
+            if {"file", "line", "cell"} <= names:
+                _place_one(node, cell_of, cell_source_line)
+            for f in dataclasses.fields(node):
+                visit(getattr(node, f.name))
+        elif isinstance(node, list):
+            for item in node:
+                visit(item)
+        elif isinstance(node, dict):
+            for item in node.values():
+                visit(item)
+
+    visit(report)
+
+
+def _place_one(record: Any, cell_of: Any, cell_source_line: Any) -> None:
+    cell = cell_of(record.file)
+    if cell is None:
+        return
+    if "source_line" in {f.name for f in dataclasses.fields(record)} and not record.source_line:
+        record.source_line = cell_source_line(record.file, record.line)
+    if cell.number is not None:
+        record.cell = cell.number
+    elif cell.position is not None and cell.notebook:  # VS Code: the notebook and the cell's position
+        record.file, record.cell = cell.notebook, cell.position

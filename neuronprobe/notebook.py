@@ -1,0 +1,166 @@
+"""``%load_ext neuronprobe``: the report of a model, inline, from a notebook cell.
+
+Two magics, both good guests (they leave the user's namespace and process as they were):
+
+* ``%neuronprobe analyze MODEL [options]`` runs the command line in a child process, with
+  exactly the CLI's arguments (``--target``, ``--backend xla-cpu``, ``--train``, gates, ...),
+  and shows the report it wrote inline. The model code runs in that child, never in the
+  kernel, so nothing it does (threads, ``sys.exit``, torch settings) reaches the notebook.
+  Other subcommands (``buckets``, ``audit``, ``doctor``) run the same way and print their output.
+* ``%%neuronprobe [--target T] [--train] ...`` analyses the model the cell builds: the cell
+  defines ``get_model()`` and ``get_example_inputs()``, or leaves ``model`` and ``inputs``.
+  The cell runs in a copy of the user's namespace, so its names stay out of it; its code is
+  compiled under IPython's own name for the cell, so every finding says ``In [n], line k``.
+
+Returned values are :class:`~neuronprobe.report.model.Report` objects: the notebook draws the
+last one, and ``r = %neuronprobe analyze m.py`` keeps it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from neuronprobe.cells import execution_count, is_cell_file
+
+# What the cell magic accepts: the analyze options that apply to a model object.
+CELL_OPTIONS = ("--target", "--backend", "--require-backend", "--sdk", "--train", "--optimizer", "--optimizer-impl", "--name")
+# The command-line subcommand whose report the line magic shows inline.
+ANALYZE = "analyze"
+
+
+class MagicUsageError(ValueError):
+    """A magic line neuronprobe cannot use: one sentence, no traceback."""
+
+
+def _cell_parser() -> argparse.ArgumentParser:
+    from neuronprobe import defaults
+
+    parser = argparse.ArgumentParser(prog="%%neuronprobe", add_help=False, exit_on_error=False)
+    parser.add_argument("--target", default=defaults.DEFAULT_TARGET)
+    parser.add_argument("--backend", default=defaults.DEFAULT_BACKEND)
+    parser.add_argument("--require-backend", dest="require_backend", default=None)
+    parser.add_argument("--sdk", default=None)
+    parser.add_argument("--train", action="store_true")
+    parser.add_argument("--optimizer", default="adamw")
+    parser.add_argument("--optimizer-impl", dest="optimizer_impl", default="for-loop")
+    parser.add_argument("--name", default=None)
+    return parser
+
+
+def parse_cell_options(line: str) -> dict[str, Any]:
+    """The keyword arguments of ``neuronprobe.analyze`` that a ``%%neuronprobe`` line asks for."""
+    try:
+        known, unknown = _cell_parser().parse_known_args(shlex.split(line))
+    except (argparse.ArgumentError, ValueError) as exc:
+        raise MagicUsageError(f"%%neuronprobe {line.strip()}: {exc}") from None
+    if unknown:
+        raise MagicUsageError(f"%%neuronprobe does not take {' '.join(unknown)}; it takes {', '.join(CELL_OPTIONS)}")
+    return vars(known)
+
+
+def model_from_namespace(ns: dict[str, Any]) -> tuple[Any, Any]:
+    """``(model, example inputs)`` from what a cell left: ``get_model``/``get_example_inputs``, else ``model``/``inputs``."""
+    get_model, get_inputs = ns.get("get_model"), ns.get("get_example_inputs")
+    if callable(get_model):
+        if not callable(get_inputs):
+            raise MagicUsageError("the cell defines get_model() but not get_example_inputs()")
+        return get_model(), get_inputs()
+    if "model" in ns and "inputs" in ns:
+        return ns["model"], ns["inputs"]
+    raise MagicUsageError("the cell must define get_model() and get_example_inputs(), or leave `model` and `inputs`")
+
+
+def run_cell(shell: Any, line: str, cell: str) -> Any:
+    """What ``%%neuronprobe`` does: run the cell in a copy of the namespace, then analyse its model."""
+    import neuronprobe
+
+    options = parse_cell_options(line)
+    # The cell's body starts on the line after the magic: one blank line first keeps line k the cell's line k.
+    source = "\n" + cell
+    filename = shell.compile.cache(source, _running_cell_number(shell), raw_code=source)
+    ns = dict(shell.user_ns)  # a shallow copy: what the cell defines stays out of the user's namespace
+    exec(compile(source, filename, "exec", dont_inherit=True), ns)
+    model, inputs = model_from_namespace(ns)
+    return neuronprobe.analyze(model, inputs, **options)
+
+
+def _running_cell_number(shell: Any) -> int:
+    """The execution count of the cell running this magic (the ``n`` of ``In [n]``).
+
+    ``shell.execution_count`` is already the *next* count while a cell runs (IPython 9.18
+    ``run_cell_async`` increments it before executing), so the count is read from the cell's own
+    frame, which IPython compiled under its name for the cell.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        number = execution_count(frame.f_code.co_filename) if is_cell_file(frame.f_code.co_filename) else None
+        if number is not None:
+            return number
+        frame = frame.f_back  # type: ignore[assignment]
+    return max(int(shell.execution_count) - 1, 1)
+
+
+def run_line(line: str) -> Any:
+    """What ``%neuronprobe SUBCOMMAND ...`` does: the CLI in a child process; a Report for analyze."""
+    from neuronprobe.report.model import load_report
+
+    args = shlex.split(line)
+    if not args:
+        raise MagicUsageError("usage: %neuronprobe analyze MODEL [options] (the command line's arguments)")
+    with tempfile.TemporaryDirectory(prefix="neuronprobe-magic-") as tmp:
+        json_path = _json_path(args)
+        extra: list[str] = []
+        if args[0] == ANALYZE and json_path is None:
+            json_path = str(Path(tmp) / "report.json")
+            extra = ["--json", json_path]
+        proc = subprocess.run(
+            [sys.executable, "-m", "neuronprobe", *args, *extra],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        if args[0] != ANALYZE or proc.returncode not in (0, 1, 4) or not json_path or not os.path.exists(json_path):
+            sys.stdout.write(proc.stdout)
+            sys.stderr.write(proc.stderr)
+            return None
+        sys.stderr.write(proc.stderr)  # gate failures and warnings: one line each
+        return load_report(json_path)
+
+
+def _json_path(args: list[str]) -> str | None:
+    """The ``--json`` path the user gave on the magic line, if any."""
+    for i, arg in enumerate(args):
+        if arg == "--json" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--json="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """Register ``%neuronprobe`` and ``%%neuronprobe`` (``%load_ext neuronprobe``)."""
+    from neuronprobe.errors import NeuronprobeError
+
+    def magic(line: str, cell: str | None = None) -> Any:
+        try:
+            return run_line(line) if cell is None else run_cell(ipython, line, cell)
+        except (MagicUsageError, NeuronprobeError) as exc:
+            print(f"neuronprobe: {exc}", file=sys.stderr)
+            return None
+
+    ipython.register_magic_function(magic, magic_kind="line_cell", magic_name="neuronprobe")
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext neuronprobe``: the magics go away."""
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        magics[kind].pop("neuronprobe", None)

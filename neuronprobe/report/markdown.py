@@ -1,0 +1,65 @@
+"""The report as Markdown and as plain text: what text-only notebook frontends show.
+
+Jupyter frontends pick the richest output they can draw: the HTML fragment in
+JupyterLab, classic Notebook and VS Code; Markdown in frontends that draw no HTML;
+plain text in a terminal IPython. Both texts say the same as the console summary:
+the top-line verdict in words, the counts, and the findings worst first with their
+place (``In [n], line k`` for a notebook cell) and fix.
+"""
+
+from __future__ import annotations
+
+from neuronprobe.report.model import Finding, Report
+
+# Findings listed in the text views; the rest are counted ("and N more").
+TEXT_FINDINGS = 10
+
+
+def _cell(text: object) -> str:
+    """One Markdown table cell: pipes escaped, one line."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _worst_first(report: Report, limit: int) -> list[Finding]:
+    return sorted(report.findings, key=lambda f: -f.verdict.rank)[:limit]
+
+
+def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
+    """A Markdown summary: verdict, counts and a findings table (at most ``limit`` rows)."""
+    s = report.summary
+    lines = [
+        f"**neuronprobe: {_cell(report.model)} on {report.target}**: {report.verdict.words}",
+        "",
+        f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
+        f"{s.graph_breaks} graph break(s) · backend {report.backend.name}",
+        "",
+    ]
+    shown = _worst_first(report, limit)
+    if not shown:
+        lines.append("No findings.")
+        return "\n".join(lines) + "\n"
+    lines += ["| verdict | op | where | fix |", "|---|---|---|---|"]
+    lines += [f"| {f.verdict} | `{_cell(f.op)}` | {_cell(f.location)} | {_cell(f.fix)} |" for f in shown]
+    if len(report.findings) > len(shown):
+        lines += ["", f"and {len(report.findings) - len(shown)} more finding(s): `report.findings_df()` lists them all."]
+    return "\n".join(lines) + "\n"
+
+
+def render_text(report: Report, limit: int = TEXT_FINDINGS) -> str:
+    """Plain text for a terminal IPython: the same lines, without table markup."""
+    s = report.summary
+    lines = [
+        f"neuronprobe: {report.model} on {report.target}: {report.verdict.words}",
+        f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
+        f"{s.graph_breaks} graph break(s) · backend {report.backend.name}",
+    ]
+    shown = _worst_first(report, limit)
+    for f in shown:
+        lines.append(f"  {f.verdict:<14} {f.op}  {f.location}")
+        if f.source_line:
+            lines.append(f"      {f.source_line}")
+        if f.fix:
+            lines.append(f"      fix: {' '.join(f.fix.split())}")
+    if len(report.findings) > len(shown):
+        lines.append(f"and {len(report.findings) - len(shown)} more finding(s): report.findings_df() lists them all")
+    return "\n".join(lines)
