@@ -28,9 +28,9 @@ def render_audit(section: AuditSection) -> list[Any]:
     by_file = {k: list(g) for k, g in groupby(sorted(section.findings, key=lambda f: f.file), key=lambda f: f.file)}
     for name in _file_order(section):
         parts.append(Text(name, style="bold underline"))
-        for f in sorted(by_file[name], key=lambda f: (SEVERITY_RANK[f.severity], f.line, f.column)):
+        for f in sorted(by_file[name], key=lambda f: (SEVERITY_RANK[f.severity], f.cell or 0, f.line, f.column)):
             line = Text("  ")
-            line.append(f"{f.line}:{f.column}".ljust(8))
+            line.append((f"cell {f.cell}, line {f.line}:{f.column}  " if f.cell is not None else f"{f.line}:{f.column}").ljust(8))
             line.append(f.severity.ljust(8), style=STYLES[f.severity])
             line.append(f"{f.rule}  ", style="bold")
             line.append(f.message)

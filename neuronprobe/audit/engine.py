@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neuronprobe.audit.model import SEVERITY_RANK, AuditFinding, AuditProblem, AuditSection
+from neuronprobe.audit.notebooks import scan_notebook
 from neuronprobe.audit.python_scan import scan_python
 from neuronprobe.audit.rules import STACKS, load_rules
 from neuronprobe.audit.suppress import apply_baseline, load_baseline, suppressions
-from neuronprobe.audit.text_scan import KIND_PYTHON, scan_text
+from neuronprobe.audit.text_scan import KIND_NOTEBOOK, KIND_PYTHON, scan_text
 from neuronprobe.audit.walk import SourceFile, discover
 from neuronprobe.errors import InputError
 
@@ -36,6 +37,7 @@ class FileResult:
 
     display: str
     findings: list[tuple[str, int, int, str]] = field(default_factory=list)  # rule, line, col, snippet
+    cells: list[tuple[int, int]] = field(default_factory=list)  # a notebook: (cell, raw line) of each finding, same order
     problems: list[tuple[int | None, str, str]] = field(default_factory=list)  # line, kind, detail
     suppressed: int = 0
 
@@ -52,6 +54,8 @@ def scan_file(source: SourceFile) -> FileResult:
     except OSError as exc:
         result.problems.append((None, "unreadable", exc.strerror or str(exc)))
         return result
+    if source.kind == KIND_NOTEBOOK:
+        return _scan_notebook(result, data)
     try:
         if source.kind == KIND_PYTHON:
             hits = scan_python(data, source.display)
@@ -77,6 +81,18 @@ def scan_file(source: SourceFile) -> FileResult:
             continue
         snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         result.findings.append((rule, line, col, snippet))
+    return result
+
+
+def _scan_notebook(result: FileResult, data: bytes) -> FileResult:
+    """A notebook's code cells, each scanned as Python (audit/notebooks.py)."""
+    scan = scan_notebook(data, set(load_rules()))
+    result.problems.extend(scan.problems)
+    result.problems.extend((line, "suppression", detail) for line, detail in scan.unknown_suppressions or [])
+    result.suppressed += scan.suppressed
+    for hit in scan.hits:
+        result.findings.append((hit.rule, hit.line, hit.column, hit.snippet))
+        result.cells.append((hit.cell, hit.raw_line))
     return result
 
 
@@ -138,10 +154,13 @@ def audit_paths(
         section.suppressed += r.suppressed
         for line, kind, detail in r.problems:
             section.problems.append(AuditProblem(r.display, line, kind, detail))
-        for rule_id, line, col, snippet in r.findings:
+        for i, (rule_id, line, col, snippet) in enumerate(r.findings):
             rule = rules[rule_id]
-            section.findings.append(AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet))
-    section.findings.sort(key=lambda f: (f.file, f.line, f.column, SEVERITY_RANK[f.severity], f.rule))
+            cell, raw_line = r.cells[i] if r.cells else (None, None)
+            section.findings.append(
+                AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet, cell=cell, raw_line=raw_line)
+            )
+    section.findings.sort(key=lambda f: (f.file, f.cell or 0, f.line, f.column, SEVERITY_RANK[f.severity], f.rule))
     if known_baseline is not None and baseline is not None:
         apply_baseline(section, known_baseline, str(baseline))
     return section

@@ -26,6 +26,15 @@ class AuditFinding:
     fix: str = ""  # for the chosen stack
     snippet: str = ""  # the source line, stripped: also the baseline fingerprint
     new: bool = True  # False when the baseline already had it
+    cell: int | None = None  # a notebook: the cell (1-based, every cell counted); ``line`` is then the line in the cell
+    raw_line: int | None = None  # a notebook: the line of the .ipynb file that holds the code line (SARIF regions)
+
+    @property
+    def place(self) -> str:
+        """``file:line``, or ``notebook.ipynb cell n, line k`` in a notebook."""
+        if self.cell is not None:
+            return f"{self.file} cell {self.cell}, line {self.line}"
+        return f"{self.file}:{self.line}"
 
 
 @dataclass

@@ -56,12 +56,13 @@ def to_sarif(section: AuditSection, tool_version: str) -> dict[str, Any]:
             "ruleId": f.rule,
             "ruleIndex": index[f.rule],
             "level": LEVELS[f.severity],
-            "message": {"text": f"{f.message}. Fix ({section.stack}): {f.fix}"},
+            "message": {"text": (f"Cell {f.cell}, line {f.line}: " if f.cell is not None else "") + f"{f.message}. Fix ({section.stack}): {f.fix}"},
             "locations": [
                 {
                     "physicalLocation": {
                         "artifactLocation": {"uri": _uri(f.file), "uriBaseId": "%SRCROOT%"},
-                        "region": {"startLine": f.line, "startColumn": f.column},
+                        # a notebook: the line of the stored .ipynb that holds the code (what GitHub shows)
+                        "region": {"startLine": f.raw_line, "startColumn": 1} if f.raw_line is not None else {"startLine": f.line, "startColumn": f.column},
                     }
                 }
             ],

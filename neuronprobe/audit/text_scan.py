@@ -19,6 +19,7 @@ KIND_REQUIREMENTS = "requirements"
 KIND_LOCKFILE = "lockfile"
 KIND_PYPROJECT = "pyproject"
 KIND_CI = "ci"
+KIND_NOTEBOOK = "notebook"  # a Jupyter notebook: its code cells are Python (audit/notebooks.py)
 
 CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#]*\+cu\d{2,3}\b")
 CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*(?:[-_.]|$)|cudnn", re.I)
@@ -38,6 +39,8 @@ def classify(relpath: str) -> str | None:
     parents = [part.lower() for part in p.parts[:-1]]
     if lower.endswith(".py"):
         return KIND_PYTHON
+    if lower.endswith(".ipynb"):
+        return KIND_NOTEBOOK
     if lower in ("dockerfile", "containerfile") or lower.startswith("dockerfile.") or lower.endswith(".dockerfile"):
         return KIND_DOCKERFILE
     if lower in ("uv.lock", "poetry.lock", "pdm.lock", "pipfile.lock"):
