@@ -555,7 +555,7 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
 
     check_trainable(loaded.module, loaded.name)
     start = time.perf_counter()
-    fake_mode: Any = fake_tensor.fake_mode()
+    fake_mode: Any = fake_tensor.fake_mode_with_shapes()  # data-dependent sizes (nonzero, x[mask]) get unbacked symbols
     model = _fake_copy(loaded.module, fake_mode)
     model.train()
     names = {}
