@@ -79,10 +79,19 @@ class _Inert:
 
 
 def make_console(stderr: bool = False) -> Any:
-    """The console a command prints to (stdout, or stderr): user text is data, never markup, emoji or control codes."""
+    """The console a command prints to (stdout, or stderr): user text is data, never markup, emoji or control codes.
+
+    A string given to ``print`` is escaped before rich sees it (rich drops a bell or a
+    carriage return silently; the user should see the name as it is); everything else
+    (tables, ``Text``, status lines) through the render hook.
+    """
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
+    class InertConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            super().print(*(inert(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    console = InertConsole(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
     console.push_render_hook(_InertHook())  # type: ignore[arg-type]
     return console
 
