@@ -442,13 +442,13 @@ def output_files(config: NightlyConfig, date: str) -> list[str]:
     return [*out, f"{date}/{SUMMARY_FILE}", INDEX_FILE]
 
 
-LOCK_FILE = ".nightly.lock"  # in the night's folder: two nightlies of one date write it in turn
+LOCK_FILE = ".nightly.lock"  # in the reports folder: two nightlies writing there take turns
 
 
 @contextlib.contextmanager
-def night_lock(reports_dir: Path, date: str) -> Iterator[None]:
-    """Hold the night's folder for one writer: a second nightly of the same date waits (an advisory flock)."""
-    folder = Path(reports_dir) / date
+def night_lock(reports_dir: Path) -> Iterator[None]:
+    """Hold the reports folder for one writer: a second nightly writing there waits (an advisory flock)."""
+    folder = Path(reports_dir)
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / LOCK_FILE, "a", encoding="utf-8") as fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
@@ -482,7 +482,7 @@ def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path,
     one date and folder (one after the other or at once) leave a summary of both.
     """
     summary = f"{result.date}/{SUMMARY_FILE}"
-    with night_lock(reports_dir, result.date):
+    with night_lock(reports_dir):
         for relative, content in result.files.items():
             if relative == summary:
                 content = merge_summary(Path(reports_dir) / relative, content)

@@ -146,7 +146,7 @@ def test_a_second_nightly_waits_for_the_first_to_finish_writing(tmp_path):
         write_night(_night("2026-01-02", ["beta"]), reports, _write)
         done.set()
 
-    with night_lock(reports, "2026-01-02"):  # the first nightly is still writing
+    with night_lock(reports):  # the first nightly is still writing
         worker = threading.Thread(target=second)
         worker.start()
         time.sleep(0.3)
