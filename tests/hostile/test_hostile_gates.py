@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from diff_fixtures import finding, make_report
+from helpers import MODELS
 from typer.testing import CliRunner
 
 import neuronprobe
@@ -101,7 +102,7 @@ def test_fail_on_gates_on_each_id(rule):
 def test_the_cli_accepts_the_ids_it_used_to_refuse(tmp_path):
     run = CliRunner().invoke
     ids = "host-read,branch-on-metric,grad-scaler-sync,data-dependent-branch,observed-fallback,hlo-f64"
-    result = run(app, ["analyze", "tests/models/mlp.py", "--backend", "static", "--fail-on", ids, "-o", str(tmp_path)])
+    result = run(app, ["analyze", str(MODELS / "mlp.py"), "--backend", "static", "--fail-on", ids, "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    result = run(app, ["analyze", "tests/models/mlp.py", "--backend", "static", "--fail-on", "no-such-id", "-o", str(tmp_path)])
+    result = run(app, ["analyze", str(MODELS / "mlp.py"), "--backend", "static", "--fail-on", "no-such-id", "-o", str(tmp_path)])
     assert result.exit_code == 2 and "unknown verdict 'no-such-id'" in result.output
