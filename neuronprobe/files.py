@@ -51,6 +51,23 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
     return None if stat.S_ISREG(mode) else _kind(mode)
 
 
+def check_input_file(path: str | os.PathLike[str], what: str, pipes: bool = False) -> None:
+    """Refuse (InputError, exit 2) an input that exists but is not a regular file, before anything reads it.
+
+    ``/dev/zero`` as a report would be read until memory runs out, a FIFO without a
+    writer blocks for ever, a folder is not a file. ``pipes``: a pipe is fine (a
+    lengths file from ``<(cut -f2 log.tsv)``); it is read as its writer writes.
+    A missing path is left to the reader's own sentence.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or (pipes and stat.S_ISFIFO(mode)):
+        return
+    raise InputError(f"{path}: is {_kind(mode)}, not a {what} file")
+
+
 def _identity(path: Path) -> tuple[str, object]:
     """A key that is equal for two spellings of one file: (device, inode) when it exists, else the real path."""
     try:
@@ -161,4 +178,4 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     return target
 
 
-__all__ = ["check_outputs", "not_regular", "write_atomic"]
+__all__ = ["check_input_file", "check_outputs", "not_regular", "write_atomic"]

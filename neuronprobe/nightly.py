@@ -51,7 +51,7 @@ from neuronprobe.defaults import (
     MIN_MAX_BUCKETS,
     MIN_MAX_COMPILES,
 )
-from neuronprobe.errors import BackendUnavailable, ConfigError, InternalError, NeuronprobeError, ReportFormatError
+from neuronprobe.errors import BackendUnavailable, ConfigError, InputError, InternalError, NeuronprobeError, ReportFormatError
 from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
@@ -127,8 +127,13 @@ _PATH_KEYS = ("shapes", "lengths")
 def load_config(path: str | Path) -> NightlyConfig:
     """Read and validate CONFIG.toml; relative paths in it are relative to its folder."""
     path = Path(path)
+    from neuronprobe.files import check_input_file
+
     try:
+        check_input_file(path, "config")  # a FIFO would block, /dev/zero never end
         text = path.read_text(encoding="utf-8")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -8,14 +8,20 @@ afterwards. Example counts stay modest: the suite must stay fast.
 from __future__ import annotations
 
 import json
+import os
 import random
+import re
+import threading
 from pathlib import Path
 
+import pytest
 from diff_fixtures import finding, make_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
-from neuronprobe.errors import InputError
+from neuronprobe.cli import app
+from neuronprobe.errors import ConfigError, InputError, ReportFormatError
 from neuronprobe.nightly import load_config
 from neuronprobe.report.model import load_report
 from neuronprobe.shape_buckets import read_lengths
@@ -157,3 +163,35 @@ def test_fuzz_reports_of_random_bytes(tmp_path, data):
     path = tmp_path / "run.json"
     path.write_bytes(data)
     _reads_or_refuses(path, lambda p: load_report(str(p)))
+
+
+# --- inputs that are not files --------------------------------------------------------------------
+
+
+def _fifo(tmp_path: Path) -> Path:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def test_a_device_or_a_pipe_is_never_read_as_a_report_or_a_config(tmp_path):
+    """/dev/zero would be read until memory runs out; a FIFO without a writer blocks for ever."""
+    fifo = _fifo(tmp_path)
+    for path, kind in ((Path(os.devnull), "a device"), (fifo, "a pipe"), (tmp_path, "a folder")):
+        with pytest.raises(ReportFormatError, match=f"^{re.escape(str(path))}: is {kind}, not a report file$"):
+            load_report(str(path))
+        with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: is {kind}, not a config file$"):
+            load_config(path)
+    result = CliRunner().invoke(app, ["diff", str(fifo), str(fifo)])
+    assert result.exit_code == 2 and result.output.strip() == f"error: {fifo}: is a pipe, not a report file"
+
+
+def test_a_device_is_never_read_as_lengths_but_a_pipe_is(tmp_path):
+    with pytest.raises(InputError, match=r"^/dev/zero: is a device, not a length file$"):
+        read_lengths("/dev/zero")
+    fifo = _fifo(tmp_path)
+    writer = threading.Thread(target=lambda: fifo.write_text("5\n9\n12\n"))  # `buckets <(cut -f2 log.tsv)`
+    writer.start()
+    data = read_lengths(fifo)
+    writer.join(10)
+    assert sorted(data.lengths.tolist()) == [5, 9, 12]
