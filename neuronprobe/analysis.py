@@ -527,7 +527,7 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
                 )
             )
         else:
-            rule = rule_by_id(table, pattern.rule)
+            rule = rule_by_id(table, pattern.rule, op)
             out.append(
                 Finding(
                     op=f"aten::{op}" if pattern.op == OP_ATEN else op,

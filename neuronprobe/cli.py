@@ -57,15 +57,15 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks 
 
 
 def _err_console() -> Any:
-    from rich.console import Console
+    from neuronprobe.console_io import make_console
 
-    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # user text is data: no :x: emoji
+    return make_console(stderr=True)  # user text is data: no :x: emoji, control characters shown escaped
 
 
 def _out_console() -> Any:
-    from rich.console import Console
+    from neuronprobe.console_io import make_console
 
-    return Console(highlight=False, soft_wrap=True, emoji=False)
+    return make_console()
 
 
 def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
@@ -237,6 +237,13 @@ def analyze(
             options.train = check_options(TrainOptions(optimizer, optimizer_impl, dataset_size, batch_size))
         elif dataset_size is not None or batch_size is not None:
             raise _fail("--dataset-size and --batch-size describe a training epoch: add --train")
+        from neuronprobe.options import check_epoch, check_seconds
+
+        check_seconds(timeout, "--timeout")
+        check_seconds(op_timeout, "--op-timeout")
+        if compile_seconds is not None:
+            check_seconds(compile_seconds, "--compile-seconds", zero=True)
+        check_epoch(dataset_size, batch_size)
         traffic = TrafficOptions(
             shapes=shapes,
             lengths=lengths,
@@ -255,9 +262,11 @@ def analyze(
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
-        inputs = [model, shapes, lengths]
+        inputs = [model, shapes, lengths, rules, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
+        else:
+            check_outputs([], inputs, folders=[("--output-dir", output_dir)])
         limits = limits_from_options(timeout, max_memory)
         report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if audit_path is not None:
@@ -303,6 +312,23 @@ def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: 
     if html:
         out.append(("the HTML report", json_out.with_suffix(".html") if json_path else output_dir / f"{stem}.html"))
     return out
+
+
+def _audit_reads(paths: list[Path], include_vendored: bool) -> list[Path]:
+    """What an audit of ``paths`` reads (the roots, every file the walk picks, each folder's .gitignore): no output may be one."""
+    import os
+
+    from neuronprobe.audit.walk import SKIPPED_DIRS, discover
+
+    reads: list[Path] = []
+    for root in paths:
+        reads.append(root)
+        reads += [Path(f.path) for f in discover(root, include_vendored)]
+        if root.is_dir():  # the walk reads each folder's .gitignore too (links not followed, as the walk does)
+            for folder, dirs, files in os.walk(root):
+                dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
+                reads += [Path(folder, ".gitignore")] if ".gitignore" in files else []
+    return reads
 
 
 def _rule_table(rules: Path | None) -> SupportTable:
@@ -366,6 +392,10 @@ def audit(
         check_fail_on(gates)
         if jobs is not None and jobs < 1:
             raise _fail(f"--jobs {jobs}: use 1 or more")
+        from neuronprobe.files import check_outputs
+
+        outputs = [(flag, p) for flag, p in (("--json", json_path), ("--sarif", sarif_path)) if p is not None]
+        check_outputs(outputs, [*_audit_reads(paths, include_vendored), baseline])
         section = _audit_with_progress(paths, chosen, jobs, include_vendored, baseline)
         for part in render_audit(section):
             console.print(part)
@@ -421,8 +451,6 @@ def report(
         from neuronprobe.report.model import load_report
 
         out = output if output is not None else run.with_suffix(".html")
-        if out.resolve() == run.resolve():
-            raise _fail(f"--output {out} would overwrite the report JSON; choose another file")
         check_outputs([("--output", out)], [run])
         loaded = load_report(str(run))
         _write(out, render_html(loaded))
@@ -512,13 +540,18 @@ def nightly(
             output_files,
             run_nightly,
             today_utc,
+            write_night,
         )
 
         night = check_date(date) if date else today_utc()
         settings = load_config(config)
         # Every option before the first model: the backend, the outputs against the inputs.
         check_required_backend(settings, require_backend)
-        check_outputs([("the nightly output", output_dir / f) for f in output_files(settings, night)], input_files(settings))
+        check_outputs(
+            [("the nightly output", output_dir / f) for f in output_files(settings, night)],
+            input_files(settings),
+            folders=[("--output-dir", output_dir)],
+        )
         err = _err_console()
         result = run_nightly(
             settings,
@@ -531,8 +564,7 @@ def nightly(
         )
         # Each file is complete or absent (write_atomic); the index goes last, so a run
         # killed while writing leaves the previous index, which links only complete reports.
-        for relative, content in result.files.items():
-            _write(output_dir / relative, content)
+        write_night(result, output_dir, _write)
         _print_nightly(result, output_dir / INDEX_FILE)
         # The worst outcome picks the code: a neuronprobe bug (3), a model that could not be analysed (2), a regression (1).
         if result.internal_errors:
@@ -708,7 +740,7 @@ def doctor(
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
-            table.add_row("xla-cpu environment", xla.summary())
+            table.add_row("xla-cpu environment", Text(xla.summary()))  # a path: data, not markup
             for check in checks:
                 status = "ok     " if check.ok else "MISSING"
                 value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")
@@ -768,8 +800,11 @@ def setup(
         from neuronprobe.backends.xla_env import default_env_path, setup_env
 
         target = path or default_env_path()
+        from neuronprobe.files import check_outputs
+
+        check_outputs([], [], folders=[("--path", target)])
         err = _err_console()
-        with err.status(f"setting up the xla-cpu environment at {target}") as status:
+        with err.status(f"setting up the xla-cpu environment at {escape(str(target))}") as status:
             env = setup_env(target, progress=lambda line: status.update(f"xla-cpu set-up: {escape(line[-150:])}"))
         out = _out_console()
         how = "already complete, reused" if env.reused else f"created in {env.setup_seconds:.0f} s"

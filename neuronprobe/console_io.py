@@ -13,6 +13,13 @@ can be opened as descriptor 1 and receive console text.
 
 SIGTERM (a CI runner cancelling the job) becomes ``SystemExit(143)``: the worker's
 process group is killed and temporary files are removed on the way out.
+
+Console text is inert: a path or a name can hold terminal control characters
+(``\\x1b]0;...`` retitles a terminal, ``\\x1b[2J`` clears it). :func:`inert` shows
+each one escaped, and :func:`make_console` builds every console the commands
+print to with a render hook that applies it to all text (tables, status lines,
+errors), never to the styling rich adds itself. Rich markup in user text is
+escaped where it is printed (``markup=False`` or ``rich.markup.escape``).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import signal
 import sys
 from typing import Any, TextIO
@@ -32,6 +40,60 @@ EXIT_TERMINATED = 143
 _REPLACED = (0, 1)
 
 _state = {"lost": False}
+
+
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that
+# reorder what a reader sees (Trojan Source, CVE-2021-42574).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text: str) -> str:
+    """``text`` with every terminal control character shown escaped (``\\x1b``, ``\\u202e``); newlines and tabs kept."""
+    return _CONTROL.sub(_escaped, text)
+
+
+class _InertHook:
+    """A rich render hook: every renderable is rendered, then its text segments go through :func:`inert`."""
+
+    def process_renderables(self, renderables: list[Any]) -> list[Any]:
+        return [_Inert(r) for r in renderables]
+
+
+class _Inert:
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich.segment import Segment
+
+        for segment in console.render(self.inner, options):
+            if segment.control or not _CONTROL.search(segment.text):
+                yield segment
+            else:
+                yield Segment(inert(segment.text), segment.style)
+
+
+def make_console(stderr: bool = False) -> Any:
+    """The console a command prints to (stdout, or stderr): user text is data, never markup, emoji or control codes.
+
+    A string given to ``print`` is escaped before rich sees it (rich drops a bell or a
+    carriage return silently; the user should see the name as it is); everything else
+    (tables, ``Text``, status lines) through the render hook.
+    """
+    from rich.console import Console
+
+    class InertConsole(Console):
+        def print(self, *objects: Any, **kwargs: Any) -> None:
+            super().print(*(inert(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+    console = InertConsole(stderr=stderr, highlight=False, soft_wrap=True, emoji=False)
+    console.push_render_hook(_InertHook())  # type: ignore[arg-type]
+    return console
 
 
 def stdout_lost() -> bool:
@@ -119,4 +181,4 @@ def final_exit_code(code: Any) -> Any:
     return code
 
 
-__all__ = ["EXIT_STDOUT_CLOSED", "EXIT_TERMINATED", "GuardedStdout", "final_exit_code", "guard_streams", "stdout_lost"]
+__all__ = ["EXIT_STDOUT_CLOSED", "EXIT_TERMINATED", "GuardedStdout", "final_exit_code", "guard_streams", "inert", "make_console", "stdout_lost"]

@@ -45,3 +45,14 @@ DEFAULT_COMPILE_WEIGHT = 1.0
 
 # Nights shown in the nightly trend plots and history tables: a month of nightlies.
 DEFAULT_HISTORY_NIGHTS = 30
+
+# The longest time limit an option takes (--timeout, --op-timeout, a nightly's timeouts):
+# a week. Longer is not a limit, and values near 1e9 s overflow the timers that enforce it.
+MAX_SECONDS = 7 * 24 * 3600.0
+# --train's epoch: each batch is one entry of the epoch the recompile prediction walks, so
+# the number of batches (dataset size / batch size) is bounded; ten million is past any
+# real epoch (ImageNet at batch size 1 is 1.3 million) and costs about 80 MB.
+MAX_EPOCH_BATCHES = 10_000_000
+# The largest --dataset-size and --batch-size: past any real dataset, and small enough
+# that no arithmetic on them overflows a float.
+MAX_TRAIN_COUNT = 10**12

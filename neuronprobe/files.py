@@ -51,6 +51,23 @@ def not_regular(path: str | os.PathLike[str]) -> str | None:
     return None if stat.S_ISREG(mode) else _kind(mode)
 
 
+def check_input_file(path: str | os.PathLike[str], what: str, pipes: bool = False) -> None:
+    """Refuse (InputError, exit 2) an input that exists but is not a regular file, before anything reads it.
+
+    ``/dev/zero`` as a report would be read until memory runs out, a FIFO without a
+    writer blocks for ever, a folder is not a file. ``pipes``: a pipe is fine (a
+    lengths file from ``<(cut -f2 log.tsv)``); it is read as its writer writes.
+    A missing path is left to the reader's own sentence.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or (pipes and stat.S_ISFIFO(mode)):
+        return
+    raise InputError(f"{path}: is {_kind(mode)}, not a {what} file")
+
+
 def _identity(path: Path) -> tuple[str, object]:
     """A key that is equal for two spellings of one file: (device, inode) when it exists, else the real path."""
     try:
@@ -60,14 +77,62 @@ def _identity(path: Path) -> tuple[str, object]:
         return ("path", os.path.realpath(path))
 
 
-def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike[str]]], inputs: Iterable[str | os.PathLike[str] | None] = ()) -> None:
-    """Refuse, before any work, outputs that would destroy an input, each other, or a non-regular file.
+def _input_keys(inputs: Iterable[str | os.PathLike[str] | None]) -> dict[tuple[str, object], str]:
+    """Identity -> spelling of every input; a folder stands for itself (its files are listed by the caller)."""
+    keys: dict[tuple[str, object], str] = {}
+    for p in inputs:
+        if p is None or str(p) == "":
+            continue
+        keys.setdefault(_identity(Path(p)), str(p))
+    return keys
 
-    ``outputs`` are (what, path) pairs (``("--json", "x.json")``) so the sentence can name the option.
+
+def _check_parents(what: str, path: Path) -> None:
+    """The nearest existing folder above ``path`` is a folder: nothing can be made under a file."""
+    for parent in path.absolute().parents:
+        try:
+            mode = os.stat(parent).st_mode
+        except OSError:
+            continue
+        if not stat.S_ISDIR(mode):
+            raise InputError(f"{what} {path}: {parent} is not a folder")
+        return
+
+
+def check_outputs(
+    outputs: Iterable[tuple[str, str | os.PathLike[str]]],
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    folders: Iterable[tuple[str, str | os.PathLike[str]]] = (),
+) -> None:
+    """The one guard every command calls before any work: outputs never destroy an input, each other, or a non-file.
+
+    ``outputs`` are (what, path) pairs (``("--json", "x.json")``) so the sentence can
+    name the option. ``inputs`` is everything the command reads: the model file,
+    traffic and lengths files, rule files, baselines, configs, and every file of an
+    audited tree (a folder given here protects only itself: list its files).
+    ``folders`` are (what, path) pairs of folders the command creates or fills
+    (``setup --path``): one that exists must be a folder and must not be an input.
+    Raises :class:`InputError` (exit 2) naming the option and both paths.
     """
     seen: dict[tuple[str, object], str] = {}
-    input_ids = {_identity(Path(p)): str(p) for p in inputs if p is not None}
+    input_ids = _input_keys(inputs)
+    for what, raw in folders:
+        if str(raw) == "":
+            raise InputError(f"{what}: the path is empty; give a folder")
+        path = Path(raw)
+        try:
+            mode: int | None = os.stat(path).st_mode
+        except OSError:
+            mode = None
+        key = _identity(path)
+        if key in input_ids and not (mode is not None and stat.S_ISDIR(mode)):  # writing into an audited folder is fine
+            raise InputError(f"{what} {path} is an input of this command ({input_ids[key]}); choose another folder")
+        if mode is not None and not stat.S_ISDIR(mode):
+            raise InputError(f"{what} {path} exists and is {'a file' if stat.S_ISREG(mode) else _kind(mode)}; give a folder")
+        _check_parents(what, path)
     for what, raw in outputs:
+        if str(raw) == "":
+            raise InputError(f"{what}: the path is empty; give a file path")
         path = Path(raw)
         key = _identity(path)
         if key in input_ids:
@@ -77,6 +142,7 @@ def check_outputs(outputs: Iterable[tuple[str, str | os.PathLike[str]]], inputs:
         kind = not_regular(path)
         if kind is not None:
             raise InputError(f"{what} {path} exists and is {kind}; give a file path")
+        _check_parents(what, path)
         seen[key] = what
 
 
@@ -112,4 +178,4 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     return target
 
 
-__all__ = ["check_outputs", "not_regular", "write_atomic"]
+__all__ = ["check_input_file", "check_outputs", "not_regular", "write_atomic"]

@@ -78,11 +78,16 @@ def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
 
 
 def known_rule_ids(table: SupportTable) -> frozenset[str]:
-    """Rule ids a finding can carry from the rule tables: ``table`` (with any user rules), built-ins, training rules."""
-    from neuronprobe.support import BUILTIN_RULES
-    from neuronprobe.training import training_rules
+    """Every rule id the report can print, so ``--fail-on`` takes each.
 
-    return frozenset({r.id for r in table.rules} | set(BUILTIN_RULES) | {r.id for r in training_rules()[0]})
+    The rules of ``table`` (with any user rules), the ids the code gives
+    (:func:`neuronprobe.support.code_rule_ids`: built-ins, training, observed, HLO)
+    and the audit's rule ids (``analyze --audit`` findings).
+    """
+    from neuronprobe.audit.rules import load_rules as load_audit_rules
+    from neuronprobe.support import code_rule_ids
+
+    return frozenset({r.id for r in table.rules} | code_rule_ids() | set(load_audit_rules()))
 
 
 def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) -> list[GateFailure]:
@@ -110,13 +115,15 @@ def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) ->
 
 def _fail_on(report: Report, values: tuple[str, ...]) -> GateFailure | None:
     wanted = set(values)
-    hit = [f for f in report.findings if f.verdict in wanted or f.rule in wanted]
+    hit = [f"{f.verdict}: {f.op} at {location(f.file, f.line)} ({f.rule})" for f in report.findings if f.verdict in wanted or f.rule in wanted]
+    if report.audit is not None:  # analyze --audit: the audit's findings gate by their rule id
+        hit += [f"audit {a.severity}: {location(a.file, a.line)} ({a.rule})" for a in report.audit.findings if a.rule in wanted]
     if not hit:
         return None
     return GateFailure(
         gate=GATE_FAIL_ON,
         threshold=values,
-        failed=tuple(f"{f.verdict}: {f.op} at {location(f.file, f.line)} ({f.rule})" for f in hit),
+        failed=tuple(hit),
         count=len(hit),
         message=f"{len(hit)} finding(s) with verdict{'' if wanted <= set(Verdict.values()) else ' or rule'} in {{{', '.join(values)}}}",
     )

@@ -17,7 +17,8 @@ Layout of the reports folder::
         _nightly.json           the night in short: status, baseline, regressions per model
 
 Model names start with a letter or digit, so ``_nightly.json`` never collides
-with a model. A rerun on the same date replaces that night's files.
+with a model. A rerun on the same date replaces the files of the models it runs; its
+``_nightly.json`` keeps the entries of the other models (written under a lock, see :func:`write_night`).
 
 The baseline of a model is its most recent report from an *earlier* night on the
 same backend (real SDK or not) and target. When the compiler version changed in
@@ -26,12 +27,14 @@ between, the diff is shown but not gated (see report/diff.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
+import fcntl
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +47,11 @@ from neuronprobe.defaults import (
     DEFAULT_OP_TIMEOUT_S,
     DEFAULT_TARGET,
     DEFAULT_TIMEOUT_S,
+    MAX_SECONDS,
     MIN_MAX_BUCKETS,
     MIN_MAX_COMPILES,
 )
-from neuronprobe.errors import BackendUnavailable, ConfigError, InternalError, NeuronprobeError, ReportFormatError
+from neuronprobe.errors import BackendUnavailable, ConfigError, InputError, InternalError, NeuronprobeError, ReportFormatError
 from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
@@ -123,8 +127,13 @@ _PATH_KEYS = ("shapes", "lengths")
 def load_config(path: str | Path) -> NightlyConfig:
     """Read and validate CONFIG.toml; relative paths in it are relative to its folder."""
     path = Path(path)
+    from neuronprobe.files import check_input_file
+
     try:
+        check_input_file(path, "config")  # a FIFO would block, /dev/zero never end
         text = path.read_text(encoding="utf-8")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -158,8 +167,9 @@ def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
     if config.require_backend is not None:
         _check_choice(config.require_backend, REQUIRABLE_BACKENDS, path, "require_backend")
     for name, value in (("timeout", config.timeout), ("op_timeout", config.op_timeout), ("history", config.history)):
-        if value <= 0:
-            raise ConfigError(f"{path}: `{name}` must be positive, got {value}")
+        most = MAX_SECONDS if name != "history" else float("inf")
+        if not 0 < value <= most:  # also refuses nan (TOML has it): a limit that never fires
+            raise ConfigError(f"{path}: `{name}` must be positive{' and at most a week (604800 s)' if name != 'history' else ''}, got {value}")
     if config.max_memory is not None:
         worker_limits(config)
     return config
@@ -435,6 +445,53 @@ def output_files(config: NightlyConfig, date: str) -> list[str]:
     """Every file the night may write, relative to the reports folder."""
     out = [f"{date}/{m.name}.{ext}" for m in config.models for ext in ("json", "html")]
     return [*out, f"{date}/{SUMMARY_FILE}", INDEX_FILE]
+
+
+LOCK_FILE = ".nightly.lock"  # in the reports folder: two nightlies writing there take turns
+
+
+@contextlib.contextmanager
+def night_lock(reports_dir: Path) -> Iterator[None]:
+    """Hold the reports folder for one writer: a second nightly writing there waits (an advisory flock)."""
+    folder = Path(reports_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / LOCK_FILE, "a", encoding="utf-8") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def merge_summary(on_disk: Path, tonight: str) -> str:
+    """Tonight's ``_nightly.json`` with the entries of models an earlier run of the same date wrote and tonight's lacks.
+
+    Their reports stay in the folder, so the summary lists them too; an unreadable
+    summary on disk is replaced. Entries are sorted by model name.
+    """
+    new = json.loads(tonight)
+    try:
+        old = json.loads(on_disk.read_text(encoding="utf-8"))
+        kept = [m for m in old["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)]
+    except (OSError, ValueError, KeyError, TypeError):
+        return tonight
+    names = {m["name"] for m in new["models"]}
+    new["models"] = sorted([*(m for m in kept if m["name"] not in names), *new["models"]], key=lambda m: m["name"])
+    return json.dumps(new, indent=2) + "\n"
+
+
+def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path, str], object]) -> None:
+    """Write the night's files with ``write`` (the CLI's atomic writer) in order, holding :func:`night_lock`.
+
+    Under the lock the summary is merged with the one on disk, so two nightlies of
+    one date and folder (one after the other or at once) leave a summary of both.
+    """
+    summary = f"{result.date}/{SUMMARY_FILE}"
+    with night_lock(reports_dir):
+        for relative, content in result.files.items():
+            if relative == summary:
+                content = merge_summary(Path(reports_dir) / relative, content)
+            write(Path(reports_dir) / relative, content)
 
 
 def _render_report_html(report: Report) -> str:

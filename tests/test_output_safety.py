@@ -107,3 +107,159 @@ def test_an_interrupted_write_removes_its_temp_file_and_keeps_the_old_file(tmp_p
     with pytest.raises(KeyboardInterrupt):
         write_atomic(target, "new")
     assert target.read_text() == "old" and _leftovers(tmp_path) == []
+
+
+# --- one guard on every command: each output option, found by introspecting the CLI ------------
+
+# Every parameter of every command that names a file or folder, and which way it goes. A new
+# Path option that is not listed here fails test_every_file_option_is_classified; a new output
+# that has no refusal case in OUTPUT_CASES fails test_every_output_option_has_a_refusal_case.
+FILE_PARAMS: dict[tuple[str, str], str] = {
+    ("analyze", "model"): "input",
+    ("analyze", "rules"): "input",
+    ("analyze", "shapes"): "input",
+    ("analyze", "lengths"): "input",
+    ("analyze", "audit_path"): "input",
+    ("analyze", "json_path"): "output",
+    ("analyze", "output_dir"): "output",
+    ("audit", "paths"): "input",
+    ("audit", "baseline"): "input",
+    ("audit", "json_path"): "output",
+    ("audit", "sarif_path"): "output",
+    ("report", "run"): "input",
+    ("report", "output"): "output",
+    ("diff", "base"): "input",
+    ("diff", "new"): "input",
+    ("diff", "json_path"): "output",
+    ("diff", "html_path"): "output",
+    ("nightly", "config"): "input",
+    ("nightly", "output_dir"): "output",
+    ("buckets", "lengths"): "input",
+    ("buckets", "step_times"): "input",
+    ("buckets", "json_path"): "output",
+    ("setup", "path"): "output",
+}
+# Parameters typed str that still name a file (a model file or an hf: spec).
+STR_FILE_PARAMS = {("analyze", "model")}
+
+
+def _path_params() -> set[tuple[str, str]]:
+    import typing
+
+    found = set()
+    for info in app.registered_commands:
+        callback = info.callback
+        assert callback is not None
+        name = info.name or callback.__name__
+        for param, hint in typing.get_type_hints(callback, include_extras=True).items():
+            if "Path" in repr(hint) or (name, param) in STR_FILE_PARAMS:
+                found.add((name, param))
+    return found
+
+
+def test_every_file_option_is_classified():
+    assert _path_params() == set(FILE_PARAMS)
+
+
+def _repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nmodel = torch.nn.Linear(2, 2).cuda()\n")
+    (repo / "Dockerfile").write_text("FROM nvidia/cuda:12.4.0-runtime-ubuntu22.04\n")
+    return repo
+
+
+def _model(tmp_path: Path) -> Path:
+    model = tmp_path / "m.py"
+    model.write_bytes((MODELS / "mlp.py").read_bytes())
+    return model
+
+
+def _case_analyze_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    return ["analyze", str(model), "--json", str(model)], [model]
+
+
+def _case_analyze_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    return ["analyze", str(model), "-o", str(model)], [model]
+
+
+def _case_audit_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    repo = _repo(tmp_path)
+    return ["audit", str(repo), "--json", str(repo / "train.py")], [repo / "train.py", repo / "Dockerfile"]
+
+
+def _case_audit_sarif(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    repo = _repo(tmp_path)
+    return ["audit", str(repo), "--sarif", str(repo / "Dockerfile")], [repo / "train.py", repo / "Dockerfile"]
+
+
+def _case_report_output(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    run = tmp_path / "run.json"
+    run.write_text(make_report([]).to_json())
+    return ["report", str(run), "-o", str(run)], [run]
+
+
+def _diff_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    base.write_text(make_report([]).to_json())
+    new.write_text(make_report([]).to_json())
+    return base, new
+
+
+def _case_diff_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    base, new = _diff_inputs(tmp_path)
+    return ["diff", str(base), str(new), "--json", str(new)], [base, new]
+
+
+def _case_diff_html(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    base, new = _diff_inputs(tmp_path)
+    return ["diff", str(base), str(new), "--html", str(base)], [base, new]
+
+
+def _case_nightly_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'[[models]]\nmodel = "{model.name}"\n')
+    return ["nightly", str(config), "-o", str(config), "--date", "2026-01-02"], [config, model]
+
+
+def _case_buckets_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    lengths = tmp_path / "L.txt"
+    lengths.write_text("5\n9\n")
+    steps = tmp_path / "steps.csv"
+    steps.write_text("length,seconds\n5,0.1\n9,0.2\n")
+    return ["buckets", str(lengths), "--step-times", str(steps), "--json", str(steps)], [lengths, steps]
+
+
+def _case_setup_path(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    someone = tmp_path / "notes.txt"
+    someone.write_text("not a folder\n")
+    return ["setup", "xla-cpu", "--path", str(someone / "env")], [someone]
+
+
+OUTPUT_CASES = {
+    ("analyze", "json_path"): _case_analyze_json,
+    ("analyze", "output_dir"): _case_analyze_output_dir,
+    ("audit", "json_path"): _case_audit_json,
+    ("audit", "sarif_path"): _case_audit_sarif,
+    ("report", "output"): _case_report_output,
+    ("diff", "json_path"): _case_diff_json,
+    ("diff", "html_path"): _case_diff_html,
+    ("nightly", "output_dir"): _case_nightly_output_dir,
+    ("buckets", "json_path"): _case_buckets_json,
+    ("setup", "path"): _case_setup_path,
+}
+
+
+def test_every_output_option_has_a_refusal_case():
+    assert set(OUTPUT_CASES) == {k for k, way in FILE_PARAMS.items() if way == "output"}
+
+
+@pytest.mark.parametrize("option", sorted(OUTPUT_CASES), ids=lambda o: f"{o[0]}-{o[1]}")
+def test_every_output_option_is_refused_over_an_input(tmp_path, option):
+    args, inputs = OUTPUT_CASES[option](tmp_path)
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    _refused(args, *inputs)
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, nothing half-written

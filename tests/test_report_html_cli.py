@@ -41,7 +41,7 @@ def test_refuses_to_overwrite_the_json(run_json: Path) -> None:
     before = run_json.read_text(encoding="utf-8")
     result = runner.invoke(app, ["report", str(run_json), "-o", str(run_json)])
     assert result.exit_code == 2
-    assert "would overwrite the report JSON" in result.output
+    assert f"--output {run_json} is an input of this command" in result.output
     assert run_json.read_text(encoding="utf-8") == before
 
 

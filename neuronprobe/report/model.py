@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from neuronprobe.audit.model import AuditSection
-from neuronprobe.errors import ReportFormatError
+from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.vocabulary import (
     CaptureStrategy,
     CauseKind,
@@ -750,6 +750,12 @@ def load_report(path: str) -> Report:
 
     if not os.path.exists(path):
         raise ReportFormatError(f"{path}: no such report file")
+    from neuronprobe.files import check_input_file
+
+    try:
+        check_input_file(path, "report")  # a FIFO would block, /dev/zero never end
+    except InputError as exc:
+        raise ReportFormatError(str(exc)) from None
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()

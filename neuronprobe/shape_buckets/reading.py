@@ -105,6 +105,9 @@ def read_lengths(path: str | Path, column: str | None = None, field: str | None 
         raise InputError(f"{p}: no such file")
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a length file")
+    from neuronprobe.files import check_input_file
+
+    check_input_file(p, "length", pipes=True)  # never /dev/zero or a socket; <(...) is fine
     suffix = p.suffix.lower()
     if suffix in PARQUET_SUFFIXES:
         return _read_parquet(p, column)
@@ -329,6 +332,9 @@ def read_step_times(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"{p}: no such file")
+    from neuronprobe.files import check_input_file
+
+    check_input_file(p, "step times", pipes=True)
     sep = "\t" if p.suffix.lower() in {".tsv", ".tab"} else ","
     try:
         frame = pd.read_csv(p, sep=sep)

@@ -47,6 +47,22 @@ BUILTIN_RULES: tuple[str, ...] = (
     "composite-explicit",
     "no-lowering",
 )
+# Rule ids the code gives outside :func:`classify` (the registry ``--fail-on`` and the
+# user-rule id check read; tests/hostile/test_hostile_gates.py finds every id the code can
+# give and fails when one is missing here).
+CODE_RULES: tuple[str, ...] = (
+    "data-dependent-branch",  # analysis: a Python branch on a tensor value
+    "unsupported-op",  # analysis: an op no capture strategy could classify
+    "host-read",  # training: a tensor read on the host inside the step
+    "branch-on-metric",  # training: a branch on a metric in the loop
+    "grad-scaler-sync",  # training: the CUDA GradScaler's host sync
+    "observed-fallback",  # xla-cpu / neuron: an op that ran on the host
+    "observed-host-sync",  # xla-cpu: a device-to-host transfer
+    "observed-xla-error",  # xla-cpu: the program raised on the XLA device
+    "observed-trace",  # neuron: torch_neuronx.trace failed
+    "observed-run",  # neuron: the forward on the device failed
+    "observed-analyze",  # neuron: torch_neuronx.analyze lists the op unsupported
+)
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,7 @@ class Rule:
     sdk_from: str | None = None  # first Neuron SDK release the rule applies to (None: all known)
     sdk_fixed: str | None = None  # first release that no longer has the problem (None: not fixed)
     provenance: str = ""
+    override: bool = False  # a user's rule that replaces the bundled rule of its id (for the ops it names)
 
     def fix_for(self, key: str) -> str:
         return self.fixes.get(key) or self.fixes.get(key.split(".")[0]) or self.fix
@@ -151,9 +168,38 @@ def find_rule(rules: Iterable[_R], rule_id: str, table: str) -> _R:
     raise RuleNotFound(f"rule {rule_id!r} is missing from {table}, but neuronprobe's code relies on it")
 
 
-def rule_by_id(table: SupportTable, rule_id: str) -> Rule:
-    """A rule of the support table by id (a user's ``--rules`` file may override it: it comes first)."""
-    return find_rule(table.rules, rule_id, f"support table {table.version} (support/data/neuron_rules.json)")
+def rule_by_id(table: SupportTable, rule_id: str, op: str | None = None) -> Rule:
+    """A rule of the support table by id.
+
+    A user's ``--rules`` file may override a bundled rule (``"override": true``; it
+    comes first), but only for the ops it names: with ``op`` (``"_unique2"`` or a
+    ``name.overload`` key), an override whose ``ops`` do not name it is passed over
+    for the bundled rule.
+    """
+    where = f"support table {table.version} (support/data/neuron_rules.json)"
+    candidates = [r for r in table.rules if r.id == rule_id]
+    if op is not None:
+        name = op.removeprefix("aten::")
+        for rule in candidates:
+            if not rule.ops or name in rule.ops or name.split(".")[0] in rule.ops:
+                return rule
+        if candidates:
+            return candidates[-1]  # the bundled rule comes last
+    return find_rule(candidates, rule_id, where)
+
+
+def code_rule_ids() -> frozenset[str]:
+    """Every rule id a finding can carry that is not a rule of the support table.
+
+    :data:`BUILTIN_RULES`, :data:`CODE_RULES`, the training rules and the HLO rules
+    of the xla-cpu backend. A user's rule may not take one of these ids (nor a bundled
+    rule's id, unless it declares ``"override": true``).
+    """
+    from neuronprobe.backends.hlo_checks import load_rules as load_hlo_rules
+    from neuronprobe.training import training_rules
+
+    hlo = {r.id for r in load_hlo_rules().rules}
+    return frozenset({*BUILTIN_RULES, *CODE_RULES, *hlo, *(r.id for r in training_rules()[0])})
 
 
 @dataclass(frozen=True)
@@ -200,7 +246,7 @@ def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
 
     from neuronprobe.support.rulefile import load_rules_file
 
-    extra = load_rules_file(Path(path), table.sdk_releases)
+    extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=code_rule_ids())
     return replace(table, rules=(*extra, *table.rules))
 
 
@@ -308,7 +354,7 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
         return Classification(Verdict.LOWERED, "bookkeeping", f"{call.op} is tracer bookkeeping: no device work")
     # A boolean-mask index produces a data-dependent size even though index.Tensor lowers.
     if call.data_dependent_output and call.name not in ("_local_scalar_dense", "item"):
-        rule = rule_by_id(table, "dynamic-output-shape")
+        rule = rule_by_id(table, "dynamic-output-shape", key)
         return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(key), rule.ncc_code)
     reaches_compiler = _has_lowering(call, table) or (
         (call.has_composite_implicit or call.has_composite_explicit)

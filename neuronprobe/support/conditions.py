@@ -76,38 +76,60 @@ class Condition:
         return found
 
 
+def _short(doc: Any) -> str:
+    """A condition as the error quotes it: JSON, cut at 120 characters (a hostile one may be huge or deep)."""
+    import json
+
+    try:
+        text = json.dumps(doc)
+    except (TypeError, ValueError, RecursionError):
+        text = type(doc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
 def parse_condition(doc: Any) -> Condition:
     """Read one condition object; :class:`ConditionError` says what is wrong with it."""
     if not isinstance(doc, dict):
-        raise ConditionError(f"a condition must be an object, got {doc!r}")
+        raise ConditionError(f"a condition must be an object, got {_short(doc)}")
     for group in ("any", "all"):
         if group in doc:
             if set(doc) != {group} or not isinstance(doc[group], list) or not doc[group]:
-                raise ConditionError(f'"{group}" takes a non-empty list of conditions and nothing else: {doc!r}')
+                raise ConditionError(f'"{group}" takes a non-empty list of conditions and nothing else: {_short(doc)}')
             return Condition(group, children=tuple(parse_condition(c) for c in doc[group]))
     if "arg" in doc:
         tests = [k for k in doc if k != "arg"]
         if len(tests) != 1 or tests[0] not in ARG_TESTS:
-            raise ConditionError(f"an arg condition takes exactly one of {', '.join(ARG_TESTS)}: {doc!r}")
+            raise ConditionError(f"an arg condition takes exactly one of {', '.join(ARG_TESTS)}: {_short(doc)}")
+        if not isinstance(doc["arg"], str) or not doc["arg"]:
+            raise ConditionError(f'"arg" takes the name of an argument: {_short(doc)}')
         test = tests[0]
         value = doc[test]
-        if test in ("in", "not_in") and not isinstance(value, list):
-            raise ConditionError(f'"{test}" takes a list: {doc!r}')
+        if test in ("in", "not_in") and not (isinstance(value, list) and all(_scalar(v) for v in value)):
+            raise ConditionError(f'"{test}" takes a list of numbers, strings, booleans or null: {_short(doc)}')
+        if test in ("eq", "ne", "any_ne") and not _scalar(value):
+            raise ConditionError(f'"{test}" takes a number, string, boolean or null: {_short(doc)}')
         if test == "not_divides" and not isinstance(value, str):
-            raise ConditionError(f'"not_divides" takes the name of a tensor input: {doc!r}')
-        return Condition("arg", str(doc["arg"]), test, tuple(value) if isinstance(value, list) else value)
+            raise ConditionError(f'"not_divides" takes the name of a tensor input: {_short(doc)}')
+        return Condition("arg", doc["arg"], test, tuple(value) if isinstance(value, list) else value)
     if "tensor" in doc:
+        if not isinstance(doc["tensor"], str) or not doc["tensor"]:
+            raise ConditionError(f'"tensor" takes the name of a tensor input (or "out"): {_short(doc)}')
         if "dtype_in" in doc:
-            if set(doc) != {"tensor", "dtype_in"} or not isinstance(doc["dtype_in"], list) or not doc["dtype_in"]:
-                raise ConditionError(f'"dtype_in" takes a non-empty list of dtype names and nothing else: {doc!r}')
-            return Condition("tensor", str(doc["tensor"]), "dtype_in", frozenset(doc["dtype_in"]))
+            dtypes = doc["dtype_in"]
+            if set(doc) != {"tensor", "dtype_in"} or not isinstance(dtypes, list) or not dtypes or not all(isinstance(d, str) for d in dtypes):
+                raise ConditionError(f'"dtype_in" takes a non-empty list of dtype names and nothing else: {_short(doc)}')
+            return Condition("tensor", doc["tensor"], "dtype_in", frozenset(dtypes))
         bound = [k for k in ("gt", "lt") if k in doc]
-        if len(bound) != 1 or set(doc) != {"tensor", "dim", bound[0]} or not isinstance(doc["dim"], int):
-            raise ConditionError(f'a tensor condition is "dtype_in", or "dim" with one of "gt"/"lt": {doc!r}')
-        if not isinstance(doc[bound[0]], int):
-            raise ConditionError(f'"{bound[0]}" takes an integer size: {doc!r}')
+        if len(bound) != 1 or set(doc) != {"tensor", "dim", bound[0]} or not isinstance(doc["dim"], int) or isinstance(doc["dim"], bool):
+            raise ConditionError(f'a tensor condition is "dtype_in", or "dim" with one of "gt"/"lt": {_short(doc)}')
+        if not isinstance(doc[bound[0]], int) or isinstance(doc[bound[0]], bool):
+            raise ConditionError(f'"{bound[0]}" takes an integer size: {_short(doc)}')
         return Condition("tensor", str(doc["tensor"]), bound[0], doc[bound[0]], dim=doc["dim"])
-    raise ConditionError(f'a condition names "arg", "tensor", "any" or "all": {doc!r}')
+    raise ConditionError(f'a condition names "arg", "tensor", "any" or "all": {_short(doc)}')
 
 
 @lru_cache(maxsize=4096)
@@ -120,15 +142,16 @@ def schema_arguments(op_key: str) -> dict[str, tuple[bool, Any]] | None:
     import torch
 
     name, _, overload = op_key.partition(".")
-    packet = getattr(torch.ops.aten, name, None)
-    if packet is None:
+    try:  # a user's rule may name anything: an op torch lacks is None, whatever torch raises for it
+        packet = getattr(torch.ops.aten, name, None)
+        op = getattr(packet, overload or "default") if packet is not None else None
+        schema = op._schema if op is not None else None
+    except (AttributeError, RuntimeError, TypeError, ValueError):
         return None
-    try:
-        op = getattr(packet, overload or "default")
-    except AttributeError:
+    if schema is None:
         return None
     out: dict[str, tuple[bool, Any]] = {}
-    for arg in op._schema.arguments:
+    for arg in schema.arguments:
         text = str(arg.type)
         is_tensor = "Tensor" in text
         out[arg.name] = (is_tensor, arg.default_value if arg.has_default_value() else _MISSING)

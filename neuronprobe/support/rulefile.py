@@ -39,11 +39,22 @@ RULE_KEYS = frozenset(
         "sdk_fixed",
         "provenance",
         "comment",
+        "override",
     }
 )
 LIST_KEYS = ("ops", "not_ops", "tags", "dtypes", "input_dtypes", "layouts", "targets")
 RULE_VERDICTS = ("cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
 NCC_CODE = re.compile(r"^NCC_[A-Z]{4}\d{3}$")
+RELEASE = re.compile(r"^\d{1,4}(\.\d{1,4}){1,3}$")  # a Neuron SDK release: 2.31.0
+
+
+def _short(value: Any) -> str:
+    """A value as an error quotes it: JSON, cut at 80 characters (a hostile one may be huge or deep)."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _fail(source: str, rule_id: str, why: str) -> InputError:
@@ -55,8 +66,10 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     from neuronprobe.support import TARGETS, Rule, release_key
 
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
-        raise InputError(f'{source}: every rule needs a string "id"; got {str(doc)[:80]}')
+        raise InputError(f'{source}: every rule needs a string "id"; got {_short(doc)}')
     rid = doc["id"]
+    if len(rid) > 100 or not rid.isprintable():
+        raise InputError(f"{source}: rule id {_short(rid)} must be printable and at most 100 characters")
     unknown = sorted(set(doc) - RULE_KEYS)
     if unknown:
         raise _fail(source, rid, f"unknown key(s) {', '.join(unknown)}")
@@ -77,7 +90,14 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     code = doc.get("ncc_code")
     if code is not None and (not isinstance(code, str) or not NCC_CODE.match(code)):
         raise _fail(source, rid, f"ncc_code {code!r} is not of the form NCC_ABCD123")
+    for key in ("provenance", "comment"):
+        if key in doc and not isinstance(doc[key], str):
+            raise _fail(source, rid, f'"{key}" must be a string')
+    if "override" in doc and not isinstance(doc["override"], bool):
+        raise _fail(source, rid, '"override" must be true or false')
     for key in ("sdk_from", "sdk_fixed"):
+        if key in doc and (not isinstance(doc[key], str) or not RELEASE.match(doc[key])):
+            raise _fail(source, rid, f"{key} {_short(doc[key])} is not a release written like 2.31.0")
         if key in doc and doc[key] not in releases:
             raise _fail(source, rid, f"{key} {doc[key]!r} is not a release the file lists ({', '.join(releases)})")
     if "sdk_from" in doc and "sdk_fixed" in doc and release_key(doc["sdk_fixed"]) <= release_key(doc["sdk_from"]):
@@ -92,8 +112,8 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     if (conditions or "sdk_fixed" in doc) and not doc.get("provenance"):
         raise _fail(source, rid, 'a conditional or release-bound rule needs its "provenance" (file:line at a tag, an error-code page or an issue)')
     fixes = doc.get("fixes", {})
-    if not isinstance(fixes, dict):
-        raise _fail(source, rid, '"fixes" must be an object of op -> fix')
+    if not isinstance(fixes, dict) or not all(isinstance(v, str) and v for v in fixes.values()):
+        raise _fail(source, rid, '"fixes" must be an object of op -> fix (a non-empty string)')
     return Rule(
         id=rid,
         verdict=Verdict(doc["verdict"]),
@@ -112,6 +132,7 @@ def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
         sdk_from=doc.get("sdk_from"),
         sdk_fixed=doc.get("sdk_fixed"),
         provenance=str(doc.get("provenance", "")),
+        override=bool(doc.get("override", False)),
     )
 
 
@@ -123,8 +144,8 @@ def parse_rules_doc(doc: Any, source: str, known_releases: dict[str, str] | None
     if not isinstance(doc, dict) or not isinstance(doc.get("rules"), list):
         raise InputError(f'{source}: a rule file is a JSON object with a "rules" list')
     releases = doc.get("sdk_releases", known_releases or {})
-    if not isinstance(releases, dict):
-        raise InputError(f'{source}: "sdk_releases" must be an object of release -> neuronx-cc version')
+    if not isinstance(releases, dict) or not all(isinstance(k, str) and RELEASE.match(k) and isinstance(v, str) for k, v in releases.items()):
+        raise InputError(f'{source}: "sdk_releases" must be an object of release (like 2.31.0) -> neuronx-cc version (a string)')
     rules = tuple(parse_rule(r, source, releases) for r in doc["rules"])
     seen: set[str] = set()
     for rule in rules:
@@ -157,14 +178,54 @@ def check_rule_arguments(rules: tuple[Any, ...], source: str) -> None:
                     raise _fail(source, rule.id, f"the condition reads {name!r} of aten::{op} as a tensor; it is not one")
 
 
-def load_rules_file(path: Path, known_releases: dict[str, str] | None = None) -> tuple[Any, ...]:
-    """A user's rule file (same format as the bundled one), fully checked."""
+MAX_RULE_FILE_BYTES = 16 * 1024 * 1024  # a rule file is hand-written; anything larger is not one
+
+
+def check_user_ids(rules: tuple[Any, ...], source: str, bundled: frozenset[str], reserved: frozenset[str]) -> None:
+    """A user's rule may not take an id the code gives (``reserved``), nor a bundled rule's id unless it says ``"override": true``.
+
+    Otherwise ``--fail-on`` and the report could not tell the user's finding from neuronprobe's.
+    """
+    for rule in rules:
+        if rule.id in reserved:
+            raise _fail(source, rule.id, "the id is one neuronprobe gives its own findings; choose another")
+        if rule.id in bundled and not rule.override:
+            raise _fail(source, rule.id, 'the id is a bundled rule\'s: choose another, or add "override": true to replace it for the ops the rule names')
+        if rule.override and rule.id not in bundled:
+            raise _fail(source, rule.id, '"override": true, but no bundled rule has this id')
+
+
+def load_rules_file(
+    path: Path,
+    known_releases: dict[str, str] | None = None,
+    bundled: frozenset[str] = frozenset(),
+    reserved: frozenset[str] = frozenset(),
+) -> tuple[Any, ...]:
+    """A user's rule file (same format as the bundled one), fully checked; every error names ``path``.
+
+    ``bundled`` and ``reserved`` are the ids the user's rules may not reuse (see :func:`check_user_ids`).
+    """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        size = path.stat().st_size
+        if not path.is_file():
+            raise InputError(f"{path}: the rule file is not a regular file")
+        if size > MAX_RULE_FILE_BYTES:
+            raise InputError(f"{path}: the rule file is {size} bytes; a rule file is at most {MAX_RULE_FILE_BYTES} bytes")
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the rule file ({exc.strerror})") from None
+        raise InputError(f"{path}: cannot read the rule file ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: the rule file is not UTF-8 text (byte {exc.start})") from None
+    try:
+        doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    rules = parse_rules_doc(doc, str(path), known_releases)
+    except RecursionError:
+        raise InputError(f"{path}: the rule file is nested too deep to read") from None
+    try:
+        rules = parse_rules_doc(doc, str(path), known_releases)
+    except RecursionError:
+        raise InputError(f"{path}: a rule's conditions are nested too deep to read") from None
+    check_user_ids(rules, str(path), bundled, reserved)
     check_rule_arguments(rules, str(path))
     return rules
