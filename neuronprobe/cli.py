@@ -701,14 +701,14 @@ def buckets(
                     "--compile-seconds": compile_seconds is not None,
                 },
             )
-            proposal = run_decode(options)
+            decoded = run_decode(options)
             console = _out_console()
             from neuronprobe.shape_buckets.decode_console import render_decode
 
-            for part in render_decode(proposal, config=options.config):
+            for part in render_decode(decoded, config=options.config):
                 console.print(part)
             if json_path is not None:
-                _write(json_path, json.dumps(dataclasses.asdict(proposal), indent=2) + "\n")
+                _write(json_path, json.dumps(dataclasses.asdict(decoded), indent=2) + "\n")
                 console.print(f"json: {json_path}", markup=False)
             return
 

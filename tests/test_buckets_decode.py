@@ -265,3 +265,16 @@ def test_prefill_options_are_refused_with_decode(tmp_path):
     path = _csv(tmp_path, [(0, 10, 5)])
     result = runner.invoke(app, ["buckets", str(path), "--decode", "--fit", "strict"])
     assert result.exit_code == 2 and "--fit" in result.output
+
+
+def test_step_times_fit_the_cost_and_the_step_model(tmp_path):
+    steps = tmp_path / "steps.csv"
+    steps.write_text("length,seconds\n" + "".join(f"{n},{0.02 + 1e-5 * n}\n" for n in (128, 512, 1024, 2048, 4096)), encoding="utf-8")
+    trace = _csv(tmp_path, [(i, 300 + 50 * i, 40) for i in range(20)])
+    result = runner.invoke(app, ["buckets", str(trace), "--decode", "-k", "2", "--step-times", str(steps), "--json", str(tmp_path / "o.json")])
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "o.json").read_text())
+    assert data["step_params"]["per_step"] == pytest.approx(0.02, rel=1e-6)
+    assert data["step_params"]["per_token"] == pytest.approx(1e-5, rel=1e-6)
+    # step time is the weights-bound constant plus KV: its overhead is far below the KV overhead
+    assert 0 < data["step_overhead"] < data["kv_overhead"]

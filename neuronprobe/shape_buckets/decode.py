@@ -138,7 +138,8 @@ def propose_decode_buckets(
         notes.append(f"--max-buckets {max_buckets} is more than the {m} useful edges; using {m}")
     defaults = default_ladder(rule.runtime, top)
     pow2 = powers_of_two(top)
-    prefill_edges = _prefill_ladder(fit_trace, k_cap, rule, top)
+    context_edges = _context_ladder(fit_trace, k_cap)
+    prefill_edges = _prefill_ladder(context_edges, rule, top)
     k_solve = min(m, max(k_cap, len(defaults), len(pow2), len(prefill_edges)))
     solutions = solve(v_in, c_in, cands, cost, k_solve)
 
@@ -216,7 +217,7 @@ def propose_decode_buckets(
     configs = render_decode_configs(
         runtime=rule.runtime,
         edges=chosen.edges,
-        context_edges=_context_ladder(fit_trace, k_cap),
+        context_edges=context_edges,
         context_top=ctx_top,
         batch_buckets=plan_out.batch_buckets if plan_out is not None else None,
         max_batch=max_batch or 1,
@@ -343,9 +344,9 @@ def _context_ladder(trace: DecodeTrace, k: int) -> list[int]:
     return propose_buckets(trace.prompts, max(1, k), fit=Fit.STRICT).edges
 
 
-def _prefill_ladder(trace: DecodeTrace, k: int, rule: RuntimeRule, top: int) -> list[int]:
+def _prefill_ladder(context_edges: list[int], rule: RuntimeRule, top: int) -> list[int]:
     """The prefill ladder reused for token generation (what the prefill config snippet sets), its last edge raised to ``top``."""
-    edges = [e for e in _context_ladder(trace, k)[:-1] if e < top]  # its last edge (the longest prompt) becomes top
+    edges = [e for e in context_edges[:-1] if e < top]  # its last edge (the longest prompt) becomes top
     if rule.multiple_of:
         edges = sorted({int(round_up(e, rule.multiple_of)) for e in edges if round_up(e, rule.multiple_of) < top})
     return [*edges, top]

@@ -79,15 +79,15 @@ def render_decode(p: DecodeProposal, config: str = "nxd_inference") -> list[Any]
         )
         for name in ("plan", "batch buckets", "sequence buckets", "graphs", "padded KV", "step time", "method"):
             plans.add_column(name, justify="right" if name in ("graphs", "padded KV", "step time") else "left", overflow="fold")
-        for i, b in enumerate([p.batch_plan, *p.batch_baselines]):
+        for i, plan in enumerate([p.batch_plan, *p.batch_baselines]):
             plans.add_row(
-                b.name,
-                _edges(b.batch_buckets),
-                _edges(b.seq_buckets),
-                str(b.graphs),
-                _pct(b.kv_overhead),
-                _pct(b.step_overhead),
-                b.method,
+                plan.name,
+                _edges(plan.batch_buckets),
+                _edges(plan.seq_buckets),
+                str(plan.graphs),
+                _pct(plan.kv_overhead),
+                _pct(plan.step_overhead),
+                plan.method,
                 style="bold green" if i == 0 else None,
             )
         out.append(plans)

@@ -85,6 +85,13 @@ def replay(
     t = 0.0 if n == 0 else arr[0]
     s = 0
     dt = step_seconds
+    if dt is None and step_model is None:
+        raise InputError("the replay needs a step time: --tokens-per-second or --step-times")
+
+    def tick(length: int) -> float:
+        assert step_model is not None
+        return float(step_model.at(np.array([length]))[0])
+
     push, pop = heapq.heappush, heapq.heappop
     while True:
         while i < n and len(ends) < max_batch and arr[i] <= t:
@@ -108,7 +115,7 @@ def replay(
         batch.append(b)
         longest.append(top)
         real.append(key_sum + b * (s - extra))
-        t += dt if dt is not None else float(step_model.at(np.array([top]))[0])  # type: ignore[union-attr]
+        t += dt if dt is not None else tick(top)
         s += 1
         while ends and ends[0][0] < s:
             key_sum -= pop(ends)[1]
