@@ -121,15 +121,19 @@ def bench_speed(n: int, repeat: int) -> list[str]:
         with path.open("w", encoding="utf-8") as fh:
             fh.write("time,ContextTokens,GeneratedTokens\n")
             fh.writelines(f"{t:.4f},{p},{o}\n" for t, p, o in zip(stamps.tolist(), prompts.tolist(), outputs.tolist(), strict=True))
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             proposal = propose_decode_buckets(read_decode_trace(path), 16)
             times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
     return [
-        f"| requests | decode steps | distinct lengths | K | best of {repeat} (s) | goal (s) |",
-        "|---|---|---|---|---|---|",
-        f"| {n:,} (CSV file, read + propose) | {proposal.decode_steps:,} | {proposal.distinct_positions:,} | 16 | {min(times):.2f} | {SPEED_GOAL_S:.0f} |",
+        f"| requests | decode steps | distinct lengths | K | wall, best of {repeat} (s) | CPU, best of {repeat} (s) | goal (s) |",
+        "|---|---|---|---|---|---|---|",
+        f"| {n:,} (CSV file, read + propose) | {proposal.decode_steps:,} | {proposal.distinct_positions:,} | 16 | {min(times):.2f} "
+        f"| {min(cpu):.2f} | {SPEED_GOAL_S:.0f} |",
+        "",
+        f"Load average while measuring: {os.getloadavg()[0]:.1f} (a 2-core machine shared with other jobs: wall time includes waiting).",
     ]
 
 
@@ -167,11 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("traces", nargs="*", type=Path)
     parser.add_argument("--model", default="hf:llama", help="config for the step model and memory fit (default: LlamaConfig's 7B defaults)")
     parser.add_argument("--target", default="trn1")
-    parser.add_argument("--max-batch", type=int, default=16)
-    parser.add_argument("--tokens-per-second", type=float, default=25.0)
+    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--tokens-per-second", type=float, default=40.0)
     parser.add_argument("--max-graphs", type=int, default=16)
     parser.add_argument("--n", type=int, default=1_000_000)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--gap-cases", type=int, default=200)
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)

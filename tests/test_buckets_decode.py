@@ -278,3 +278,19 @@ def test_step_times_fit_the_cost_and_the_step_model(tmp_path):
     assert data["step_params"]["per_token"] == pytest.approx(1e-5, rel=1e-6)
     # step time is the weights-bound constant plus KV: its overhead is far below the KV overhead
     assert 0 < data["step_overhead"] < data["kv_overhead"]
+
+
+def test_python_api_takes_a_dataframe_and_reads_parquet(tmp_path):
+    import pandas as pd
+
+    import neuronprobe
+
+    frame = pd.DataFrame({"prompt": [100, 200, 300], "output": [10, 20, 30], "arrival": [0.0, 0.5, 1.0]})
+    p = neuronprobe.propose_decode_buckets(frame, 2, max_batch=2, tokens_per_second=10)
+    assert p.requests == 3 and p.timeline is not None and p.timeline.requests == 3
+    assert set(p.frames()["ladders"]["kind"]) == {"curve", "baseline"}
+    path = tmp_path / "t.parquet"
+    frame.rename(columns={"prompt": "input_tokens", "output": "output_tokens", "arrival": "timestamp"}).to_parquet(path)
+    trace = neuronprobe.shape_buckets.read_decode_trace(path)
+    assert trace.prompts.tolist() == [100, 200, 300] and trace.time_column == "timestamp"
+    assert neuronprobe.propose_decode_buckets(trace, 2).edges == p.edges
