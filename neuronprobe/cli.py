@@ -590,7 +590,10 @@ def _print_nightly(result: Any, index: Path) -> None:
 
 @app.command()
 def buckets(
-    lengths: Annotated[Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")],
+    lengths: Annotated[
+        Path,
+        typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet; with --decode, a trace of prompt and output lengths."),
+    ],
     column: Annotated[str | None, typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
     field_: Annotated[str | None, typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
     max_buckets: Annotated[

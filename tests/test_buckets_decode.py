@@ -171,8 +171,8 @@ def test_configs_pass_nxd_inference_validation_with_batch_buckets(tmp_path):
     p = propose_decode_buckets(trace, 6, max_batch=8, tokens_per_second=20, max_graphs=12)
     cfg = json.loads(p.configs["nxd_inference"])
     _nxdi_validate(cfg)
-    assert cfg["token_generation_buckets"] == p.edges and cfg["batch_size"] == 8
     assert p.batch_plan is not None and p.batch_plan.graphs <= 12
+    assert cfg["token_generation_buckets"] == p.batch_plan.seq_buckets and cfg["batch_size"] == 8
     if len(p.batch_plan.batch_buckets) > 1:
         assert cfg["token_generation_batches"] == p.batch_plan.batch_buckets
     with_spec = propose_decode_buckets(trace, 6, max_batch=8, tokens_per_second=20, speculation_length=4)

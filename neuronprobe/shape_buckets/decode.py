@@ -214,9 +214,14 @@ def propose_decode_buckets(
     if hist_note:
         notes.append(hist_note.replace("lengths", "required lengths"))
     ctx_top = int(round_up(int(fit_trace.prompts.max()), 1))
+    if plan_out is not None:
+        notes.append(
+            "the configs use the continuous-batching plan's sequence buckets (fitted to the replayed steps, where the longest "
+            "sequence in the batch picks the bucket); the batch-1 ladder above is for batch 1"
+        )
     configs = render_decode_configs(
         runtime=rule.runtime,
-        edges=chosen.edges,
+        edges=plan_out.seq_buckets if plan_out is not None else chosen.edges,
         context_edges=context_edges,
         context_top=ctx_top,
         batch_buckets=plan_out.batch_buckets if plan_out is not None else None,
