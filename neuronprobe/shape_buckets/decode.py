@@ -30,6 +30,7 @@ from neuronprobe.defaults import (
     DEFAULT_DECODE_MAX_GRAPHS,
     DEFAULT_DECODE_RUNTIME,
     DEFAULT_DECODE_TOKENS_PER_SECOND,
+    DEFAULT_MAX_BUCKETS,
     DEFAULT_TARGET,
     MAX_BUCKETS,
 )
@@ -56,7 +57,7 @@ from neuronprobe.vocabulary import Fit, ServingRuntime
 
 def propose_decode_buckets(
     trace: DecodeTrace | tuple[Sequence[int], Sequence[int]] | Any,
-    max_buckets: int = 8,
+    max_buckets: int = DEFAULT_MAX_BUCKETS,
     *,
     runtime: str = DEFAULT_DECODE_RUNTIME,
     speculation_length: int = 0,
@@ -93,7 +94,10 @@ def propose_decode_buckets(
     rule = rule_for(runtime)
     _check(max_buckets, speculation_length, max_len, max_batch, tokens_per_second, max_graphs, holdout, tp_degree, reserve_gib)
     if max_batch is not None and trace.arrivals is None:
-        raise InputError(f"--max-batch needs arrival times to replay continuous batching; {trace.source or 'the trace'} has no timestamp column")
+        raise InputError(
+            f"--max-batch needs arrival times to replay continuous batching; {trace.source or 'the trace'} has no timestamp column "
+            "that parses as numbers or dates on every row (name one with --time-column)"
+        )
     if model is not None:
         target = target or DEFAULT_TARGET
     notes: list[str] = []
