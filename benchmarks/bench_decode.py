@@ -86,7 +86,7 @@ def bench_trace(path: Path, model: str | None, target: str, max_batch: int, tps:
     cb_s = time.perf_counter() - start
     start = time.perf_counter()
     assert trace.arrivals is not None
-    replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, 0, 0, step_seconds=1.0 / tps)
+    replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, 0, step_seconds=1.0 / tps)
     replay_s = time.perf_counter() - start
     same_g = propose_decode_buckets(trace, g, model=model, target=target, max_batch=max_batch, tokens_per_second=tps, max_graphs=g).batch_plan
     assert same_g is not None

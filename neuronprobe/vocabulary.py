@@ -168,7 +168,7 @@ class ServingRuntime(Word):
     """The serving stack whose decode-bucket rule a token-generation ladder is fitted for (issue 24)."""
 
     NXDI = "nxdi"  # NxD Inference: first bucket > attention length + speculation
-    VLLM_NEURON = "vllm-neuron"  # vllm-neuron plugin: smallest bucket >= length + 1 + speculation, max_model_len fallback
+    VLLM_NEURON = "vllm-neuron"  # vllm-neuron plugin: smallest bucket >= num_computed_tokens + 1 + speculation, max_model_len fallback
     TNX = "tnx"  # transformers-neuronx: first bucket >= the length
 
 

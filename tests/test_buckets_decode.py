@@ -47,10 +47,10 @@ def test_a_request_decodes_at_p_plus_1_to_p_plus_o_minus_1_each_once():
         ("nxdi", 0, 256, 256),  # ... except the largest bucket (_get_seq_bucket: required_len == largest)
         ("nxdi", 4, 123, 128),
         ("nxdi", 4, 124, 256),  # speculation shifts the required length
-        ("vllm-neuron", 0, 127, 128),  # smallest bucket >= position + 1
-        ("vllm-neuron", 0, 128, 256),
-        ("vllm-neuron", 4, 123, 128),
-        ("vllm-neuron", 4, 124, 256),
+        ("vllm-neuron", 0, 128, 128),  # smallest bucket >= num_computed_tokens + 1 = the attention length
+        ("vllm-neuron", 0, 129, 256),
+        ("vllm-neuron", 4, 124, 128),
+        ("vllm-neuron", 4, 125, 256),
         ("tnx", 0, 128, 128),  # inclusive
         ("tnx", 0, 129, 256),
         ("tnx", 3, 125, 128),
@@ -63,7 +63,7 @@ def test_each_runtime_fit_rule_at_the_edge(runtime, spec, position, bucket):
 
 def test_beyond_the_last_bucket_has_no_graph():
     assert decode_bucket(257, [128, 256], "nxdi") is None
-    assert decode_bucket(256, [128, 256], "vllm-neuron") is None  # needs 257
+    assert decode_bucket(254, [128, 256], "vllm-neuron", 3) is None  # needs 257 with 3 speculative tokens
 
 
 # --- the exact ladder against brute force ---------------------------------------------
@@ -83,8 +83,7 @@ def _place(r, edges, runtime):
 
 
 def _brute(prompts, outputs, k, runtime, spec):
-    extra = 1 if runtime == "vllm-neuron" else 0
-    req = _steps(prompts, outputs, spec + extra)
+    req = _steps(prompts, outputs, spec)
     top = max(req)
     allowed = [e for e in range(1, top) if runtime != "vllm-neuron" or e % 128 == 0]
     best = None
@@ -93,7 +92,7 @@ def _brute(prompts, outputs, k, runtime, spec):
             edges = [*combo, top]
             padded = sum(_place(x, edges, runtime) for x in req)
             best = padded if best is None else min(best, padded)
-    real = sum(x - extra for x in req)
+    real = sum(req)
     return best, real
 
 
@@ -112,8 +111,7 @@ def traces(draw):
 def test_every_k_equals_brute_force_for_every_runtime_and_speculation(case):
     prompts, outputs, runtime, spec, k = case
     proposal = propose_decode_buckets((prompts, outputs), k, runtime=runtime, speculation_length=spec)
-    extra = 1 if runtime == "vllm-neuron" else 0
-    req = _steps(prompts, outputs, spec + extra)
+    req = _steps(prompts, outputs, spec)
     for point in proposal.curve:
         best, real = _brute(prompts, outputs, point.graphs, runtime, spec)
         padded = sum(_place(x, point.edges, runtime) for x in req)
@@ -140,7 +138,9 @@ def test_vllm_ladder_is_multiples_of_128_plus_the_max_model_len_fallback():
     assert p.edges[-1] == 4096 and all(e % 128 == 0 for e in p.edges[:-1])
     vllm = json.loads(p.configs["vllm_neuron"])
     assert vllm["max_model_len"] == 4096
-    assert vllm["additional_config"]["decode_context_length_buckets"] == p.edges[:-1]  # the fallback is implicit
+    plugin = vllm["additional_config"]["neuron_config"]  # SDK vllm-neuron additional-config.md
+    assert plugin["decode_context_length_buckets"] == p.edges[:-1]  # the fallback is implicit
+    assert plugin["num_seqs_buckets"] == [vllm["max_num_seqs"]]  # the largest must equal max_num_seqs
     assert next(b for b in p.baselines if b.name == "vllm-neuron default").edges == [4096]
 
 

@@ -16,9 +16,9 @@ from neuronprobe.vocabulary import ServingRuntime
 FIVE = [(0.0, 10, 4), (0.0, 20, 3), (1.0, 5, 3), (1.5, 30, 1), (5.0, 8, 2)]
 
 
-def _five(max_batch=2, shift=0, extra=0):
+def _five(max_batch=2, shift=0):
     arr, p, o = (np.array(col) for col in zip(*FIVE, strict=True))
-    return replay(p, o, arr, max_batch, shift, extra, step_seconds=1.0)
+    return replay(p, o, arr, max_batch, shift, step_seconds=1.0)
 
 
 def test_five_requests_replay_step_by_step():

@@ -97,9 +97,11 @@ def render_decode_configs(
     ``seq_len``, the last token-generation bucket must be <= it and the last context bucket
     <= ``max_context_length``; ``token_generation_batches`` must be <= ``tkg_batch_size``
     (= ``batch_size``) and cannot be combined with speculation. vllm-neuron
-    (SDK vllm-neuron additional-config.md): ``decode_context_length_buckets`` are the edges
-    below ``max_model_len`` (the fallback graph is added by the runtime), ``num_seqs_buckets``
-    the batch buckets; its NxD Inference path reads ``override_neuron_config``.
+    (SDK vllm-neuron ``additional-config.md``): ``additional_config["neuron_config"]`` holds
+    ``decode_context_length_buckets`` (the edges below ``max_model_len``, multiples of 128; the
+    fallback graph is added by the runtime) and ``num_seqs_buckets`` (the batch buckets, the
+    largest equal to ``max_num_seqs``). vLLM's NxD Inference path (SDK vllm-user-guide)
+    reads ``override_neuron_config`` instead; the ``vllm_nxdi`` snippet has that form.
     """
     top = edges[-1]
     ctx = [e for e in context_edges if e <= context_top] or [context_top]
@@ -120,26 +122,25 @@ def render_decode_configs(
     if tp_degree is not None:
         nxdi["tp_degree"] = tp_degree
     override = {k: v for k, v in nxdi.items() if k not in ("seq_len", "batch_size", "tp_degree")}
-    vllm: dict[str, object] = {
-        "max_model_len": top,
-        "max_num_seqs": max_batch,
-        "additional_config": {
-            "decode_context_length_buckets": [e for e in edges if e < top],
-            "num_seqs_buckets": batches or [max_batch],
-            "override_neuron_config": override,
-        },
-    }
+    plugin: dict[str, object] = {"num_seqs_buckets": batches or [max_batch]}
+    below = [e for e in edges if e < top]
+    if below:
+        plugin["decode_context_length_buckets"] = below
+    vllm: dict[str, object] = {"max_model_len": top, "max_num_seqs": max_batch, "additional_config": {"neuron_config": plugin}}
+    vllm_nxdi: dict[str, object] = {"max_model_len": top, "max_num_seqs": max_batch, "override_neuron_config": override}
     if tp_degree is not None:
         vllm["tensor_parallel_size"] = tp_degree
+        vllm_nxdi["tensor_parallel_size"] = tp_degree
     tnx: dict[str, object] = {"n_positions": edges, "context_length_estimate": ctx, "batch_size": max_batch}
     if tp_degree is not None:
         tnx["tp_degree"] = tp_degree
     head = {
         "nxd_inference": f"NeuronConfig fields; fitted for --runtime {runtime}",
-        "vllm_neuron": f"vLLM engine arguments; fitted for --runtime {runtime}",
+        "vllm_neuron": f"vLLM engine arguments for the vllm-neuron plugin; fitted for --runtime {runtime}",
+        "vllm_nxdi": f"vLLM engine arguments for vLLM's NxD Inference path; fitted for --runtime {runtime}",
         "transformers_neuronx": f"from_pretrained arguments; fitted for --runtime {runtime}",
     }
     out = {}
-    for name, body in (("nxd_inference", nxdi), ("vllm_neuron", vllm), ("transformers_neuronx", tnx)):
+    for name, body in (("nxd_inference", nxdi), ("vllm_neuron", vllm), ("vllm_nxdi", vllm_nxdi), ("transformers_neuronx", tnx)):
         out[name] = json.dumps({"_comment": head[name], **body}, indent=2) + "\n"
     return out

@@ -101,7 +101,7 @@ def propose_decode_buckets(
     if model is not None:
         target = target or DEFAULT_TARGET
     notes: list[str] = []
-    shift = int(speculation_length) + rule.extra
+    shift = int(speculation_length)
 
     fit_trace, test_trace, holdout_info = trace, None, None
     if holdout is not None:
@@ -366,12 +366,12 @@ def _replay(
 ) -> tuple[Replay, str]:
     assert trace.arrivals is not None
     if tps is not None:
-        return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, rule.extra, step_seconds=1.0 / tps), "--tokens-per-second"
+        return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, step_seconds=1.0 / tps), "--tokens-per-second"
     if step_times is not None:
         model = StepModel(step_times.intercept, step_times.model.a, step_times.model.b, "seconds", "")
-        return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, rule.extra, step_model=model), "--step-times"
+        return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, step_model=model), "--step-times"
     notes.append(f"the replay assumes {DEFAULT_DECODE_TOKENS_PER_SECOND:g} decode steps per second (no --tokens-per-second or --step-times given)")
-    return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, rule.extra, step_seconds=1.0 / DEFAULT_DECODE_TOKENS_PER_SECOND), "assumed"
+    return replay(trace.prompts, trace.outputs, trace.arrivals, max_batch, shift, step_seconds=1.0 / DEFAULT_DECODE_TOKENS_PER_SECOND), "assumed"
 
 
 def _batch_plan(

@@ -7,7 +7,7 @@ from typing import Any
 from neuronprobe.formatting import format_bytes, format_percent
 from neuronprobe.report.model import DecodeProposal
 
-DECODE_CONFIG_NAMES: tuple[str, ...] = ("nxd_inference", "vllm_neuron", "transformers_neuronx")
+DECODE_CONFIG_NAMES: tuple[str, ...] = ("nxd_inference", "vllm_neuron", "vllm_nxdi", "transformers_neuronx")
 
 
 def _pct(x: float | None) -> str:

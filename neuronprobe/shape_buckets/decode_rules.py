@@ -11,14 +11,17 @@ pick a bucket from that *required length* r:
   (``modules/autobucketing.py``). With batch buckets (``token_generation_batches``) the
   pick is ``_get_batch_and_seq_bucket``: the smallest (batch, seq) with batch >= n and
   r <= seq, so the sequence fit becomes inclusive there.
-- ``vllm-neuron`` (SDK ``vllm-neuron/docs/design/vllm/decode-context-length-bucketing.md``):
-  the smallest bucket >= length + 1 + speculation, buckets multiples of 128 below
-  ``max_model_len``, and a ``max_model_len`` graph always compiled as the fallback: here
-  r = length + 1 + speculation with an inclusive fit, and the last edge is max_model_len.
+- ``vllm-neuron`` (SDK ``vllm-neuron/docs/design/vllm/decode-context-length-bucketing.md``
+  and ``additional-config.md``): the smallest bucket >= ``max(num_computed_tokens) + 1 +
+  num_speculative_tokens``, buckets multiples of 128 below ``max_model_len``, and a
+  ``max_model_len`` graph always compiled as the fallback. ``num_computed_tokens`` counts
+  the tokens already in the KV cache, L - 1 at a step of attention length L (the first
+  decode step has the P prompt tokens computed and attends P+1), so here r = length +
+  speculation with an inclusive fit, and the last edge is max_model_len.
 - ``tnx`` (transformers-neuronx ``n_positions``): the first bucket >= r, r = length + speculation.
 
 KV read per step is the bucket (every layer reads K and V up to the bucket), so padded
-KV tokens are ``bucket - real`` where real = length + speculation (the tokens attended).
+KV tokens are ``bucket - r`` where r = length + speculation (the tokens attended).
 """
 
 from __future__ import annotations
@@ -40,15 +43,14 @@ VLLM_BUCKET_MULTIPLE = 128
 class RuntimeRule:
     runtime: ServingRuntime
     fit: Fit
-    extra: int  # added to length + speculation to get the required length r
     multiple_of: int | None  # every edge but the last a multiple of this
     fallback: bool  # the last edge (max_model_len) is always compiled, whatever the ladder
 
 
 RULES: dict[ServingRuntime, RuntimeRule] = {
-    ServingRuntime.NXDI: RuntimeRule(ServingRuntime.NXDI, Fit.STRICT, 0, None, False),
-    ServingRuntime.VLLM_NEURON: RuntimeRule(ServingRuntime.VLLM_NEURON, Fit.INCLUSIVE, 1, VLLM_BUCKET_MULTIPLE, True),
-    ServingRuntime.TNX: RuntimeRule(ServingRuntime.TNX, Fit.INCLUSIVE, 0, None, False),
+    ServingRuntime.NXDI: RuntimeRule(ServingRuntime.NXDI, Fit.STRICT, None, False),
+    ServingRuntime.VLLM_NEURON: RuntimeRule(ServingRuntime.VLLM_NEURON, Fit.INCLUSIVE, VLLM_BUCKET_MULTIPLE, True),
+    ServingRuntime.TNX: RuntimeRule(ServingRuntime.TNX, Fit.INCLUSIVE, None, False),
 }
 
 
@@ -61,7 +63,8 @@ def rule_for(runtime: str | ServingRuntime) -> RuntimeRule:
 
 def required_length(position: int, runtime: str | ServingRuntime, speculation_length: int = 0) -> int:
     """The length a runtime fits into its buckets for a decode step at attention length ``position``."""
-    return int(position) + int(speculation_length) + rule_for(runtime).extra
+    rule_for(runtime)  # checks the name
+    return int(position) + int(speculation_length)
 
 
 def decode_bucket(position: int, edges: list[int], runtime: str | ServingRuntime, speculation_length: int = 0) -> int | None:
@@ -150,7 +153,7 @@ def score_ladder(required: np.ndarray, counts: np.ndarray, edges: list[int] | np
     idx = assign(v, e, rule.fit)
     inside = idx < e.size
     beyond = int(np.asarray(counts)[~inside].sum())
-    real = (v[inside] - rule.extra).astype(np.float64)
+    real = v[inside].astype(np.float64)
     padded = e[idx[inside]].astype(np.float64)
     w = c[inside]
     real_sum = float(np.sum(w * real))

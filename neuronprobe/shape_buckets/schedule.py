@@ -57,14 +57,13 @@ def replay(
     arrivals: np.ndarray,
     max_batch: int,
     shift: int,
-    extra: int,
     step_seconds: float | None = None,
     step_model: StepModel | None = None,
 ) -> Replay:
     """Replay the requests through continuous batching (module docstring).
 
-    ``shift`` is added to each attention length to get the required length; ``extra`` is
-    the part of it that is not attended (vllm-neuron's + 1). One of ``step_seconds`` and
+    ``shift`` (the speculation length) is added to each attention length to get the
+    required length, which is also the KV the step attends. One of ``step_seconds`` and
     ``step_model`` (in seconds) sets the tick.
     """
     if max_batch < 1:
@@ -114,7 +113,7 @@ def replay(
         starts.append(t)
         batch.append(b)
         longest.append(top)
-        real.append(key_sum + b * (s - extra))
+        real.append(key_sum + b * s)
         t += dt if dt is not None else tick(top)
         s += 1
         while ends and ends[0][0] < s:
