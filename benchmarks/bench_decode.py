@@ -97,6 +97,10 @@ def bench_trace(path: Path, model: str | None, target: str, max_batch: int, tps:
         for pl in plans
         if pl is not None
     ]
+    held_cb = propose_decode_buckets(trace, g, model=model, target=target, max_batch=max_batch, tokens_per_second=tps, max_graphs=max_graphs, holdout=0.5)
+    assert held_cb.holdout is not None
+    for plan_name, sc in held_cb.holdout.batch_plans.items():
+        cb_rows.append(f"| {name} | held out: {plan_name} (fitted on the first half hour) | | | | {_pct(sc.kv_overhead)} | {_pct(sc.step_overhead)} | |")
     t = cb.timeline
     assert t is not None
     cb_rows.append(

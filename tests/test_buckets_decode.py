@@ -175,6 +175,9 @@ def test_configs_pass_nxd_inference_validation_with_batch_buckets(tmp_path):
     assert cfg["token_generation_buckets"] == p.batch_plan.seq_buckets and cfg["batch_size"] == 8
     if len(p.batch_plan.batch_buckets) > 1:
         assert cfg["token_generation_batches"] == p.batch_plan.batch_buckets
+    held = propose_decode_buckets(trace, 6, max_batch=8, tokens_per_second=20, max_graphs=12, holdout=0.4)
+    assert set(held.holdout.batch_plans) == {held.batch_plan.name, *(b.name for b in held.batch_baselines)}
+    assert held.timeline.requests == held.holdout.fit_requests == 180
     with_spec = propose_decode_buckets(trace, 6, max_batch=8, tokens_per_second=20, speculation_length=4)
     spec_cfg = json.loads(with_spec.configs["nxd_inference"])
     _nxdi_validate(spec_cfg)

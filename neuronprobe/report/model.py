@@ -505,6 +505,8 @@ class DecodeHoldout:
     fit_requests: int
     test_requests: int
     ladders: dict[str, DecodeScore] = field(default_factory=dict)  # "proposed" and each baseline
+    # the batch plans on the held-out requests replayed the same way (--max-batch with timestamps)
+    batch_plans: dict[str, DecodeScore] = field(default_factory=dict)
 
 
 @dataclass

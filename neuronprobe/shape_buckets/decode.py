@@ -213,6 +213,8 @@ def propose_decode_buckets(
         for name, edges in [("proposed", chosen.edges)] + [(b.name, b.edges) for b in baselines]:
             sc = score_ladder(tv, tc, edges, rule, step)
             holdout_info.ladders[name] = DecodeScore(sc.kv_overhead, sc.step_overhead, sc.beyond_last)
+        if plan_out is not None and max_batch is not None and test_trace.arrivals is not None:
+            _score_plans_held_out(holdout_info, test_trace, [plan_out, *batch_baselines], max_batch, shift, rule, tokens_per_second, step_times, step, top)
 
     hist, hist_note = _histogram(values, counts)
     if hist_note:
@@ -388,6 +390,33 @@ def _batch_plan(
         real_time = float(np.sum(step.per_step + step.per_token * rep.real[inside]))
         step_pct = 100.0 * (padded_time - real_time) / real_time
     return BatchPlan(name, plan.batch_buckets, plan.seq_buckets, plan.graphs, round(kv, 4), None if step_pct is None else round(step_pct, 4), plan.method)
+
+
+def _score_plans_held_out(
+    holdout: DecodeHoldout,
+    test: DecodeTrace,
+    plans: list[BatchPlan],
+    max_batch: int,
+    shift: int,
+    rule: RuntimeRule,
+    tps: float | None,
+    step_times: StepTimeFit | None,
+    step: StepModel | None,
+    top: int,
+) -> None:
+    """Each batch plan on the held-out requests, replayed like the fitting part."""
+    rep, _ = _replay(test, max_batch, shift, rule, tps, step_times, [])
+    if not rep.steps:
+        return
+    nb, nl, w = step_groups(rep)
+    fits = nl <= top
+    real_total = float(rep.real[rep.longest <= top].sum())
+    for plan in plans:
+        padded = plan_cost(nb[fits], nl[fits], w[fits], plan.batch_buckets, plan.seq_buckets, rule)
+        scored = _batch_plan(
+            plan.name, Plan(plan.batch_buckets, plan.seq_buckets, padded, plan.method), nb[fits], nl[fits], w[fits], rule, real_total, rep, step, top
+        )
+        holdout.batch_plans[plan.name] = DecodeScore(scored.kv_overhead, scored.step_overhead, int(w[~fits].sum()))
 
 
 def _timeline(rep: Replay, max_batch: int, source: str, plan: Plan, rule: RuntimeRule) -> DecodeTimeline:

@@ -125,6 +125,8 @@ def render_decode(p: DecodeProposal, config: str = "nxd_inference") -> list[Any]
             t2.add_column(name, justify="left" if name == "ladder" else "right")
         for name, s in h.ladders.items():
             t2.add_row(name, _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None)
+        for name, s in h.batch_plans.items():
+            t2.add_row(f"batching: {name}", _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None)
         out.append(t2)
 
     for note in p.notes:
