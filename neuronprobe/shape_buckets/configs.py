@@ -82,7 +82,6 @@ def render_configs(edges: list[int], fit: str) -> dict[str, str]:
 
 
 def render_decode_configs(
-    runtime: str,
     edges: list[int],
     context_edges: list[int],
     context_top: int,
@@ -134,13 +133,9 @@ def render_decode_configs(
     tnx: dict[str, object] = {"n_positions": edges, "context_length_estimate": ctx, "batch_size": max_batch}
     if tp_degree is not None:
         tnx["tp_degree"] = tp_degree
-    head = {
-        "nxd_inference": f"NeuronConfig fields; fitted for --runtime {runtime}",
-        "vllm_neuron": f"vLLM engine arguments for the vllm-neuron plugin; fitted for --runtime {runtime}",
-        "vllm_nxdi": f"vLLM engine arguments for vLLM's NxD Inference path; fitted for --runtime {runtime}",
-        "transformers_neuronx": f"from_pretrained arguments; fitted for --runtime {runtime}",
-    }
+    # Plain JSON objects, no comment keys: NeuronConfig(**cfg) and LLM(model, **cfg) take them as they are.
+    # The runtime whose rule fitted the ladders is named next to them in the console and HTML.
     out = {}
     for name, body in (("nxd_inference", nxdi), ("vllm_neuron", vllm), ("vllm_nxdi", vllm_nxdi), ("transformers_neuronx", tnx)):
-        out[name] = json.dumps({"_comment": head[name], **body}, indent=2) + "\n"
+        out[name] = json.dumps(body, indent=2) + "\n"
     return out

@@ -226,7 +226,6 @@ def propose_decode_buckets(
             "sequence in the batch picks the bucket); the batch-1 ladder above is for batch 1"
         )
     configs = render_decode_configs(
-        runtime=rule.runtime,
         edges=plan_out.seq_buckets if plan_out is not None else chosen.edges,
         context_edges=context_edges,
         context_top=ctx_top,

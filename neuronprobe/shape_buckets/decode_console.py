@@ -134,6 +134,6 @@ def render_decode(p: DecodeProposal, config: str = "nxd_inference") -> list[Any]
 
     names = list(DECODE_CONFIG_NAMES) if config == "all" else ([] if config == "none" else [config])
     for name in names:
-        out.append(Rule(f"{name} config (JSON)", align="left"))
+        out.append(Rule(f"{name} config (JSON; buckets fitted with the {p.runtime} rule)", align="left"))
         out.append(Text(p.configs.get(name, "").rstrip("\n")))
     return out
