@@ -48,6 +48,14 @@ def test_a_model_that_fits_at_tp8_but_not_tp2():
     assert rows[2].longest_bucket is None and rows[2].largest_batch is None
 
 
+def test_the_reserve_can_be_given():
+    shape = ModelShape("m", 1_000_000, 2, 4, 4, 8, 32)
+    fit = memory_fit(shape, "trn2", bucket=128, batch=2, reserve_bytes=0)
+    assert fit.reserve_source == "--reserve-gib" and all(r.reserve_bytes == 0 for r in fit.rows)
+    assert fit.rows[0].total_bytes == fit.rows[0].weights_bytes + fit.rows[0].kv_bytes
+    assert fit.rows[0].hbm_bytes == 24 * GIB and [r.tp_degree for r in fit.rows] == [1, 2, 4, 8, 16, 32, 64]
+
+
 def test_a_model_that_fits_nowhere_says_so_with_numbers():
     shape = ModelShape("huge", 2_000_000_000_000, 120, 128, 8, 128, 16384)
     fit = memory_fit(shape, "inf2", bucket=8192, batch=1)

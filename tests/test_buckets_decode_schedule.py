@@ -27,6 +27,7 @@ def test_five_requests_replay_step_by_step():
     assert rep.batch.tolist() == [2, 2, 2, 1, 1]
     assert rep.longest.tolist() == [21, 22, 13, 7, 9]  # B at 21, 22; then A at 13 with C at 6; C at 7; E at 9
     assert rep.real.tolist() == [11 + 21, 12 + 22, 13 + 6, 7, 9]
+    assert rep.real_sq.tolist() == [11**2 + 21**2, 12**2 + 22**2, 13**2 + 6**2, 49, 81]
     assert rep.duration == 6.0 and rep.requests == 5
     # the bucket each step runs in under NxD Inference's strict rule with the ladder 8, 16, 32
     assert [decode_bucket(x, [8, 16, 32], "nxdi") for x in rep.longest.tolist()] == [32, 32, 16, 8, 16]

@@ -383,10 +383,13 @@ def _batch_plan(
     if step is not None and real_total:
         bb = np.asarray(plan.batch_buckets, dtype=np.int64)
         sb = np.asarray(plan.seq_buckets, dtype=np.int64)
-        padded_tokens = bb[assign(nb, bb, Fit.INCLUSIVE)] * sb[assign(nl, sb, seq_fit(rule, plan.batch_buckets))]
-        padded_time = float(np.sum(w * (step.per_step + step.per_token * padded_tokens)))
+        # A step of B sequences at bucket E: per_step + B x (per_token E + per_token2 E^2); at the real
+        # lengths: per_step + the sum over the batch of (per_token L + per_token2 L^2).
+        batch_b = bb[assign(nb, bb, Fit.INCLUSIVE)].astype(np.float64)
+        seq_e = sb[assign(nl, sb, seq_fit(rule, plan.batch_buckets))].astype(np.float64)
+        padded_time = float(np.sum(w * (step.per_step + batch_b * (step.per_token * seq_e + step.per_token2 * seq_e * seq_e))))
         inside = rep.longest <= top
-        real_time = float(np.sum(step.per_step + step.per_token * rep.real[inside]))
+        real_time = float(np.sum(step.per_step + step.per_token * rep.real[inside] + step.per_token2 * rep.real_sq[inside]))
         step_pct = 100.0 * (padded_time - real_time) / real_time
     return BatchPlan(name, plan.batch_buckets, plan.seq_buckets, plan.graphs, round(kv, 4), None if step_pct is None else round(step_pct, 4), plan.method)
 

@@ -43,6 +43,7 @@ class Replay:
     batch: np.ndarray  # int64 sequences in the step
     longest: np.ndarray  # int64 longest required length in the step
     real: np.ndarray  # int64 real KV tokens the step needs (sum over the batch of length + speculation)
+    real_sq: np.ndarray  # float64 sum over the batch of the squared lengths (for a step-time model with an E^2 term)
     requests: int
     duration: float
 
@@ -77,9 +78,11 @@ def replay(
     batch: list[int] = []
     longest: list[int] = []
     real: list[int] = []
+    real_sq: list[float] = []
     ends: list[tuple[int, int]] = []  # (last step, key) of each running request; min-heap on the last step
     tops: list[tuple[int, int]] = []  # (-key, last step): lazy max-heap of keys
     key_sum = 0  # sum of keys of running requests; a request's length at step s is key + s
+    key_sq = 0  # sum of their squares: sum (key + s)^2 = key_sq + 2 s key_sum + b s^2
     i = 0
     t = 0.0 if n == 0 else arr[0]
     s = 0
@@ -100,6 +103,7 @@ def replay(
                 push(ends, (last, key))
                 push(tops, (-key, last))
                 key_sum += key
+                key_sq += key * key
             i += 1
         if not ends:
             if i >= n:
@@ -114,15 +118,19 @@ def replay(
         batch.append(b)
         longest.append(top)
         real.append(key_sum + b * s)
+        real_sq.append(float(key_sq + 2 * s * key_sum + b * s * s))
         t += dt if dt is not None else tick(top)
         s += 1
         while ends and ends[0][0] < s:
-            key_sum -= pop(ends)[1]
+            gone = pop(ends)[1]
+            key_sum -= gone
+            key_sq -= gone * gone
     return Replay(
         np.asarray(starts, dtype=np.float64),
         np.asarray(batch, dtype=np.int64),
         np.asarray(longest, dtype=np.int64),
         np.asarray(real, dtype=np.int64),
+        np.asarray(real_sq, dtype=np.float64),
         n,
         (t - arr[0]) if n else 0.0,
     )
