@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets"]
+__all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets", "propose_decode_buckets"]
 
 # A CUDA torchvision wheel beside a CPU torch fails at import (and takes transformers' vision models
 # with it); this watches for that import and lets it through with traceable op schemas. Imports nothing now.
@@ -22,11 +22,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.analysis import analyze
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
-    from neuronprobe.shape_buckets import propose_buckets
+    from neuronprobe.shape_buckets import propose_buckets, propose_decode_buckets
 
 _LAZY = {
     "analyze": ("neuronprobe.analysis", "analyze"),
     "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
+    "propose_decode_buckets": ("neuronprobe.shape_buckets", "propose_decode_buckets"),
     "load_report": ("neuronprobe.report.model", "load_report"),
     "Report": ("neuronprobe.report.model", "Report"),
     "evaluate_gates": ("neuronprobe.gates", "evaluate_gates"),

@@ -173,6 +173,9 @@ def analyze(
     shapes: Annotated[Path | None, typer.Option("--shapes", help="Traffic: JSON Lines, one call's input shapes per line.")] = None,
     lengths: Annotated[Path | None, typer.Option("--lengths", help="Traffic: sequence lengths (same formats as `buckets`).")] = None,
     column: Annotated[str | None, typer.Option("--column", help="Column of --lengths in CSV/TSV/Parquet.")] = None,
+    decode_trace: Annotated[
+        Path | None, typer.Option("--decode-trace", help="Serving trace (prompt and output lengths): adds decode buckets to the report.")
+    ] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
         str | None,
@@ -262,13 +265,20 @@ def analyze(
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
-        inputs = [model, shapes, lengths, rules, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
+        inputs = [model, shapes, lengths, rules, decode_trace, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
+        decode_section = None
+        if decode_trace is not None:  # read and checked before the analysis runs: a bad trace is exit 2 at once
+            from neuronprobe.shape_buckets.decode import decode_for_report
+
+            decode_section = decode_for_report(decode_trace, model, target, list(set_ or []))
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
         else:
             check_outputs([], inputs, folders=[("--output-dir", output_dir)])
         limits = limits_from_options(timeout, max_memory)
         report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
+        if decode_section is not None:
+            report.decode = decode_section
         if audit_path is not None:
             from neuronprobe.audit.engine import audit_paths
             from neuronprobe.audit.rules import stack_for
@@ -612,7 +622,10 @@ def _print_nightly(result: Any, index: Path) -> None:
 
 @app.command()
 def buckets(
-    lengths: Annotated[Path, typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet.")],
+    lengths: Annotated[
+        Path,
+        typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet; with --decode, a trace of prompt and output lengths."),
+    ],
     column: Annotated[str | None, typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
     field_: Annotated[str | None, typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
     max_buckets: Annotated[
@@ -653,12 +666,86 @@ def buckets(
         typer.Option("--config", help="Snippet to print: nxd_inference, transformers_neuronx, vllm_neuron, list, all, none."),
     ] = "nxd_inference",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write the proposal as JSON here.")] = None,
+    # --- decode (issue 24): token-generation and batch buckets, memory fit per TP degree ---
+    decode: Annotated[bool, typer.Option("--decode", help="Token-generation buckets from a trace of prompt and output lengths.")] = False,
+    prompt_column: Annotated[
+        str | None, typer.Option("--prompt-column", help="--decode: the prompt-length column (default: ContextTokens, prompt_tokens, ...).")
+    ] = None,
+    output_column: Annotated[
+        str | None, typer.Option("--output-column", help="--decode: the output-length column (default: GeneratedTokens, output_tokens, ...).")
+    ] = None,
+    time_column: Annotated[str | None, typer.Option("--time-column", help="--decode: the arrival-time column (default: TIMESTAMP, time, ...).")] = None,
+    runtime: Annotated[str, typer.Option("--runtime", help="--decode: nxdi, vllm-neuron or tnx (their bucket fit rules).")] = defaults.DEFAULT_DECODE_RUNTIME,
+    speculation_length: Annotated[int, typer.Option("--speculation-length", help="--decode: speculative tokens per step (shifts the required length).")] = 0,
+    model: Annotated[
+        str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
+    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="--decode with --model hf:...: override a config field, KEY=VALUE.")] = None,
+    target: Annotated[str, typer.Option("--target", help="--decode with --model: trn1, inf2 or trn2.")] = defaults.DEFAULT_TARGET,
+    dtype: Annotated[str, typer.Option("--dtype", help="--decode with --model: weight and KV dtype (NxD Inference's default bfloat16).")] = "bfloat16",
+    reserve_gib: Annotated[
+        float | None, typer.Option("--reserve-gib", help="--decode with --model: GiB per core kept for runtime code, scratchpad and DMA rings.")
+    ] = None,
+    tp_degree: Annotated[
+        int | None, typer.Option("--tp-degree", help="--decode with --model: model step time at this TP degree (default: the smallest that fits).")
+    ] = None,
+    max_batch: Annotated[
+        int | None, typer.Option("--max-batch", help="--decode: replay continuous batching with at most this many sequences (needs timestamps).")
+    ] = None,
+    tokens_per_second: Annotated[float | None, typer.Option("--tokens-per-second", help="--decode: decode steps per second in the replay.")] = None,
+    max_graphs: Annotated[int | None, typer.Option("--max-graphs", help="--decode: compiled decode graphs (batch x sequence buckets) allowed.")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with _errors(debug):
         import dataclasses
         import json
+
+        if decode:
+            from neuronprobe.shape_buckets.decode_cli import DecodeOptions, run_decode
+
+            options = DecodeOptions(
+                trace=lengths,
+                max_buckets=max_buckets,
+                prompt_column=prompt_column,
+                output_column=output_column,
+                time_column=time_column,
+                runtime=runtime,
+                speculation_length=speculation_length,
+                max_len=max_len,
+                step_times=step_times,
+                model=model,
+                overrides=tuple(set_ or ()),
+                target=target,
+                dtype=dtype,
+                reserve_gib=reserve_gib,
+                tp_degree=tp_degree,
+                max_batch=max_batch,
+                tokens_per_second=tokens_per_second,
+                max_graphs=max_graphs,
+                holdout=holdout,
+                config=config,
+                json_path=json_path,
+                unused={
+                    "--cost": cost != "tokens",
+                    "--column": column is not None,
+                    "--field": field_ is not None,
+                    "--fit": fit != defaults.DEFAULT_FIT,
+                    "--multiple-of": multiple_of is not None,
+                    "--min-bucket": min_bucket is not None,
+                    "--compile-seconds": compile_seconds is not None,
+                },
+            )
+            decoded = run_decode(options)
+            console = _out_console()
+            from neuronprobe.shape_buckets.decode_console import render_decode
+
+            for part in render_decode(decoded, config=options.config):
+                console.print(part)
+            if json_path is not None:
+                _write(json_path, json.dumps(dataclasses.asdict(decoded), indent=2) + "\n")
+                console.print(f"json: {json_path}", markup=False)
+            return
 
         from neuronprobe.shape_buckets import fit_step_times, propose_buckets, read_lengths, read_step_times
         from neuronprobe.shape_buckets.configs import CONFIG_NAMES

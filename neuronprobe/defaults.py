@@ -43,6 +43,18 @@ DEFAULT_FIT = "inclusive"
 # Cost units one compile-second is worth when --compile-seconds chooses k.
 DEFAULT_COMPILE_WEIGHT = 1.0
 
+# Decode buckets (issue 24). The serving stack whose fit rule is used when none is named:
+# NxD Inference, which vllm-neuron also runs underneath.
+DEFAULT_DECODE_RUNTIME = "nxdi"
+# Decode steps per second per sequence when a continuous-batching replay has neither
+# --tokens-per-second nor --step-times: an assumption stated in every report that uses it
+# (a 7-8B model at bf16 on one NeuronCore-v2 reads ~15 GB per step at 820/2 GB/s: ~25 steps/s).
+DEFAULT_DECODE_TOKENS_PER_SECOND = 25.0
+# The most compiled decode graphs (batch buckets x sequence buckets) when --max-graphs is not given.
+DEFAULT_DECODE_MAX_GRAPHS = 16
+# Requests in a replay before the per-step timeline stored in the report is thinned to this many points.
+DECODE_TIMELINE_POINTS = 1500
+
 # Nights shown in the nightly trend plots and history tables: a month of nightlies.
 DEFAULT_HISTORY_NIGHTS = 30
 

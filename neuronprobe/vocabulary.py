@@ -167,6 +167,14 @@ class Fit(Word):
     STRICT = "strict"  # the first edge > the length (NxD Inference's runtime rule)
 
 
+class ServingRuntime(Word):
+    """The serving stack whose decode-bucket rule a token-generation ladder is fitted for (issue 24)."""
+
+    NXDI = "nxdi"  # NxD Inference: first bucket > attention length + speculation
+    VLLM_NEURON = "vllm-neuron"  # vllm-neuron plugin: smallest bucket >= num_computed_tokens + 1 + speculation, max_model_len fallback
+    TNX = "tnx"  # transformers-neuronx: first bucket >= the length
+
+
 @dataclass(frozen=True)
 class SourceLocation:
     """A place in the user's code; the one way neuronprobe prints "file:line".

@@ -1,0 +1,247 @@
+"""Read a serving trace for decode buckets: prompt and output lengths per request, and when it arrived.
+
+Formats by extension: CSV / TSV (``.csv``, ``.tsv``, ``.tab``; anything else is read as CSV),
+JSON Lines (``.jsonl``, ``.ndjson``) and Parquet (``.parquet``, ``.pq``). The columns are
+named with ``--prompt-column`` / ``--output-column`` / ``--time-column``; without them the
+first column whose name is in :data:`PROMPT_NAMES` / :data:`OUTPUT_NAMES` /
+``reading.TIMESTAMP_NAMES`` is used (case-insensitive), which recognises the Azure LLM
+inference trace 2023 (``TIMESTAMP,ContextTokens,GeneratedTokens``).
+
+A row that is not usable (a missing value, a fraction, a prompt < 1, an output < 1) is
+one sentence naming the row and the column, never the row's content.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuronprobe.errors import InputError
+from neuronprobe.shape_buckets.reading import DELIMITED_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TIMESTAMP_NAMES
+
+# Column names taken as the prompt and the output length when none is named (case-insensitive):
+# the Azure trace's own names first, then the usual spellings of serving logs and benchmarks.
+PROMPT_NAMES: tuple[str, ...] = ("contexttokens", "prompt_tokens", "prompt_len", "prompt_length", "input_tokens", "input_len", "input_length")
+OUTPUT_NAMES: tuple[str, ...] = (
+    "generatedtokens",
+    "output_tokens",
+    "completion_tokens",
+    "output_len",
+    "output_length",
+    "generated_tokens",
+    "max_tokens",
+)
+# Longer than any model context served today; the position histogram is a dense array up to here.
+MAX_DECODE_LENGTH = 2**24
+
+
+@dataclass
+class DecodeTrace:
+    """Requests in file order: prompt tokens, output tokens, and arrival seconds when known."""
+
+    prompts: np.ndarray  # int64 >= 1
+    outputs: np.ndarray  # int64 >= 1 (the first output token comes from prefill)
+    arrivals: np.ndarray | None = None  # float64 seconds from the first request, same size
+    source: str = ""
+    prompt_column: str = ""
+    output_column: str = ""
+    time_column: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.prompts.size)
+
+    def subset(self, index: np.ndarray) -> DecodeTrace:
+        arr = None if self.arrivals is None else self.arrivals[index]
+        return DecodeTrace(self.prompts[index], self.outputs[index], arr, self.source, self.prompt_column, self.output_column, self.time_column)
+
+
+def trace_from_arrays(prompts: Any, outputs: Any, arrivals: Any = None, source: str = "requests") -> DecodeTrace:
+    """A trace from in-memory lists/arrays (the Python API); the same checks as a file."""
+    p = _lengths(np.asarray(prompts), source, "prompt", lambda i: f"request {i}")
+    o = _lengths(np.asarray(outputs), source, "output", lambda i: f"request {i}")
+    if p.size != o.size:
+        raise InputError(f"{source}: {p.size} prompt lengths but {o.size} output lengths; give one of each per request")
+    times = None
+    if arrivals is not None:
+        stamps = _timestamps(list(arrivals))
+        if stamps is None or len(stamps) != p.size:
+            raise InputError(f"{source}: arrival times must be one number or date per request")
+        times = _seconds(stamps)
+    return DecodeTrace(p, o, times, source, "prompt", "output", "arrival" if times is not None else None)
+
+
+def read_decode_trace(
+    path: str | Path,
+    prompt_column: str | None = None,
+    output_column: str | None = None,
+    time_column: str | None = None,
+) -> DecodeTrace:
+    """Read prompt and output lengths (and arrival times) from a trace file; see the module docstring."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such file")
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder, not a trace file")
+    suffix = p.suffix.lower()
+    if suffix in PARQUET_SUFFIXES:
+        frame, row_label = _parquet(p), _row_label(0)
+    elif suffix in JSONL_SUFFIXES:
+        frame, lines = _jsonl(p)
+        row_label = lambda i: f"line {lines[i]}"  # noqa: E731
+    else:
+        frame, row_label = _delimited(p, DELIMITED_SUFFIXES.get(suffix, ",")), _row_label(2)
+    columns = [str(c) for c in frame.columns]
+    pc = _choose(p, columns, prompt_column, PROMPT_NAMES, "--prompt-column", "prompt length")
+    oc = _choose(p, columns, output_column, OUTPUT_NAMES, "--output-column", "output length")
+    if pc == oc:
+        raise InputError(f"{p}: the prompt and output columns are both {pc!r}; name them with --prompt-column and --output-column")
+    tc = time_column
+    if tc is not None and tc not in columns:
+        raise InputError(f"{p} has no --time-column {tc!r}; it has {', '.join(map(repr, columns))}")
+    if tc is None:
+        tc = next((c for c in columns if c.strip().lower() in TIMESTAMP_NAMES and c not in (pc, oc)), None)
+    if len(frame) == 0:
+        raise InputError(f"{p}: no requests found (the file has a header and no rows)")
+    prompts = _lengths(frame[pc].to_numpy(), str(p), pc, row_label)
+    outputs = _lengths(frame[oc].to_numpy(), str(p), oc, row_label)
+    arrivals = None
+    if tc is not None:
+        stamps = _timestamps(frame[tc])
+        if stamps is None:
+            if time_column is not None:  # named explicitly: it must parse
+                raise InputError(f"{p}: --time-column {tc!r} does not parse as times (numbers or dates) on every row")
+            tc = None
+        else:
+            arrivals = _seconds(stamps)
+    return DecodeTrace(prompts, outputs, arrivals, str(p), pc, oc, tc)
+
+
+def _row_label(first_line: int) -> Any:
+    if first_line:
+        return lambda i: f"line {i + first_line}"
+    return lambda i: f"row {i}"
+
+
+def _delimited(p: Path, sep: str) -> Any:
+    import pandas as pd
+
+    try:
+        # Numbers are parsed in C (10^6 rows in a fraction of a second); a column with a bad
+        # cell comes back as text and _lengths names the row.
+        return pd.read_csv(p, sep=sep, keep_default_na=False, skip_blank_lines=True)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{p}: no requests found (the file is empty)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        # pandas names the line in its message ("Expected 3 fields in line 5, saw 4"); no content is quoted
+        raise InputError(f"{p}: cannot read it as {'TSV' if sep == chr(9) else 'CSV'} ({str(exc).strip().splitlines()[-1]})") from None
+
+
+def _jsonl(p: Path) -> tuple[Any, list[int]]:
+    import pandas as pd
+
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read it as text ({type(exc).__name__})") from None
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            raise InputError(f"{p} line {lineno}: not valid JSON") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{p} line {lineno}: not a JSON object; each line needs one object with the prompt and output lengths")
+        rows.append(obj)
+        lines.append(lineno)
+    if not rows:
+        raise InputError(f"{p}: no requests found (the file is empty)")
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    frame = pd.DataFrame.from_records(rows, columns=keys)
+    return frame, lines
+
+
+def _parquet(p: Path) -> Any:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"{p}: reading Parquet needs pyarrow (pip install 'neuronprobe[parquet]')") from None
+    try:
+        return pq.read_table(p).to_pandas()
+    except Exception as exc:  # pyarrow raises several types for a corrupt file
+        raise InputError(f"{p}: cannot read it as Parquet ({type(exc).__name__})") from None
+
+
+def _choose(p: Path, columns: list[str], named: str | None, names: tuple[str, ...], flag: str, what: str) -> str:
+    if named is not None:
+        if named not in columns:
+            raise InputError(f"{p} has no {flag} {named!r}; it has {', '.join(map(repr, columns))}")
+        return named
+    lower = {c.strip().lower(): c for c in reversed(columns)}
+    for name in names:
+        if name in lower:
+            return lower[name]
+    raise InputError(f"{p}: no {what} column found; name it with {flag} (the file has {', '.join(map(repr, columns))})")
+
+
+def _lengths(values: np.ndarray, where: str, column: str, label: Any) -> np.ndarray:
+    """Whole numbers >= 1 as int64, or one sentence naming the first bad row (never its content)."""
+    import pandas as pd
+
+    if values.dtype.kind in "iu":
+        arr = values.astype(np.int64)
+        bad = (arr < 1) | (arr > MAX_DECODE_LENGTH)
+    else:
+        if values.dtype.kind in "fc":
+            numbers = values.astype(np.float64)
+        else:
+            series = pd.Series(values, dtype=object)
+            as_text = series.map(lambda v: v.strip() if isinstance(v, str) else v)
+            is_bool = series.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
+            numbers = np.array(pd.to_numeric(as_text, errors="coerce"), dtype=np.float64)
+            numbers[is_bool] = np.nan
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(numbers) | (numbers != np.floor(numbers)) | (numbers < 1) | (numbers > MAX_DECODE_LENGTH)
+        arr = np.where(bad, 1, numbers).astype(np.int64)
+    if arr.size == 0:
+        raise InputError(f"{where}: no requests found")
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{where} {label(i)}: {column!r} is not a whole number of tokens between 1 and {MAX_DECODE_LENGTH}")
+    return arr
+
+
+def _timestamps(values: Any) -> np.ndarray | None:
+    """Numbers (seconds) or dates on every row, else None. ISO 8601 is tried first: it parses
+    10^6 stamps in a fraction of a second where pandas' mixed-format guess takes seconds."""
+    import pandas as pd
+
+    series = pd.Series(values)
+    if series.dtype.kind in "iuf":
+        return None if series.isna().any() else series.to_numpy(dtype=np.float64)
+    numeric = pd.to_numeric(series, errors="coerce")
+    if not numeric.isna().any():
+        return numeric.to_numpy(dtype=np.float64)
+    for fmt in ("ISO8601", "mixed"):
+        try:
+            parsed = pd.to_datetime(series, errors="coerce", format=fmt)
+        except (TypeError, ValueError):
+            continue
+        if not parsed.isna().any():
+            return parsed.to_numpy(dtype="datetime64[ns]")
+    return None
+
+
+def _seconds(stamps: np.ndarray) -> np.ndarray:
+    """Seconds from the earliest stamp (numbers are taken as seconds already)."""
+    if np.issubdtype(stamps.dtype, np.datetime64):
+        ns = stamps.astype("datetime64[ns]").astype(np.int64)
+        return (ns - ns.min()).astype(np.float64) / 1e9
+    arr = stamps.astype(np.float64)
+    return arr - arr.min()
