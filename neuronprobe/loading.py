@@ -138,6 +138,13 @@ def import_model_file(path: Path) -> Any:
 
 
 def load_model_file(path: Path) -> LoadedModel:
+    from neuronprobe.loaders import torchvision_ops
+
+    with torchvision_ops.hooked():  # the file (or its get_model) may import torchvision
+        return _load_model_file(path)
+
+
+def _load_model_file(path: Path) -> LoadedModel:
     module = import_model_file(path)
     missing = [n for n in ("get_model", "get_example_inputs") if not callable(getattr(module, n, None))]
     if missing:
@@ -258,7 +265,9 @@ def load_hf(
     runs it; ``shrink`` makes its config small enough for that). A constructor
     that raises is the config's fault: one line naming the fields to give.
     """
-    with hf_build_scope():
+    from neuronprobe.loaders import torchvision_ops
+
+    with hf_build_scope(), torchvision_ops.hooked():  # transformers' vision models import torchvision
         return _load_hf(model_type, overrides, seq_len, device, shrink, input_plan)
 
 
