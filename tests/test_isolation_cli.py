@@ -234,6 +234,7 @@ def test_a_kill_reaches_processes_the_worker_started_in_their_own_group(tmp_path
 # interpreter and session, started by the analysis worker) meets them; `auto` picks that backend here
 # because the xla_env fixture makes the environment visible and there is no Neuron SDK.
 
+
 def _backend_of(out: Path, name: str) -> str:
     return json.loads((out / f"{name}.json").read_text())["backend"]["name"]
 
