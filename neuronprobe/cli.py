@@ -708,7 +708,7 @@ def doctor(
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
-            table.add_row("xla-cpu environment", xla.summary())
+            table.add_row("xla-cpu environment", Text(xla.summary()))  # a path is text, never markup
             for check in checks:
                 status = "ok     " if check.ok else "MISSING"
                 value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")
@@ -769,7 +769,7 @@ def setup(
 
         target = path or default_env_path()
         err = _err_console()
-        with err.status(f"setting up the xla-cpu environment at {target}") as status:
+        with err.status(f"setting up the xla-cpu environment at {escape(str(target))}") as status:
             env = setup_env(target, progress=lambda line: status.update(f"xla-cpu set-up: {escape(line[-150:])}"))
         out = _out_console()
         how = "already complete, reused" if env.reused else f"created in {env.setup_seconds:.0f} s"
