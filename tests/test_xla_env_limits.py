@@ -149,3 +149,42 @@ def test_a_malformed_step_value_is_a_failed_step_not_a_crash(step, value, bad):
     outcome = xla_cpu._outcome(step, {"event": "done", "step": step, "status": "ok", "seconds": "soon", "line": "x", "value": value})
     assert (outcome.status, outcome.error) == ("error", f"the xla-cpu worker's reply for {step} is malformed ({bad})")
     assert outcome.seconds == 0.0 and outcome.line is None
+
+
+# --- an observation cut short is not a clean run ------------------------------------------------------
+
+
+def test_a_cut_observation_is_not_reported_as_a_clean_run():
+    from report_fixtures import clean_report
+    from rich.console import Console
+
+    from neuronprobe.report.console import render_summary
+    from neuronprobe.report.html import banner
+    from neuronprobe.report.model import BackendStep, Report
+    from neuronprobe.vocabulary import StepStatus, TopVerdict
+
+    report = clean_report()
+    assert report.verdict is TopVerdict.RUNS
+    for status in (StepStatus.TIMEOUT, StepStatus.DIED):
+        report.backend.steps = {"observe": BackendStep(status, detail="stopped after --op-timeout 1 s")}
+        assert report.verdict is TopVerdict.RUNS_UNOBSERVED
+        console = Console(width=200, record=True)
+        console.print(render_summary(report))
+        text = console.export_text()
+        assert "runs on Neuron as it is" not in text and "but its observation was cut short" in text
+        assert banner(report).level == "warn" and "not confirmed" in banner(report).title
+        assert Report.from_json(report.to_json()).verdict is TopVerdict.RUNS_UNOBSERVED
+    report.backend.steps = {"observe": BackendStep(StepStatus.OK, 1.0)}
+    assert report.verdict is TopVerdict.RUNS
+
+
+def test_op_timeout_says_the_observation_was_cut_and_the_top_line_does_not_claim_a_clean_run(tmp_path, xla_env):
+    from helpers import MODELS
+
+    result = runner.invoke(app, ["analyze", str(MODELS / "xla_hang.py"), "--backend", "xla-cpu", "--op-timeout", "3", "-o", str(tmp_path), "--no-html"])
+    assert result.exit_code == 0, result.output
+    head = result.output.splitlines()[0]
+    assert head == "xla_hang on trn1: predicted to run on Neuron as it is, but its observation was cut short"
+    assert "not analysed: xla-cpu backend: observe: stopped after --op-timeout 3 s; its ops are only predicted" in result.output
+    data = json.loads((tmp_path / "xla_hang.json").read_text())
+    assert data["verdict"] == "runs_unobserved" and data["backend"]["steps"]["observe"]["status"] == "timeout"
