@@ -70,11 +70,14 @@ def test_a_forward_that_loops_forever_is_stopped_at_the_timeout(tmp_path, reques
     assert not out.exists()
 
 
-def test_a_forward_that_allocates_without_bound_is_stopped_at_max_memory(tmp_path):
+@pytest.mark.parametrize("backend", ["static", "xla-cpu"])
+def test_a_forward_that_allocates_without_bound_is_stopped_at_max_memory(tmp_path, request, backend):
+    if backend == "xla-cpu":
+        request.getfixturevalue("xla_env")  # the capture meets the hog first, under any backend
     model = HOSTILE / "memory_hog.py"
     # The forked worker starts with this process's pages; give it 400 MiB on top of them.
     limit = _rss_bytes() + 400 * 2**20
-    result, out = _analyze(tmp_path, model, "--max-memory", str(limit), "--timeout", "120")
+    result, out = _analyze(tmp_path, model, "--max-memory", str(limit), "--timeout", "120", "--backend", backend)
     line = _one_line_error(result)
     assert f"{model}:{marker_line(model)}: the analysis used more than --max-memory" in line
     assert not out.exists()
@@ -117,9 +120,12 @@ def test_a_worker_that_dies_without_a_reply_is_one_line_naming_the_file(tmp_path
     assert not out.exists()
 
 
-def test_a_keyboard_interrupt_raised_by_the_model_is_its_failure_not_the_users(tmp_path):
+@pytest.mark.parametrize("backend", ["static", "auto"])
+def test_a_keyboard_interrupt_raised_by_the_model_is_its_failure_not_the_users(tmp_path, request, backend):
+    if backend == "auto":
+        request.getfixturevalue("xla_env")
     model = HOSTILE / "interrupt_in_forward.py"
-    result, _ = _analyze(tmp_path, model)
+    result, _ = _analyze(tmp_path, model, "--backend", backend)
     line = _one_line_error(result)  # 2, not 130
     assert line == f"error: {model}:{marker_line(model)}: the model code raised KeyboardInterrupt"
 
