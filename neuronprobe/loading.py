@@ -240,7 +240,8 @@ def _env_true(value: str | None) -> bool:
 
 @contextmanager
 def hf_build_scope() -> Iterator[None]:
-    """The hub offline and transformers' advice silenced while neuronprobe builds a model; the user's settings after.
+    """The hub offline, transformers' advice silenced and the torchvision import hook in place while
+    neuronprobe builds (and analyses) an ``hf:`` model; the user's settings, and no hook, after.
 
     Nothing may be downloaded at run time, so ``HF_HUB_OFFLINE`` defaults to 1
     inside (a value the user set is kept). huggingface_hub reads the variable
@@ -255,8 +256,11 @@ def hf_build_scope() -> Iterator[None]:
     if constants is not None and saved_env is None:
         constants.HF_HUB_OFFLINE = True
     verbosity = _transformers_verbosity()
+    from neuronprobe.loaders import torchvision_ops
+
     try:
-        yield
+        with torchvision_ops.hooked():  # transformers' vision models import torchvision (loaders/torchvision_ops.py)
+            yield
     finally:
         if saved_env is None:
             os.environ.pop(HF_OFFLINE_ENV, None)
@@ -296,9 +300,7 @@ def load_hf(
     runs it; ``shrink`` makes its config small enough for that). A constructor
     that raises is the config's fault: one line naming the fields to give.
     """
-    from neuronprobe.loaders import torchvision_ops
-
-    with hf_build_scope(), torchvision_ops.hooked():  # transformers' vision models import torchvision
+    with hf_build_scope():
         return _load_hf(model_type, overrides, seq_len, device, shrink, input_plan)
 
 
