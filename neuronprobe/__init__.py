@@ -12,11 +12,8 @@ __version__ = "0.1.0"
 
 __all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets", "propose_decode_buckets"]
 
-# A CUDA torchvision wheel beside a CPU torch fails at import (and takes transformers' vision models
-# with it); this watches for that import and lets it through with traceable op schemas. Imports nothing now.
-from neuronprobe.loaders import torchvision_ops as _torchvision_ops
-
-_torchvision_ops.install()
+# The torchvision import hook (loaders/torchvision_ops.py) is not installed here: only while a model is
+# built (loading.py, loaders/vision.py), so that importing neuronprobe (or its pytest plugin) changes nothing.
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.analysis import analyze

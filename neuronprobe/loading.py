@@ -56,6 +56,35 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
     assume_sizes: bool = False  # fake capture: branches on data-dependent sizes are followed with an assumed size
     input_plan: dict[str, Any] | None = None  # hf: the input repairs the capture needed, for a worker that rebuilds the inputs
+    # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
+    # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
+    inputs_form: str | None = None
+
+
+def inputs_form(inputs: Any) -> str | None:
+    """The container of a get_example_inputs() value, as :func:`train_batch` rebuilds it."""
+    for form, kind in (("dict", dict), ("tuple", tuple), ("list", list)):
+        if isinstance(inputs, kind):
+            return form
+    return "tensor" if type(inputs).__name__ == "Tensor" or hasattr(inputs, "__torch_function__") else None
+
+
+def train_batch(loaded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The batch ``train_step(model, optimizer, batch)`` gets: what get_example_inputs() returned, in its own form.
+
+    ``args``/``kwargs`` are the inputs as the step runs them (fake or on the device). A model
+    not from a file (an ``hf:`` spec) gets its keyword inputs, or its one positional input.
+    """
+    form = getattr(loaded, "inputs_form", None)
+    if form == "dict" or (form is None and kwargs):
+        return dict(kwargs)
+    if form == "tuple":
+        return tuple(args)
+    if form == "list":
+        return list(args)
+    if form == "tensor" or len(args) == 1:
+        return args[0]
+    return tuple(args)
 
 
 def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -138,6 +167,13 @@ def import_model_file(path: Path) -> Any:
 
 
 def load_model_file(path: Path) -> LoadedModel:
+    from neuronprobe.loaders import torchvision_ops
+
+    with torchvision_ops.hooked():  # the file (or its get_model) may import torchvision
+        return _load_model_file(path)
+
+
+def _load_model_file(path: Path) -> LoadedModel:
     module = import_model_file(path)
     missing = [n for n in ("get_model", "get_example_inputs") if not callable(getattr(module, n, None))]
     if missing:
@@ -149,6 +185,7 @@ def load_model_file(path: Path) -> LoadedModel:
         raise ModelLoadError(f"{path}: get_model() returned {type(model).__name__}, not a torch.nn.Module")
     inputs = _call_user(path, module.get_example_inputs, "get_example_inputs")
     args, kwargs = split_inputs(inputs, f"{path}: get_example_inputs()")
+    form = inputs_form(inputs)
     model.eval()
     return LoadedModel(
         name=path.stem,
@@ -156,6 +193,7 @@ def load_model_file(path: Path) -> LoadedModel:
         module=model,
         args=args,
         kwargs=kwargs,
+        inputs_form=form,
         make_inputs=getattr(module, "make_inputs", None) if callable(getattr(module, "make_inputs", None)) else None,
         sample_inputs=getattr(module, "sample_inputs", None) if callable(getattr(module, "sample_inputs", None)) else None,
         path=path,
@@ -202,7 +240,8 @@ def _env_true(value: str | None) -> bool:
 
 @contextmanager
 def hf_build_scope() -> Iterator[None]:
-    """The hub offline and transformers' advice silenced while neuronprobe builds a model; the user's settings after.
+    """The hub offline, transformers' advice silenced and the torchvision import hook in place while
+    neuronprobe builds (and analyses) an ``hf:`` model; the user's settings, and no hook, after.
 
     Nothing may be downloaded at run time, so ``HF_HUB_OFFLINE`` defaults to 1
     inside (a value the user set is kept). huggingface_hub reads the variable
@@ -217,8 +256,11 @@ def hf_build_scope() -> Iterator[None]:
     if constants is not None and saved_env is None:
         constants.HF_HUB_OFFLINE = True
     verbosity = _transformers_verbosity()
+    from neuronprobe.loaders import torchvision_ops
+
     try:
-        yield
+        with torchvision_ops.hooked():  # transformers' vision models import torchvision (loaders/torchvision_ops.py)
+            yield
     finally:
         if saved_env is None:
             os.environ.pop(HF_OFFLINE_ENV, None)

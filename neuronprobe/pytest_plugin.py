@@ -8,13 +8,22 @@ A CI job on a Trainium runner declares what it has::
 * At session start the real Neuron SDK must be detected (the same detection as
   ``neuronprobe doctor``: the PyPI placeholder and the test fake never count);
   otherwise the session exits with code 2 before collecting anything.
-* A test that skips for lack of an accelerator or of CUDA (its skip reason names
-  CUDA, a GPU, an accelerator or Neuron, e.g. ``skipif(not
-  torch.cuda.is_available())``) is reported as failed, and the summary names it:
-  on this runner it would have gone green having run nothing.
+* A test that skips for lack of an accelerator or of CUDA is reported as failed,
+  and the summary names it: on this runner it would have gone green having run
+  nothing. A skip counts when its declared reason says an accelerator is missing
+  (it names CUDA, a GPU, an accelerator or Neuron *and* says it is absent or
+  required: ``skipif(not torch.cuda.is_available())``, ``"requires a GPU"``,
+  ``importorskip("torch_neuronx")``), or when the skipped test carries a marker
+  named for an accelerator (``@pytest.mark.gpu``). Marks on the test, its class or
+  its module (``pytestmark``) count alike. The test's name never counts: a
+  ``test_neuron_count`` skipped as "slow" stays a skip.
+* A whole module skipped at import (``pytest.skip(..., allow_module_level=True)``)
+  for lack of an accelerator fails the session (exit 1) and is named in the summary.
 
-Without the declaration the plugin changes nothing. Registered through the
-``pytest11`` entry point, so installing neuronprobe is enough.
+Without the declaration the plugin changes nothing, and imports nothing of
+neuronprobe but this module (``import neuronprobe`` itself imports nothing heavy
+and installs no import hook). Registered through the ``pytest11`` entry point, so
+installing neuronprobe is enough.
 """
 
 from __future__ import annotations
@@ -30,11 +39,26 @@ OPTION = "--require-accelerator"
 ENV = "NEURONPROBE_REQUIRED_ACCELERATOR"
 ACCELERATORS = ("neuron",)
 EXIT_UNUSABLE = 2
-# Skip reasons that mean "no accelerator here" (or "no CUDA here", which on a Neuron runner is the same lie).
-ACCELERATOR_SKIP = re.compile(r"\b(cuda|gpus?|accelerators?|nvidia|neuron|trainium|inferentia|torch_xla|torch_neuronx|torch\.cuda)\b|no device", re.I)
+# A skip reason means "no accelerator here" (or "no CUDA here", which on a Neuron runner is the same lie)
+# when it names an accelerator and says it is missing or required; either alone is not enough
+# ("slow on GPU", "neuron count too large for CI" are other reasons).
+ACCELERATOR_WORDS = re.compile(
+    r"\b(cuda|cudnn|nccl|gpus?|accelerators?|nvidia|neuron|neuroncores?|trainium|inferentia|trn[123]|inf2|"
+    r"torch_xla|torch_neuronx|neuronx?_?cc|libneuronxla)\b",
+    re.I,
+)
+ABSENCE_WORDS = re.compile(
+    r"available|\b(no|not|without|requires?|required|needs?|needed|missing|absent|only|cannot|can't|"
+    r"could not import|no module named|not found|unavailable|skip(ped)? (on|without))\b",
+    re.I,
+)
+# Markers that declare a test needs an accelerator: skipped, it is skipped for lack of one.
+ACCELERATOR_MARKERS = frozenset({"cuda", "gpu", "gpus", "accelerator", "neuron", "trainium", "inferentia", "requires_gpu", "requires_cuda", "requires_neuron"})
+SKIP_PREFIX = "Skipped: "
 
 _declared_key = pytest.StashKey[str]()
 _converted_key = pytest.StashKey[list[str]]()
+_modules_key = pytest.StashKey[list[str]]()  # modules skipped whole at import for lack of an accelerator
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,13 +98,25 @@ def pytest_configure(config: pytest.Config) -> None:
         )
     config.stash[_declared_key] = declared
     config.stash[_converted_key] = []
+    config.stash[_modules_key] = []
 
 
-def _skip_reason(report: pytest.TestReport) -> str:
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    """The skip's declared reason (pytest's ``(file, line, reason)``); nothing else of the report (names, paths)."""
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
-        return str(longrepr[2])
-    return str(longrepr or "")
+        return str(longrepr[2]).removeprefix(SKIP_PREFIX)
+    return ""
+
+
+def lacks_accelerator(reason: str) -> bool:
+    """A declared skip reason that says an accelerator (or CUDA) is missing or required."""
+    return bool(ACCELERATOR_WORDS.search(reason) and ABSENCE_WORDS.search(reason))
+
+
+def _accelerator_marker(item: pytest.Item) -> str | None:
+    """The first marker of the test (its own, its class's or its module's) named for an accelerator."""
+    return next((m.name for m in item.iter_markers() if m.name.lower() in ACCELERATOR_MARKERS), None)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -93,25 +129,55 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
-    if not ACCELERATOR_SKIP.search(reason):
+    marker = _accelerator_marker(item)
+    if not lacks_accelerator(reason) and marker is None:
         return
+    if not lacks_accelerator(reason):
+        reason = f"{reason}; marked {marker}"
     report.outcome = "failed"
     # A skipif mark skips in the setup phase, which pytest would count as an error in a fixture;
     # this is the test's own failure, so it is reported as the test failing.
     report.when = "call"
     report.longrepr = (
-        f"neuronprobe: skipped for lack of an accelerator or of CUDA ({reason.removeprefix('Skipped: ')}), but this runner "
+        f"neuronprobe: skipped for lack of an accelerator or of CUDA ({reason}), but this runner "
         f"is declared to have one ({OPTION} {declared}): on it the test must run"
     )
     item.config.stash[_converted_key].append(item.nodeid)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+    """A module skipped whole at import (``allow_module_level=True``) for lack of an accelerator is recorded.
+
+    Its report stays a skip (a failed collection would stop the whole session before any test
+    ran); the session's exit status becomes 1 instead, and the summary names the module.
+    """
+    outcome = yield
+    if collector.config.stash.get(_declared_key, None) is None:
+        return
+    report: pytest.CollectReport = outcome.get_result()
+    if report.skipped and lacks_accelerator(_skip_reason(report)):
+        collector.config.stash[_modules_key].append(f"{report.nodeid} ({_skip_reason(report)})")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if session.config.stash.get(_modules_key, None) and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     converted = config.stash.get(_converted_key, None)
-    if not converted:
+    modules = config.stash.get(_modules_key, None)
+    if not converted and not modules:
         return
     declared = config.stash[_declared_key]
     terminalreporter.section("neuronprobe: accelerator skips turned into failures", sep="=", red=True)
-    terminalreporter.write_line(f"{len(converted)} test(s) skipped for lack of an accelerator on a runner declared to have {declared}:")
-    for nodeid in converted:
-        terminalreporter.write_line(f"  {nodeid}")
+    if converted:
+        terminalreporter.write_line(f"{len(converted)} test(s) skipped for lack of an accelerator on a runner declared to have {declared}:")
+        for nodeid in converted:
+            terminalreporter.write_line(f"  {nodeid}")
+    if modules:
+        terminalreporter.write_line(f"{len(modules)} module(s) skipped whole for lack of an accelerator on a runner declared to have {declared}:")
+        for entry in modules:
+            terminalreporter.write_line(f"  {entry}")

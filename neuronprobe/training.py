@@ -573,6 +573,8 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
     args = _fake_inputs(loaded.args, fake_mode)
     kwargs = _fake_inputs(loaded.kwargs, fake_mode)
     get_optimizer = getattr(loaded, "get_optimizer", None)
+    from neuronprobe.loading import train_batch
+
     train_step = getattr(loaded, "train_step", None)
     notes: list[str] = []
     functions, record = _modes(state)
@@ -590,7 +592,7 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
         loss_text = "train_step()"
         with _module_stack(state), functions, record:
             if train_step is not None:
-                batch = kwargs if kwargs else (args[0] if len(args) == 1 else args)
+                batch = train_batch(loaded, args, kwargs)  # what get_example_inputs() returned, in its own form
                 try:
                     train_step(model, optimizer, batch)
                 except InputError:

@@ -103,6 +103,9 @@ class TopVerdict(Word):
     RUNS_WITH_FALLBACKS = ("runs_with_fallbacks", "runs, with CPU fallbacks")
     WILL_NOT_COMPILE = ("will_not_compile", "will not compile on Neuron as it is")
     NOT_ANALYSED = ("not_analysed", "could not be analysed: capture recorded no ops")
+    # A live backend's observation was stopped (--op-timeout, --timeout) or died: nothing failing was
+    # predicted, but the run that would confirm it did not finish, so the answer is not a clean "runs".
+    RUNS_UNOBSERVED = ("runs_unobserved", "predicted to run on Neuron as it is, but its observation was cut short")
 
 
 class Origin(Word):

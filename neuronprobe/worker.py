@@ -190,7 +190,7 @@ def _failure_message(result: Any, label: str, model_file: Path | None, limits: W
         line = line_in_stack_dump(result.stacks, model_file)
         return (
             f"{where(label, line)}: the analysis used more than --max-memory {human_bytes(memory)} "
-            "(resident memory of the worker) and was stopped; make the model or its inputs smaller, or raise --max-memory"
+            "(resident memory of the worker and every process it started) and was stopped; make the model or its inputs smaller, or raise --max-memory"
         )
     if result.status == STATUS_DIED:
         code = result.exit_code
@@ -233,6 +233,8 @@ def run_in_worker(
     memory = limits.max_memory_bytes if limits.max_memory_bytes is not None else default_max_memory()
     file = Path(model_file) if model_file is not None else None
     with tempfile.TemporaryDirectory(prefix="neuronprobe-worker-") as tmp:
+        own_tmp = Path(tmp) / "tmp"  # the worker's (and the xla-cpu worker's) temporary files: removed here on every ending
+        own_tmp.mkdir()
         result = run_isolated(
             _child_call,
             (call,),
@@ -244,6 +246,7 @@ def run_in_worker(
             max_rss_bytes=memory,
             dump_stacks=True,
             daemon=False,
+            tmpdir=own_tmp,
         )
     if result.status == STATUS_OK:
         value = result.value

@@ -17,7 +17,11 @@ The analysis worker (:mod:`neuronprobe.worker`) runs user code the same way, wit
 two more guards: a bound on the resident memory of the whole process group
 (polled from ``/proc``, see ``max_rss_bytes``), and a dump of every thread's stack
 (``faulthandler`` on ``SIGUSR1``) just before a step is killed, so that a timeout or
-a memory kill can name the line that was running.
+a memory kill can name the line that was running. The stack dump reaches the
+workers the step starts too: the child's environment names a folder
+(:data:`STACKS_DIR_ENV`) where a nested worker (the xla-cpu backend's, in its own
+interpreter) registers ``<pid>.stacks``; each registered process of the step's tree
+gets the signal and its dump is read with the child's.
 
 Forking (rather than starting a fresh interpreter) hands the child the model
 exactly as the user built it, including modules defined in a notebook.
@@ -31,6 +35,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -59,6 +64,9 @@ MEMORY_RESCAN_POLLS = 10
 # After asking the child for its stacks (SIGUSR1), how long to wait for the dump before killing.
 STACK_DUMP_WAIT_SECONDS = 1.0
 STACK_SIGNAL = signal.SIGUSR1
+# The folder a nested worker writes its own stack dump to (``<pid>.stacks``), named in the step's environment.
+STACKS_DIR_ENV = "NEURONPROBE_STACKS_DIR"
+STACKS_SUFFIX = ".stacks"
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -108,6 +116,7 @@ def _child(
     workdir: str | None,
     env: dict[str, str],
     stack_path: str | None = None,
+    tmpdir: str | None = None,
 ) -> None:
     """Runs in the forked child: new session, redirected output, the step, one reply.
 
@@ -132,6 +141,9 @@ def _child(
             sys.stdout = sys.__stdout__ = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # type: ignore[misc]  # noqa: SIM115 - the worker's stream; __stdout__ too, for code that reads it
             sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # type: ignore[misc]  # noqa: SIM115 - the worker's stream; __stderr__ too
         os.environ.update(env)
+        if tmpdir is not None:  # the step's temporary files (and its subprocesses', through TMPDIR) go where the parent removes them
+            os.environ["TMPDIR"] = tmpdir
+            tempfile.tempdir = tmpdir
         _single_threaded_torch()
         if workdir is not None:
             os.makedirs(workdir, exist_ok=True)
@@ -157,15 +169,13 @@ def _child(
     conn.close()
 
 
-def _kill_group(process: Any) -> None:
-    """Kill the step's process group and every process it started in groups of their own.
+def kill_tree(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` and every process it started, in any group or session.
 
-    A nested step (the live backend inside the analysis worker) starts its own
-    session; its compilers would outlive a kill of the worker's group alone.
+    A nested step (the live backend inside the analysis worker, the xla-cpu worker)
+    starts its own session; its compilers would outlive a kill of the worker's group alone.
+    Call it before reaping ``pid``: until then its id (the group id) cannot be reused.
     """
-    pid = process.pid
-    if pid is None:
-        return
     own = os.getpgrp()
     for _member, pgrp in sorted(_tree(pid).items()):
         if pgrp not in (pid, own):
@@ -173,6 +183,14 @@ def _kill_group(process: Any) -> None:
                 os.killpg(pgrp, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _kill_group(process: Any) -> None:
+    """Kill the step's process tree (:func:`kill_tree`) and reap the step."""
+    pid = process.pid
+    if pid is None:
+        return
+    kill_tree(pid)
     with contextlib.suppress(Exception):
         process.kill()
     process.join(REAP_SECONDS)
@@ -256,26 +274,50 @@ class _MemoryWatch:
         return total * _PAGE_BYTES
 
 
-def _dump_stacks(pid: int, path: Path | None) -> str:
-    """Ask the child for every thread's stack (faulthandler on SIGUSR1) and read the dump."""
+def _nested_dumps(pid: int, folder: Path | None) -> list[Path]:
+    """The stack files of the nested workers in ``pid``'s tree that registered one, asked for their dump."""
+    if folder is None:
+        return []
+    try:
+        registered = {int(p.name.removesuffix(STACKS_SUFFIX)): p for p in folder.iterdir() if p.name.removesuffix(STACKS_SUFFIX).isdigit()}
+    except OSError:
+        return []
+    asked = []
+    for member in sorted(set(_tree(pid)) & set(registered)):
+        if member == pid:
+            continue
+        with contextlib.suppress(OSError):
+            os.kill(member, STACK_SIGNAL)
+            asked.append(registered[member])
+    return asked
+
+
+def _dump_stacks(pid: int, path: Path | None, nested: Path | None = None) -> str:
+    """Ask the child (and the nested workers it started) for every thread's stack and read the dumps.
+
+    The child's dump comes first; a nested worker's follows, after its own "Current thread" block.
+    """
     if path is None:
         return ""
     try:
         os.kill(pid, STACK_SIGNAL)
     except OSError:
         return ""
+    others = _nested_dumps(pid, nested)
     deadline = time.monotonic() + STACK_DUMP_WAIT_SECONDS
-    text = ""
+    texts: dict[Path, str] = {}
     while time.monotonic() < deadline:
         time.sleep(POLL_SECONDS)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-        if text.count("File ") and text.endswith("\n"):
+        for file in (path, *others):
+            with contextlib.suppress(OSError):
+                texts[file] = file.read_text(encoding="utf-8", errors="replace")
+        if all(texts.get(f, "").count("File ") and texts[f].endswith("\n") for f in (path, *others)):
             time.sleep(POLL_SECONDS)  # let the other threads' stacks land too
-            return path.read_text(encoding="utf-8", errors="replace")
-    return text
+            for file in (path, *others):
+                with contextlib.suppress(OSError):
+                    texts[file] = file.read_text(encoding="utf-8", errors="replace")
+            break
+    return "".join(texts.get(f, "") for f in (path, *others))
 
 
 def _read_log(path: Path) -> str:
@@ -299,6 +341,7 @@ def run_isolated(
     max_rss_bytes: int | None = None,
     dump_stacks: bool = False,
     daemon: bool = True,
+    tmpdir: Path | None = None,
 ) -> StepResult:
     """Run ``fn(*args, progress)`` in a forked child; kill it (and its compilers) after ``limit_s`` seconds.
 
@@ -310,11 +353,18 @@ def run_isolated(
     files relative to it); ``max_rss_bytes`` kills the group once its resident
     memory passes the bound (status ``memory``); ``dump_stacks`` records every
     thread's stack just before a timeout or memory kill (``StepResult.stacks``);
-    ``daemon`` False lets the step start processes of its own (a DataLoader's workers).
+    ``daemon`` False lets the step start processes of its own (a DataLoader's workers);
+    ``tmpdir`` is where the step's temporary files go (``tempfile`` and ``TMPDIR``): a folder the
+    caller removes, so that a step killed before its own clean-up leaves nothing behind.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
     stack_path = workdir / f"{name}.stacks" if dump_stacks else None
+    nested_stacks = workdir / f"{name}.nested-stacks" if dump_stacks else None
+    env = dict(env or {})
+    if nested_stacks is not None:
+        nested_stacks.mkdir(exist_ok=True)
+        env[STACKS_DIR_ENV] = str(nested_stacks)
     if not fork_available():  # pragma: no cover - Neuron hosts are Linux
         return StepResult(STATUS_ERROR, error="this platform cannot fork a worker process", error_type="OSError")
     ctx = multiprocessing.get_context("fork")
@@ -327,8 +377,9 @@ def run_isolated(
             args,
             str(log_path) if capture_output else None,
             str(workdir / name) if chdir else None,
-            dict(env or {}),
+            env,
             str(stack_path) if stack_path is not None else None,
+            str(tmpdir) if tmpdir is not None else None,
         ),
         name=f"neuronprobe-{name}",
         daemon=daemon,
@@ -367,7 +418,7 @@ def run_isolated(
             else:
                 reply = (kind, payload)
         if (timed_out or over_memory) and process.pid is not None:
-            stacks = _dump_stacks(process.pid, stack_path)
+            stacks = _dump_stacks(process.pid, stack_path, nested_stacks)
     finally:
         # Done, timed out or dead: the group goes, so that no compiler the step
         # started outlives it. The child is not reaped yet, so its pid (the
@@ -416,4 +467,4 @@ def run_isolated(
     )
 
 
-__all__ = ["StepResult", "fork_available", "group_rss_bytes", "run_isolated"]
+__all__ = ["STACKS_DIR_ENV", "StepResult", "fork_available", "group_rss_bytes", "kill_tree", "run_isolated"]

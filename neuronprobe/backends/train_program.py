@@ -44,6 +44,7 @@ def _loss(output: Any) -> Any:
 def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = None) -> Callable[[], Any]:
     """One training step of ``loaded`` on ``device``; ``options``: optimizer and optimizer_impl names."""
     from neuronprobe.backends.xla_worker import real_tensors, to_device
+    from neuronprobe.loading import train_batch
 
     options = options or {}
     module = loaded.module.to(device)
@@ -66,7 +67,7 @@ def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = Non
         # The updated parameters (and the loss) are what the step's last graph computes: returned,
         # they let observe() read that graph's HLO without compiling it (execute=False).
         if train_step is not None:
-            batch = kwargs if kwargs else (args[0] if len(args) == 1 else args)
+            batch = train_batch(loaded, args, kwargs)
             return [train_step(module, optimizer, batch), params]
         loss = _loss(module(*args, **kwargs))
         loss.backward()

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -115,17 +114,21 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     if not complete:
         return [], offset
     events = []
-    for line in complete.splitlines():
+    for line in complete.split("\n"):
         try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
+            event = json.loads(line)
+        except (json.JSONDecodeError, RecursionError):
             continue
+        if isinstance(event, dict) and isinstance(event.get("event"), str):  # anything else is not the worker's
+            events.append(event)
     return events, offset + len(complete.encode("utf-8")) + 1
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    """The worker and every process it started (in any session), before it is reaped."""
+    from neuronprobe.backends.isolation import kill_tree
+
+    kill_tree(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):  # a process that survives SIGKILL
         proc.wait(REAP_S)
 
@@ -188,21 +191,68 @@ def _apply_event(run: WorkerRun, e: dict[str, Any], current: str | None, step_st
     if kind == "start":
         return step, time.monotonic()
     if kind == "done":
-        run.steps[step] = StepOutcome(
-            str(e.get("status")),
-            float(e.get("seconds", 0.0)),
-            e.get("value"),
-            str(e.get("error", "")),
-            e.get("file"),
-            e.get("line"),
-            {"traceback": e.get("traceback", "")},
-        )
+        run.steps[step] = _outcome(step, e)
         return None, step_start
     if kind == "progress":
-        run.progress.append(dict(e.get("value") or {}))
+        value = e.get("value")
+        if isinstance(value, dict) and all(isinstance(value.get(k), int) for k in ("calls", "compiles")):
+            run.progress.append(value)
     elif kind == "cpu_check" and step in run.steps:
         run.steps[step].extra.update(cpu_ok=bool(e.get("cpu_ok")), cpu_error=str(e.get("error", "")))
     return current, step_start
+
+
+# What a step's value must hold for the parent to read it: the observation's and the compile count's fields.
+_VALUE_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "observe": {"graphs": list, "op_lines": dict, "compiles": dict, "host_syncs": list, "lines_seen": list},
+    "compiles": {"uncached": int, "cached": int, "calls": int},
+}
+
+
+def _outcome(step: str, e: dict[str, Any]) -> StepOutcome:
+    """A ``done`` event as a StepOutcome, its fields checked: a malformed reply is a failed step, never a crash here."""
+    seconds = e.get("seconds", 0.0)
+    status = e.get("status")
+    file, line = e.get("file"), e.get("line")
+    outcome = StepOutcome(
+        status if isinstance(status, str) else "error",
+        float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0,
+        e.get("value"),
+        str(e.get("error", "")),
+        file if isinstance(file, str) else None,
+        line if isinstance(line, int) and not isinstance(line, bool) else None,
+        {"traceback": str(e.get("traceback", "")), "error_type": str(e.get("error_type", "")), "exit_code": e.get("exit_code")},
+    )
+    fields = _VALUE_FIELDS.get(step)
+    if outcome.status == "ok" and fields is not None:
+        value = outcome.value
+        required = step == "compiles"  # read field by field below; the observation's fields all have defaults
+        bad = (
+            "the value"
+            if not isinstance(value, dict)
+            else next((k for k, t in fields.items() if (k in value or required) and not isinstance(value.get(k), t)), None)
+        )
+        if bad is not None:
+            return StepOutcome("error", outcome.seconds, error=f"the xla-cpu worker's reply for {step} is malformed ({bad})")
+    return outcome
+
+
+def model_exit(run: WorkerRun, loaded: Any) -> ModelLoadError | None:
+    """The model's own ``sys.exit()`` or ``KeyboardInterrupt`` in the worker, as the error the analysis worker gives it."""
+    from neuronprobe.usercode import exit_text, where
+
+    for step in run.steps.values():
+        if step.status != "exit":
+            continue
+        kind = step.extra.get("error_type")
+        what = f"called {exit_text(step.extra.get('exit_code'))}; a model file must return, not exit" if kind == "SystemExit" else f"raised {kind}"
+        path, source = getattr(loaded, "path", None), str(getattr(loaded, "source", ""))
+        if path is not None and step.file and os.path.realpath(step.file) == os.path.realpath(path):
+            place = f"{where(source, step.line)}: "  # the model file as the user named it, as the analysis worker says it
+        else:
+            place = _where(step, loaded)
+        return ModelLoadError(f"{place}the model code {what}")
+    return None
 
 
 def _tail(path: Path) -> str:
@@ -269,6 +319,8 @@ class XlaCpuBackend:
         return self._observation(run, target, loaded)
 
     def _observation(self, run: WorkerRun, target: str, loaded: Any) -> Observation:
+        if (exited := model_exit(run, loaded)) is not None:
+            raise exited
         obs = Observation(compile_log=run.log)
         load = run.steps.get("load") or run.steps.get("import")
         for name in ("import", "load"):
@@ -366,6 +418,8 @@ class XlaCpuBackend:
             torch.save(calls, calls_file)
             request["calls_file"] = str(calls_file)
             run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=timeout, save_graphs=False)
+        if (exited := model_exit(run, loaded)) is not None:
+            raise exited
         step = run.steps.get("compiles")
         last = run.progress[-1] if run.progress else {"calls": 0, "compiles": 0}
         if step is None or step.status != "ok":

@@ -40,10 +40,15 @@ LOCK_FILE = ".setup.lock"
 # The stack the backend stands for: the trn1 release of torch-neuronx 2.9 runs on these.
 REQUIRED_VERSIONS = {"torch": "2.9", "torch-xla": "2.9"}
 PLACEHOLDER_TEXT = "WRONG PACKAGE"
-# A metadata probe imports nothing heavy (well under a second); the full probe imports
-# torch and torch_xla and builds one XLA tensor (a few seconds).
-METADATA_PROBE_TIMEOUT_S = 60
+# A metadata probe imports nothing heavy (well under a second, about 1 s on a loaded CI host);
+# an interpreter that does not answer in 6 s is reported as such, so that `doctor` and `auto`
+# answer within seconds. The full probe imports torch and torch_xla and builds one XLA tensor
+# (a few seconds; minutes on a cold disk). A probe is killed with every process it started.
+METADATA_PROBE_TIMEOUT_S = 6
 IMPORT_PROBE_TIMEOUT_S = 300
+# `setup --path` writes this first into a folder it creates or takes over: a folder holding other
+# files and no such stamp (nor a marker) is someone else's, and set-up refuses to touch it.
+OWNER_FILE = ".neuronprobe-xla-env"
 SETUP_HINT = "run `neuronprobe setup xla-cpu`"
 
 STATE_READY = "ready"
@@ -161,24 +166,87 @@ def check_versions(versions: dict[str, str]) -> str | None:
     return None
 
 
+# The largest probe output read back: the reply is one short JSON line.
+MAX_PROBE_OUTPUT = 1 << 20
+
+
+# Interpreters that did not answer a probe, and when: asked again within UNRESPONSIVE_TTL_S, the
+# answer is the same at once (doctor and auto each look up the environment more than once).
+UNRESPONSIVE_TTL_S = 60.0
+_unresponsive: dict[tuple[str, str], float] = {}
+
+
 def _run_probe(python: str, code: str, timeout: float) -> tuple[dict | None, str]:
-    """Run ``code`` in ``python``; its last stdout line is JSON. (data, why-not)."""
+    key = (python, code)
+    since = _unresponsive.get(key)
+    if since is not None and time.monotonic() - since < UNRESPONSIVE_TTL_S:
+        return None, f"{python} did not answer within {timeout:g} s"
+    try:
+        return _probe(python, code, timeout)
+    except _Unresponsive as exc:
+        _unresponsive[key] = time.monotonic()
+        return None, str(exc)
+
+
+class _Unresponsive(Exception):
+    pass
+
+
+def _probe(python: str, code: str, timeout: float) -> tuple[dict | None, str]:
+    """Run ``code`` in ``python``; its last stdout line is a JSON object. (data, why-not).
+
+    The interpreter runs in a session of its own: at the timeout it is killed with every
+    process it started (a wrapper script's children would otherwise hold its pipes open).
+    """
+    from neuronprobe.backends.isolation import kill_tree
+
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("PJRT_DEVICE", "CPU")
     try:
-        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except subprocess.TimeoutExpired:
-        return None, f"{python} did not answer within {timeout:g} s"
+        proc = subprocess.Popen(
+            [python, "-c", code],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
     except OSError as exc:
         return None, f"{python} cannot be run ({exc.strerror or exc})"
-    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
-    if done.returncode != 0 or not lines:
-        err = [ln for ln in done.stderr.strip().splitlines() if ln.strip()]
-        return None, f"{python} failed: {err[-1] if err else f'exit code {done.returncode}'}"
     try:
-        return json.loads(lines[-1]), ""
-    except json.JSONDecodeError:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc.pid)
+        proc.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.communicate(timeout=1)
+        raise _Unresponsive(f"{python} did not answer within {timeout:g} s") from None
+    stdout = out[-MAX_PROBE_OUTPUT:].decode("utf-8", "replace")
+    stderr = err[-MAX_PROBE_OUTPUT:].decode("utf-8", "replace")
+    lines = [ln for ln in stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or not lines:
+        tail = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+        return None, f"{python} failed: {tail[-1][:300] if tail else f'exit code {proc.returncode}'}"
+    try:
+        data = json.loads(lines[-1])
+    except (json.JSONDecodeError, RecursionError):
         return None, f"{python} printed no result"
+    if not isinstance(data, dict):
+        return None, f"{python} printed a reply of the wrong shape (a JSON {type(data).__name__}, not an object)"
+    return data, ""
+
+
+def _string_map(value: object) -> dict[str, str] | None:
+    """A JSON object of strings (package versions), else None."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return None
+    return dict(value)
+
+
+def _string_list(value: object) -> list[str] | None:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None
+    return list(value)
 
 
 def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = None) -> XlaEnv:
@@ -188,9 +256,20 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
     data, why = _run_probe(python, _METADATA_PROBE, METADATA_PROBE_TIMEOUT_S)
     if data is None:
         return XlaEnv(STATE_BROKEN, python, path, source, problem=f"{source}: {why}")
-    versions = {k: str(v) for k, v in data.get("versions", {}).items()}
-    if data.get("placeholder"):
-        names = " and ".join(data["placeholder"])
+    found = _string_map(data.get("versions")), _string_list(data.get("placeholder")), _string_list(data.get("missing"))
+    if any(part is None for part in found):
+        bad = next(name for name, part in zip(("versions", "placeholder", "missing"), found, strict=True) if part is None)
+        return XlaEnv(
+            STATE_BROKEN,
+            python,
+            path,
+            source,
+            problem=f"{source}: {python} printed a reply of the wrong shape (`{bad}` is missing or not what the probe sends); is it a Python interpreter?",
+        )
+    versions, placeholder, missing_dists = found
+    assert versions is not None and placeholder is not None and missing_dists is not None
+    if placeholder:
+        names = " and ".join(placeholder)
         return XlaEnv(
             STATE_BROKEN,
             python,
@@ -199,7 +278,7 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
             versions,
             problem=f"{source}: {python} has the PyPI placeholder {names}, whose import raises ImportError('WRONG PACKAGE ...')",
         )
-    missing = [d for d in data.get("missing", []) if d in REQUIRED_VERSIONS]
+    missing = [d for d in missing_dists if d in REQUIRED_VERSIONS]
     if missing:
         return XlaEnv(
             STATE_BROKEN,
@@ -218,9 +297,21 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
 def _read_marker(path: Path) -> dict | None:
     try:
         data = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON, nested without end
         return None
     return data if isinstance(data, dict) else None
+
+
+def _marker_problem(marker: dict) -> str | None:
+    """What is wrong with a completeness marker's fields (it is then no proof of completeness), or None."""
+    if _string_map(marker.get("versions")) is None:
+        return "`versions` is not an object of package versions"
+    if not isinstance(marker.get("requirements"), str):
+        return "`requirements` is not a string"
+    seconds = marker.get("setup_seconds")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+        return "`setup_seconds` is not a number"
+    return None
 
 
 def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
@@ -236,7 +327,15 @@ def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
             str(path),
             problem=f"the xla-cpu environment at {path} is incomplete (no {MARKER}: an interrupted or failed set-up); {SETUP_HINT} again",
         )
-    versions = {str(k): str(v) for k, v in marker.get("versions", {}).items()}
+    malformed = _marker_problem(marker)
+    if malformed:
+        return XlaEnv(
+            STATE_PARTIAL,
+            str(python),
+            str(path),
+            problem=f"the xla-cpu environment at {path} is incomplete ({path / MARKER}: {malformed}); {SETUP_HINT} again",
+        )
+    versions = _string_map(marker["versions"]) or {}
     seconds = marker.get("setup_seconds")
     if not python.exists():
         return XlaEnv(
@@ -315,43 +414,85 @@ def setup_env(
     requirements = requirements or requirements_file()
     if not requirements.is_file():
         raise InputError(f"{requirements}: the xla-cpu requirements file is missing (it ships with neuronprobe's source)")
-    with _locked(path):
-        current = inspect_managed(path, requirements)
-        if current.usable:
-            current.reused = True
-            return current
-        start = time.monotonic()
-        (path / MARKER).unlink(missing_ok=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
-        python = venv_python(path)
-        if not python.exists():
-            progress(f"creating a virtual environment at {path / VENV_DIR}")
-            code, tail = _stream([base_python or sys.executable, "-m", "venv", str(path / VENV_DIR)], progress, env)
-            if code != 0:
-                raise BackendUnavailable(f"creating the venv at {path / VENV_DIR} failed: {tail[-1] if tail else code}")
-        progress(f"installing {requirements.name} (torch 2.9 brings its CUDA libraries: several GB)")
-        code, tail = _stream([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements)], progress, env)
+    check_setup_target(path)
+    try:
+        lock = _locked(path)
+        lock.__enter__()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot create the xla-cpu environment there ({exc.strerror or exc})") from None
+    try:
+        return _setup_locked(path, requirements, progress, base_python)
+    finally:
+        lock.__exit__(None, None, None)
+
+
+def check_setup_target(path: Path) -> None:
+    """Refuse a ``--path`` that is not a folder neuronprobe may build in (InputError, exit 2, nothing touched).
+
+    A regular file, or a folder under one, cannot hold the environment; a folder that
+    already holds files neuronprobe did not put there (someone's own ``venv/``) is not
+    replaced, deleted from, or installed into: set-up runs only in a new or empty
+    folder, or in one an earlier set-up stamped as its own.
+    """
+    for folder in (path, *path.parents):
+        if folder.exists() or folder.is_symlink():
+            if not folder.is_dir():
+                what = "is" if folder == path else f"lies under {folder}, which is"
+                raise InputError(f"setup --path {path}: {what} not a folder")
+            break
+    if not path.is_dir():
+        return
+    try:
+        entries = {entry.name for entry in path.iterdir()}
+    except OSError as exc:
+        raise InputError(f"setup --path {path}: cannot be read ({exc.strerror or exc})") from None
+    if entries and not entries & {OWNER_FILE, MARKER, LOCK_FILE}:
+        shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
+        raise InputError(
+            f"setup --path {path}: the folder already holds files neuronprobe did not put there ({shown}); "
+            "give a new or empty folder (neuronprobe never installs into an environment it did not create)"
+        )
+
+
+def _setup_locked(path: Path, requirements: Path, progress: Callable[[str], None], base_python: str | None) -> XlaEnv:
+    """setup_env under its lock: stamp the folder, reuse a complete environment, else build it."""
+    (path / OWNER_FILE).write_text("created by `neuronprobe setup xla-cpu`: its environment lives here\n", encoding="utf-8")
+    current = inspect_managed(path, requirements)
+    if current.usable:
+        current.reused = True
+        return current
+    start = time.monotonic()
+    (path / MARKER).unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
+    python = venv_python(path)
+    if not python.exists():
+        progress(f"creating a virtual environment at {path / VENV_DIR}")
+        code, tail = _stream([base_python or sys.executable, "-m", "venv", str(path / VENV_DIR)], progress, env)
         if code != 0:
-            raise BackendUnavailable(f"pip install -r {requirements} into {path / VENV_DIR} failed: {tail[-1] if tail else code}")
-        progress("checking: import torch, torch_xla and one op on the XLA CPU device")
-        checked = inspect_python(str(python), source="setup", path=str(path))
-        if not checked.usable:
-            raise BackendUnavailable(checked.problem or "the installed stack is not usable")
-        data, why = _run_probe(str(python), _IMPORT_PROBE, IMPORT_PROBE_TIMEOUT_S)
-        if data is None:
-            raise BackendUnavailable(f"the installed stack does not run: {why}")
-        seconds = round(time.monotonic() - start, 1)
-        marker = {
-            "versions": checked.versions,
-            "requirements": requirements_digest(requirements),
-            "python": str(python),
-            "setup_seconds": seconds,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        tmp = path / f"{MARKER}.tmp"
-        tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path / MARKER)
-        return XlaEnv(STATE_READY, str(python), str(path), versions=checked.versions, setup_seconds=seconds)
+            raise BackendUnavailable(f"creating the venv at {path / VENV_DIR} failed: {tail[-1] if tail else code}")
+    progress(f"installing {requirements.name} (torch 2.9 brings its CUDA libraries: several GB)")
+    code, tail = _stream([str(python), "-m", "pip", "install", "--disable-pip-version-check", "-r", str(requirements)], progress, env)
+    if code != 0:
+        raise BackendUnavailable(f"pip install -r {requirements} into {path / VENV_DIR} failed: {tail[-1] if tail else code}")
+    progress("checking: import torch, torch_xla and one op on the XLA CPU device")
+    checked = inspect_python(str(python), source="setup", path=str(path))
+    if not checked.usable:
+        raise BackendUnavailable(checked.problem or "the installed stack is not usable")
+    data, why = _run_probe(str(python), _IMPORT_PROBE, IMPORT_PROBE_TIMEOUT_S)
+    if data is None:
+        raise BackendUnavailable(f"the installed stack does not run: {why}")
+    seconds = round(time.monotonic() - start, 1)
+    marker = {
+        "versions": checked.versions,
+        "requirements": requirements_digest(requirements),
+        "python": str(python),
+        "setup_seconds": seconds,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    tmp = path / f"{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path / MARKER)
+    return XlaEnv(STATE_READY, str(python), str(path), versions=checked.versions, setup_seconds=seconds)
 
 
 __all__ = [

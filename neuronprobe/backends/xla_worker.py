@@ -16,12 +16,22 @@ XLA device (``forward``; more programs, such as a training step, register in
 Everything comes back as JSON lines appended to the request's ``events`` file, one
 per step as it starts and ends, so that a step killed for its time limit leaves the
 earlier steps' results intact. Nothing is pickled back.
+
+The worker ends with ``os._exit`` once its last event is written: a thread the model
+started and never ended must not keep it alive (a plain interpreter exit waits for
+every non-daemon thread). A ``SystemExit`` or ``KeyboardInterrupt`` the model raises
+is reported as the model's own ending (``status`` ``exit``), never as a failure of the
+XLA device. When the analysis worker runs it (``STACKS_DIR_ENV`` set), ``SIGUSR1``
+dumps every thread's stack to ``<dir>/<pid>.stacks``, so that a kill for ``--timeout``
+or ``--max-memory`` can name the model's line that was running here.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -29,9 +39,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from neuronprobe.backends.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
+
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
 # returns the zero-argument callable that observe() runs.
 ProgramFactory = Callable[..., Callable[[], Any]]  # (loaded, device[, options])
+# The model's own ways of ending the process, reported as such (status "exit"), not as a device failure.
+_MODEL_EXITS = (SystemExit, KeyboardInterrupt)
 
 
 def to_device(value: Any, device: Any) -> Any:
@@ -125,7 +139,8 @@ def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, An
         events.emit(
             event="done",
             step=name,
-            status="error",
+            status="exit" if isinstance(exc, _MODEL_EXITS) else "error",
+            exit_code=_exit_code(exc),
             seconds=round(time.monotonic() - start, 3),
             error=f"{type(exc).__name__}: {exc}"[:4000],
             error_type=type(exc).__name__,
@@ -138,6 +153,24 @@ def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, An
     return True, value
 
 
+def _exit_code(exc: BaseException) -> Any:
+    """``SystemExit``'s code as JSON can carry it (``sys.exit(0)``, ``sys.exit('bye')``); None otherwise."""
+    if not isinstance(exc, SystemExit):
+        return None
+    code = exc.code
+    return code if code is None or isinstance(code, (int, str)) else repr(code)
+
+
+def arm_stack_dump() -> Any:
+    """``SIGUSR1`` dumps every thread's stack to ``<STACKS_DIR_ENV>/<pid>.stacks`` (when the variable is set)."""
+    folder = os.environ.get(STACKS_DIR_ENV, "")
+    if not folder or not os.path.isdir(folder):
+        return None
+    fh = open(os.path.join(folder, f"{os.getpid()}{STACKS_SUFFIX}"), "w", encoding="utf-8")  # noqa: SIM115 - faulthandler writes to it until the worker exits
+    faulthandler.register(signal.SIGUSR1, file=fh, all_threads=True, chain=False)
+    return fh
+
+
 def _cpu_forward_ok(loaded: Any) -> tuple[bool, str]:
     """Whether the forward runs on this torch's CPU: tells a torch-2.9 problem from an XLA one."""
     import torch
@@ -145,7 +178,7 @@ def _cpu_forward_ok(loaded: Any) -> tuple[bool, str]:
     try:
         with torch.no_grad():
             loaded.module.to("cpu")(*real_tensors(loaded.args), **real_tensors(loaded.kwargs))
-    except Exception as exc:
+    except BaseException as exc:  # a sys.exit() there too is the model failing on the CPU
         return False, f"{type(exc).__name__}: {exc}"
     return True, ""
 
@@ -186,7 +219,9 @@ def main(argv: list[str]) -> int:
     if "observe" in steps:
         factory = PROGRAMS[program_name]
         extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
-        ok, _ = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=execute))
+        ok, failure = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=execute))
+        if isinstance(failure, _MODEL_EXITS):
+            return 0
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
@@ -209,5 +244,23 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def run(argv: list[str]) -> None:
+    """``main``, then ``os._exit``: no thread the model left running (nor an atexit hook of its) holds the worker."""
+    stacks = arm_stack_dump()
+    code = 3
+    try:
+        code = main(argv)
+    except BaseException:  # the request could not be read: the parent sees no events and reads the log
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr, stacks):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except Exception:
+                pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    run(sys.argv)

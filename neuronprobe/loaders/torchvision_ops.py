@@ -15,9 +15,11 @@ told its ops exist. Where ``_C`` loads (a matching wheel), nothing changes.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import importlib.machinery
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 # The schemas torchvision 0.28's _C registers (read from its TORCH_LIBRARY block).
@@ -81,7 +83,28 @@ class _Finder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install() -> None:
-    """Watch for torchvision's import (cheap: nothing is imported now)."""
-    if not any(isinstance(f, _Finder) for f in sys.meta_path) and "torchvision" not in sys.modules:
-        sys.meta_path.insert(0, _Finder())
+def install() -> _Finder | None:
+    """Watch for torchvision's import (cheap: nothing is imported now); the finder put in place, if any."""
+    if any(isinstance(f, _Finder) for f in sys.meta_path) or "torchvision" in sys.modules:
+        return None
+    finder = _Finder()
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+@contextlib.contextmanager
+def hooked() -> Iterator[None]:
+    """The import hook, only while a model is built (a model file, an ``hf:`` or ``tv:``/``timm:`` model).
+
+    Neither ``import neuronprobe`` nor the pytest plugin installs it: an unrelated
+    program (a pytest session of another project in the same environment) imports
+    torchvision as it would without neuronprobe. A torchvision imported while the
+    hook was in place stays usable afterwards: its ops were defined then.
+    """
+    finder = install()
+    try:
+        yield
+    finally:
+        if finder is not None:
+            with contextlib.suppress(ValueError):
+                sys.meta_path.remove(finder)

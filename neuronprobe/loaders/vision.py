@@ -27,11 +27,8 @@ def _closest(name: str, names: list[str]) -> str:
 def _import(package: str, extra: str) -> Any:
     import importlib
 
-    from neuronprobe.loaders import torchvision_ops
-
-    torchvision_ops.install()
     try:
-        return importlib.import_module(package)
+        return importlib.import_module(package)  # under load_vision's torchvision_ops.hooked()
     except ImportError as exc:
         raise InputError(f"{package} is not installed: pip install 'neuronprobe[{extra}]'") from exc
 
@@ -88,16 +85,18 @@ def load_vision(spec: str) -> Any:
     """``tv:<name>`` or ``timm:<name>`` as a LoadedModel on the meta device, with the inputs it expects."""
     import torch
 
+    from neuronprobe.loaders import torchvision_ops
     from neuronprobe.loading import LoadedModel
 
     prefix, _, name = spec.partition(":")
     if not name:
         raise InputError(f"{spec}: give a model name, e.g. {prefix}:resnet18")
-    if prefix == "tv":
-        model, family = _torchvision_model(name)
-        args, kwargs = _torchvision_inputs(name, family, "meta")
-    else:
-        model, input_size = _timm_model(name)
-        args, kwargs = (torch.randn(1, *input_size, device="meta"),), {}
+    with torchvision_ops.hooked():
+        if prefix == "tv":
+            model, family = _torchvision_model(name)
+            args, kwargs = _torchvision_inputs(name, family, "meta")
+        else:
+            model, input_size = _timm_model(name)
+            args, kwargs = (torch.randn(1, *input_size, device="meta"),), {}
     model.eval()
     return LoadedModel(name=f"{prefix}_{name}", source=spec, module=model, args=args, kwargs=kwargs, on_meta=True)

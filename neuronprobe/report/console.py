@@ -16,6 +16,7 @@ BANNER_COLOUR: dict[TopVerdict, str] = {
     TopVerdict.RUNS_WITH_FALLBACKS: "yellow",
     TopVerdict.WILL_NOT_COMPILE: "red",
     TopVerdict.NOT_ANALYSED: "red",
+    TopVerdict.RUNS_UNOBSERVED: "yellow",
 }
 
 
@@ -70,6 +71,8 @@ def render_summary(report: Report) -> Any:
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
     elif top is TopVerdict.RUNS:
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
+    elif top is TopVerdict.RUNS_UNOBSERVED:
+        parts.append(Text("no findings predicted, but the observation that would confirm it was cut short (see 'not analysed')", style="yellow"))
     if report.recompiles is not None:
         from neuronprobe.report.console_recompiles import render_recompiles
 

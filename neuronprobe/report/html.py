@@ -115,6 +115,13 @@ def banner(report: Report) -> Banner:
             f"{s.device_graphs} device graph(s) and copies {format_bytes(s.fallback_bytes_per_call)} "
             "between host and device per call.",
         )
+    if verdict is TopVerdict.RUNS_UNOBSERVED:
+        return Banner(
+            "warn",
+            f"Predicted to run on {target} as it is, not confirmed",
+            "No captured op is predicted to fail, but the live backend's observation was stopped or died "
+            "before it finished; see what could not be analysed below.",
+        )
     if verdict is TopVerdict.NOT_ANALYSED:
         return Banner(
             "bad",

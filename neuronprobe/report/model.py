@@ -662,8 +662,10 @@ class Report:
     # -- verdict helpers ---------------------------------------------------
     @property
     def verdict(self) -> TopVerdict:
-        """The one-word answer: ``runs``, ``runs_with_fallbacks``, ``will_not_compile``, or
-        ``not_analysed`` when capture failed and found no ops at all (never a green verdict).
+        """The one-word answer: ``runs``, ``runs_with_fallbacks``, ``will_not_compile``,
+        ``not_analysed`` when capture failed and found no ops at all (never a green verdict), or
+        ``runs_unobserved`` when nothing failing was predicted but a live backend's step was
+        stopped (``--op-timeout``) or died: never a clean ``runs`` from a cut observation.
 
         Derived from the findings, so it can never disagree with them; the JSON carries it
         (with its words) as ``verdict``/``verdict_words`` for the jobs that read only the top.
@@ -675,6 +677,8 @@ class Report:
             return TopVerdict.RUNS_WITH_FALLBACKS
         if self.capture.nodes == 0 and self.capture.export_error:
             return TopVerdict.NOT_ANALYSED
+        if any(step.status in (StepStatus.TIMEOUT, StepStatus.DIED) for step in self.backend.steps.values()):
+            return TopVerdict.RUNS_UNOBSERVED  # the live run that would confirm "runs" was stopped or died
         return TopVerdict.RUNS
 
     def __repr__(self) -> str:
