@@ -171,13 +171,15 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     modules = config.stash.get(_modules_key, None)
     if not converted and not modules:
         return
+    from neuronprobe.console_io import inert  # test ids and paths are shown escaped, never as terminal controls
+
     declared = config.stash[_declared_key]
     terminalreporter.section("neuronprobe: accelerator skips turned into failures", sep="=", red=True)
     if converted:
         terminalreporter.write_line(f"{len(converted)} test(s) skipped for lack of an accelerator on a runner declared to have {declared}:")
         for nodeid in converted:
-            terminalreporter.write_line(f"  {nodeid}")
+            terminalreporter.write_line(f"  {inert(nodeid)}")
     if modules:
         terminalreporter.write_line(f"{len(modules)} module(s) skipped whole for lack of an accelerator on a runner declared to have {declared}:")
         for entry in modules:
-            terminalreporter.write_line(f"  {entry}")
+            terminalreporter.write_line(f"  {inert(entry)}")
