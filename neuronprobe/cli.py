@@ -326,7 +326,8 @@ def _exit_on_gates(failures: list[GateFailure]) -> None:
 
 @app.command()
 def audit(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")] = None,
+    # str, not Path: Path("") is ".", and an empty argument must be refused, not audit the current folder
+    paths: Annotated[list[str] | None, typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")] = None,
     rules: Annotated[bool, typer.Option("--rules", help="List the rules with their fixes and sources, and exit.")] = False,
     stack: Annotated[
         str | None,
@@ -387,7 +388,7 @@ def audit(
             raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _audit_with_progress(paths: list[Path], stack: str, jobs: int | None, include_vendored: bool, baseline: Path | None) -> Any:
+def _audit_with_progress(paths: list[str], stack: str, jobs: int | None, include_vendored: bool, baseline: Path | None) -> Any:
     """Run the audit with a progress bar on stderr when stderr is a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

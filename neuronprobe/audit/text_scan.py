@@ -12,6 +12,7 @@ import re
 from pathlib import PurePosixPath
 
 from neuronprobe.audit.python_scan import Hit
+from neuronprobe.audit.reading import split_lines
 
 KIND_PYTHON = "python"
 KIND_DOCKERFILE = "dockerfile"
@@ -20,13 +21,23 @@ KIND_LOCKFILE = "lockfile"
 KIND_PYPROJECT = "pyproject"
 KIND_CI = "ci"
 
-CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#]*\+cu\d{2,3}\b")
+# Every pattern here runs on lines of files the user did not write, with Python's backtracking
+# ``re``: each is written so that the attempts starting at different positions scan disjoint
+# stretches of the line, or so that one anchored attempt scans it once, so matching is linear in
+# the line's length (tests/test_audit_hostile.py feeds each one its worst case). The +cuXXX pin's
+# run stops at the next '=' or '@' (with ``[^\s;#]*`` a line of '=' was quadratic).
+CUDA_INDEX = re.compile(r"download\.pytorch\.org/whl/(?:nightly/|test/)?cu\d+|/whl/cu\d{2,3}\b|[=@][^\s;#=@]*\+cu\d{2,3}\b")
 CUDA_IMAGE = re.compile(r"(?:^|/)(?:nvidia/cuda|cuda)(?::|$)|nvcr\.io/nvidia/|[-_:.]cuda\d*(?:[-_.]|$)|cudnn", re.I)
 CUDA_ONLY_WHEEL = re.compile(r"""^\s*(?:name\s*=\s*)?["']?(nvidia-[a-z0-9-]+-cu\d+|triton|cupy-cuda\w*|flash[-_]attn)\b""", re.I)
 BACKEND_NAMED = re.compile(r"cuda|gpu|nvidia|cu\d{2,3}", re.I)
 FROM_LINE = re.compile(r"^\s*FROM\s+(?:--\S+\s+)*(?P<image>\S+)(?:\s+AS\s+(?P<stage>\S+))?", re.I)
-IMAGE_KEY = re.compile(r"^\s*-?\s*(?:image|container)\s*:\s*['\"]?(?P<image>[^\s'\"#{}]+)", re.I)
-TOML_TABLE = re.compile(r"^\s*\[+\s*([^\]]+?)\s*\]+")
+# (``^\s*-?\s*`` was quadratic on a line of spaces: two adjacent runs of the same characters)
+IMAGE_KEY = re.compile(r"^[ \t]*(?:-[ \t]*)?(?:image|container)[ \t]*:[ \t]*['\"]?(?P<image>[^\s'\"#{}]+)", re.I)
+# a [table] or [[array]] header; the name cannot hold a bracket (``\[+\s*([^\]]+?)\s*\]+`` was cubic)
+TOML_TABLE = re.compile(r"^[ \t]*\[\[?([^\[\]]*)\]")
+_COMMENT = re.compile(r"\s#")
+PROJECT_DEPENDENCIES = re.compile(r"^[ \t]*dependencies[ \t]*=")
+TOML_KEY = re.compile(r"^[ \t]*\w[\w-]*[ \t]*=")
 CI_FILES = (".gitlab-ci.yml", "azure-pipelines.yml", "buildspec.yml", "buildspec.yaml", ".travis.yml", "bitbucket-pipelines.yml")
 
 
@@ -57,7 +68,7 @@ def _code(line: str) -> str:
     """The line without a comment: '' for a whole-line comment, and ' #...' cut off."""
     if line.lstrip().startswith("#"):
         return ""
-    return re.split(r"\s#", line, maxsplit=1)[0]
+    return _COMMENT.split(line, maxsplit=1)[0]
 
 
 def _col(line: str, match: re.Match[str]) -> int:
@@ -147,13 +158,15 @@ def _pyproject(lines: list[str]) -> list[Hit]:
             table = t.group(1).strip().strip('"')
             in_dependencies = table == "tool.poetry.dependencies"
             continue
-        if table == "project" and re.match(r"^\s*dependencies\s*=", line):
+        if table == "project" and PROJECT_DEPENDENCIES.match(line):
             in_dependencies = True
-        elif table == "project" and re.match(r"^\s*\w[\w-]*\s*=", line):
+        elif table == "project" and TOML_KEY.match(line):
             in_dependencies = False
         hits.extend(h for h in _common(i, line) if h[0] == "cuda-wheel-index")
         if in_dependencies and not wheel_seen:
-            item = re.sub(r"^\s*(?:dependencies\s*=\s*\[)?\s*", "", line)
+            item = line.strip()
+            if PROJECT_DEPENDENCIES.match(item):
+                item = item.split("=", 1)[1].strip().lstrip("[").strip()
             m = CUDA_ONLY_WHEEL.match(item.lstrip("\"'"))
             if m:
                 hits.append(("single-lockfile", i, line.find(m.group(1)) + 1))
@@ -174,7 +187,7 @@ def _ci(lines: list[str]) -> list[Hit]:
 
 def scan_text(kind: str, relpath: str, text: str) -> list[Hit]:
     """Hits in one non-Python file of the given kind."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     backend_named = bool(BACKEND_NAMED.search(PurePosixPath(relpath).name))
     if kind == KIND_DOCKERFILE:
         hits = _dockerfile(lines)
