@@ -23,6 +23,7 @@ KIND_PYPROJECT = "pyproject"
 KIND_CI = "ci"
 KIND_SHELL = "shell"
 KIND_CONDA = "conda"
+KIND_COMPOSE = "compose"
 
 # Every pattern here runs on lines of files the user did not write, with Python's backtracking
 # ``re``: each is written so that the attempts starting at different positions scan disjoint
@@ -54,6 +55,8 @@ DOCKER_VAR = re.compile(r"\$\{([A-Za-z_]\w*)(?::?-([^}$]*))?\}|\$([A-Za-z_]\w*)"
 SETTING_PREFIXES = ("--build-arg=", "--env=", "-e=")
 CUDA_ARG = re.compile(r"cuda(?::\d+)?$", re.I)  # a script argument naming the device: --device cuda:0
 GPU_FLAGS = ("--gpus", "--runtime=nvidia", "--runtime nvidia")
+# docker compose: a device reservation for NVIDIA GPUs (driver: nvidia, capabilities: [gpu]) or runtime: nvidia
+COMPOSE_NVIDIA = re.compile(r"^[ \t]*(?:-[ \t]*)?(?:driver|runtime)[ \t]*:[ \t]*['\"]?nvidia\b", re.I)
 PROJECT_DEPENDENCIES = re.compile(r"^[ \t]*dependencies[ \t]*=")
 TOML_KEY = re.compile(r"^[ \t]*\w[\w-]*[ \t]*=")
 CI_FILES = (".gitlab-ci.yml", "azure-pipelines.yml", "buildspec.yml", "buildspec.yaml", ".travis.yml", "bitbucket-pipelines.yml")
@@ -75,6 +78,8 @@ def classify(relpath: str) -> str | None:
         return KIND_PYPROJECT
     if lower.endswith((".sh", ".bash")):
         return KIND_SHELL
+    if lower.endswith((".yml", ".yaml")) and (lower.startswith(("docker-compose", "compose.", "compose-"))):
+        return KIND_COMPOSE
     if lower in ("environment.yml", "environment.yaml", "conda.yml", "conda.yaml") or (lower.startswith("environment") and lower.endswith((".yml", ".yaml"))):
         return KIND_CONDA
     if lower.endswith((".txt", ".in")) and (lower.startswith(("requirements", "constraints", "requires")) or "requirements" in parents):
@@ -276,6 +281,17 @@ def _ci(lines: list[str]) -> list[Hit]:
     return hits
 
 
+def _compose(lines: list[str]) -> list[Hit]:
+    """docker compose files: CUDA images, and services that reserve NVIDIA GPUs."""
+    hits = _ci(lines)
+    for i, raw in enumerate(lines, 1):
+        line = _code(raw)
+        m = COMPOSE_NVIDIA.match(line)
+        if m:
+            hits.append(("cuda-script-setting", i, line.lower().find("nvidia") + 1))
+    return hits
+
+
 def scan_text(kind: str, relpath: str, text: str) -> list[Hit]:
     """Hits in one non-Python file of the given kind."""
     lines = split_lines(text)
@@ -292,6 +308,8 @@ def scan_text(kind: str, relpath: str, text: str) -> list[Hit]:
         hits = _ci(lines)
     elif kind == KIND_SHELL:
         hits = _shell(lines)
+    elif kind == KIND_COMPOSE:
+        hits = _compose(lines)
     elif kind == KIND_CONDA:
         hits = _requirements(lines, backend_named, list_items=True)
     else:
