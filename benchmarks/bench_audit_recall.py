@@ -39,6 +39,11 @@ def _head(folder: Path) -> str | None:
     return done.stdout.strip() or None
 
 
+def _row(name: str, commit: str, sites: int, found: int, findings: int) -> str:
+    per_found = f"{findings / found:.2f}" if found else "-"
+    return f"| {name} | {commit} | {sites} | {found} | {found / sites:.3f} | {findings} | {findings / sites:.2f} | {per_found} |"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repos", type=Path, required=True, help="folder with one checkout per repository, named owner+name")
@@ -46,9 +51,9 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="also list missed sites and findings on unlabelled lines")
     args = parser.parse_args()
     repos = tomllib.loads(args.labels.read_text(encoding="utf-8"))["repo"]
-    print("| repository | commit | labelled sites | found | recall | findings | findings per site |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    total_sites = total_found = total_findings = 0
+    print("| repository | commit | labelled sites | found | recall | findings | findings per site | findings per found site |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    totals = {False: [0, 0, 0], True: [0, 0, 0]}  # held out -> sites, found, findings
     notes: list[str] = []
     for repo in repos:
         folder = args.repos / repo["name"].replace("/", "+")
@@ -63,16 +68,16 @@ def main() -> None:
         lines = {f"{f.file}:{f.line}" for f in findings}
         sites = list(dict.fromkeys(repo["sites"]))
         found = [s for s in sites if s in lines]
-        total_sites += len(sites)
-        total_found += len(found)
-        total_findings += len(findings)
-        print(
-            f"| {repo['name']} | {repo['commit'][:10]} | {len(sites)} | {len(found)} | {len(found) / len(sites):.2f} "
-            f"| {len(findings)} | {len(findings) / len(sites):.2f} |"
-        )
+        for i, n in enumerate((len(sites), len(found), len(findings))):
+            totals[bool(repo.get("heldout"))][i] += n
+        print(_row(repo["name"] + (" (held out)" if repo.get("heldout") else ""), repo["commit"][:10], len(sites), len(found), len(findings)))
         notes += [f"missed: {repo['name']} {s}" for s in sites if s not in lines]
         notes += [f"unlabelled: {repo['name']} {f.file}:{f.line} {f.rule}" for f in findings if f"{f.file}:{f.line}" not in set(sites)]
-    print(f"| **all** | | {total_sites} | {total_found} | **{total_found / total_sites:.3f}** | {total_findings} | **{total_findings / total_sites:.2f}** |")
+    for label, (sites_n, found_n, findings_n) in (("labelled while the rules were written", totals[False]), ("held out", totals[True])):
+        if sites_n:
+            print(_row(f"**{label}**", "", sites_n, found_n, findings_n))
+    sites_n, found_n, findings_n = (a + b for a, b in zip(totals[False], totals[True], strict=True))
+    print(_row("**all**", "", sites_n, found_n, findings_n))
     if args.misses:
         print()
         print("\n".join(notes))
