@@ -365,7 +365,7 @@ class _Scanner(ast.NodeVisitor):
                 self.hit("cuda-only-branch", node)
         elif any(self.compares_to_cuda(t) for t in tests) and not self.is_generic([*tests, *branches]):
             # ``torch.float16 if str(x.device).startswith("cuda") else torch.float32``: only CUDA gets the first
-            self.hit("cuda-only-branch", next(w for w in map(self._cuda_comparison, tests) if w is not None))
+            self.hit("cuda-probe-branch", next(w for w in map(self._cuda_comparison, tests) if w is not None))
         self.visit_condition(node.test)
         self.visit(node.body)
         self.visit(node.orelse)
@@ -409,9 +409,9 @@ class _Scanner(ast.NodeVisitor):
             probe_node = self._availability_probe(node.test)
             comparison = self._cuda_comparison(node.test)
             if probe_node is not None:
-                self.hit("cuda-probe-gate", probe_node)
+                self.hit("cuda-probe-branch", probe_node)
             elif comparison is not None:
-                self.hit("cuda-only-branch", comparison)
+                self.hit("cuda-probe-branch", comparison)
         availability = any(isinstance(n, ast.Call) and re.search(r"available|find_spec", _dotted(n.func) or "") for n in ast.walk(node.test))
         self.visit_condition(node.test)
         guard = availability or bool(node.orelse)

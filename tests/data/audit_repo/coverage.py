@@ -14,7 +14,7 @@ from torch.cuda.amp import GradScaler as Scaler
 assert torch.cuda.is_available()  # EXPECT cuda-required
 assert torch.accelerator.is_available()  # NEAR-MISS: any accelerator
 
-if torch.cuda.is_available():  # EXPECT cuda-probe-gate
+if torch.cuda.is_available():  # EXPECT cuda-probe-branch
     torch.set_float32_matmul_precision("high")
 if torch.accelerator.is_available():  # NEAR-MISS: any accelerator
     torch.set_float32_matmul_precision("high")
@@ -32,13 +32,13 @@ class Config:
 
 def train(model, x):
     assert x.is_cuda  # EXPECT cuda-required
-    if has_gpu():  # EXPECT cuda-probe-gate
+    if has_gpu():  # EXPECT cuda-probe-branch
         print("fast path")
-    if str(x.device).startswith("cuda"):  # EXPECT cuda-only-branch
+    if str(x.device).startswith("cuda"):  # EXPECT cuda-probe-branch
         print("CUDA only")
     if x.device.type == "xla":  # NEAR-MISS: the XLA device
         print("XLA")
-    scale = 2.0 if str(x.device) == "cuda:0" else 1.0  # EXPECT cuda-only-branch
+    scale = 2.0 if str(x.device) == "cuda:0" else 1.0  # EXPECT cuda-probe-branch
     model = torch.compile(model)  # EXPECT compile-backend
     model = torch.compile(model, backend="openxla")  # NEAR-MISS: a backend chosen
     return model, scale
