@@ -46,7 +46,7 @@ def scan_file(source: SourceFile) -> FileResult:
     try:
         data = read_regular(source.path, MAX_FILE_BYTES)
     except (NotRegularFile, TooLarge) as exc:
-        result.problems.append((None, "not-read", exc.strerror))
+        result.problems.append((None, "not-read", exc.strerror or str(exc)))
         return result
     except OSError as exc:
         result.problems.append((None, "unreadable", exc.strerror or str(exc)))

@@ -438,13 +438,16 @@ class _Scanner(ast.NodeVisitor):
 
     # -- imports ----------------------------------------------------------------
     def _bind(self, node: ast.Import | ast.ImportFrom) -> None:
-        bound = dict(self.aliases)
-        _bind_import(self.aliases, node)
+        new: dict[str, str] = {}
+        _bind_import(new, node)
+        self.aliases.update(new)
         # ``from torch.cuda.amp import autocast`` binds a name without a trigger word: a function
         # that uses only ``autocast`` must still be walked, so the quiet-function shortcut is off.
-        for local, target in self.aliases.items():
-            if bound.get(local) != target and PREFILTER.search(target.encode()) and not PREFILTER.search(local.encode()):
-                self.triggers = None
+        if self.triggers is not None:
+            for local, target in new.items():
+                if target.startswith("torch.cuda.") and not PREFILTER.search(local.encode()):
+                    self.triggers = None
+                    break
 
     def visit_Import(self, node: ast.Import) -> None:
         self._bind(node)
@@ -591,7 +594,8 @@ class _Scanner(ast.NodeVisitor):
         for decorator in node.decorator_list:  # a bare ``@torch.compile``
             if not isinstance(decorator, ast.Call) and self.qual(decorator) == "torch.compile":
                 self.hit("compile-backend", decorator)
-        returns = [n.value for n in ast.walk(node) if isinstance(n, ast.Return) and n.value is not None]
+        # only a short helper's own return statements: a full walk of every function would double the tree walk
+        returns = [n.value for n in node.body if isinstance(n, ast.Return) and n.value is not None] if len(node.body) <= 3 else []
         if returns and all(isinstance(v, BOOLEAN_EXPRESSIONS) and self._availability_probe(v) is not None for v in returns):
             self._add_probe_name(node.name)  # ``def has_cuda(): return torch.cuda.is_available()``: a helper probe
         self.generic_visit(node)
