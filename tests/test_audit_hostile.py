@@ -211,23 +211,24 @@ def test_every_pattern_is_found_by_the_sweep() -> None:
 @pytest.mark.parametrize(("name", "pattern"), PATTERNS, ids=[n for n, _ in PATTERNS])
 def test_no_pattern_backtracks_on_a_long_line(name: str, pattern: re.Pattern) -> None:
     """Every prefix x fragment line of 20,000 characters, searched: a pattern that is quadratic in the
-    line takes seconds on one of them (the old IMAGE_KEY, TOML_TABLE, CUDA_INDEX and SUPPRESSION did);
-    a linear one takes well under a millisecond. The bound is a guard against blow-up, not a benchmark."""
+    line takes 0.2 s to seconds of CPU on one of them (the old IMAGE_KEY, TOML_TABLE and CUDA_INDEX
+    took over 0.5 s, the old SUPPRESSION 0.2 s); a linear one takes about a millisecond. CPU time,
+    so a loaded machine does not fail it; the bound is a guard against blow-up, not a benchmark."""
     worst = 0.0
     for prefix in PREFIXES:
         for fragment in FRAGMENTS:
             line = prefix + fragment * (20_000 // len(fragment))
             subject = line.encode() if isinstance(pattern.pattern, bytes) else line
-            start = time.perf_counter()
+            start = time.process_time()
             pattern.search(subject)
-            worst = max(worst, time.perf_counter() - start)
-    assert worst < 0.5, f"{name}: {worst:.2f} s on one 20,000-character line"
+            worst = max(worst, time.process_time() - start)
+    assert worst < 0.1, f"{name}: {worst:.2f} s of CPU on one 20,000-character line"
 
 
 @pytest.mark.parametrize(
     ("name", "line"),
     [
-        ("suppressed.py", "x = 1  " + "# neuronprobe: ignore[" * 4_000),
+        ("suppressed.py", "x = 1  " + "# neuronprobe: ignore[" * 5_000),
         ("requirements.txt", "torch" + "=" * 100_000),
         ("pyproject.toml", "[" + " " * 100_000),
         (".github/workflows/ci.yml", " " * 100_000),
@@ -237,10 +238,11 @@ def test_no_pattern_backtracks_on_a_long_line(name: str, pattern: re.Pattern) ->
 def test_a_100k_character_line_is_audited_at_once(tmp_path: Path, name: str, line: str) -> None:
     path = tmp_path / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("import torch\n" + line + "\n" if name.endswith(".py") else line + "\n")
-    start = time.perf_counter()
+    # the Python file has a finding, so its suppression comments are parsed too
+    path.write_text(SYNC + line + "\n" if name.endswith(".py") else line + "\n")
+    start = time.process_time()
     section = audit_paths([tmp_path], jobs=1)
-    assert time.perf_counter() - start < 2.0  # quadratic was minutes at this length
+    assert time.process_time() - start < 1.0  # quadratic was seconds to minutes at this length
     assert section.files_scanned == 1 and section.problems == []
 
 
@@ -344,3 +346,17 @@ def test_fuzzed_baselines_load_or_are_refused_and_stay_byte_identical(tmp_path: 
     else:
         assert all(isinstance(f.line, int) and f.line >= 0 and isinstance(f.rule, str) for f in findings)
     assert base.read_bytes() == data
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.one_of(JSON_VALUES.map(lambda v: json.dumps({"findings": [v]}).encode()), st.binary(max_size=64)))
+def test_fuzzed_baselines_through_the_cli_exit_0_or_2_in_one_line(tmp_path: Path, data: bytes) -> None:
+    source = tmp_path / "a.py"
+    source.write_text(SYNC)
+    base = tmp_path / "fuzz.json"
+    base.write_bytes(data)
+    code, output = _cli([str(source), "--baseline", str(base), "-j", "1"])
+    assert code in (0, 2), output
+    if code == 2:
+        assert len(output.strip().splitlines()) == 1 and f"--baseline {base}" in output
+    assert base.read_bytes() == data and source.read_text() == SYNC
