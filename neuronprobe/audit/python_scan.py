@@ -77,7 +77,9 @@ DDP_NAMES = frozenset(
     }
 )
 KERNEL_LIBS = frozenset({"triton", "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "xformers", "apex", "bitsandbytes", "mamba_ssm", "causal_conv1d"})
-# Hugging Face's kernel hub: get_kernel("kernels-community/flash-attn3") loads a compiled GPU kernel.
+# Hugging Face's kernel hub: get_kernel("kernels-community/flash-attn3") downloads and loads a pre-compiled
+# kernel for "cpu or the backend that Torch is compiled for" (https://huggingface.co/docs/kernels/main/en/api/kernels,
+# get_kernel's `backend` parameter): CUDA or ROCm builds, none for Neuron.
 HUB_KERNEL_CALLS = frozenset({"kernels.get_kernel"})
 # torch.cuda.FloatTensor(...) and its siblings: the legacy constructors of CUDA tensors.
 CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Z][A-Za-z]*Tensor$")
