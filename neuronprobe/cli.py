@@ -324,21 +324,11 @@ def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: 
     return out
 
 
-def _audit_reads(paths: list[Path], include_vendored: bool) -> list[Path]:
-    """What an audit of ``paths`` reads (the roots, every file the walk picks, each folder's .gitignore): no output may be one."""
-    import os
+def _audit_reads(paths: list[Path] | list[str], include_vendored: bool) -> list[Path]:
+    """What an audit of ``paths`` reads (the roots, every file the walk picks, each .gitignore): no output may be one."""
+    from neuronprobe.audit.engine import audit_inputs
 
-    from neuronprobe.audit.walk import SKIPPED_DIRS, discover
-
-    reads: list[Path] = []
-    for root in paths:
-        reads.append(root)
-        reads += [Path(f.path) for f in discover(root, include_vendored)]
-        if root.is_dir():  # the walk reads each folder's .gitignore too (links not followed, as the walk does)
-            for folder, dirs, files in os.walk(root):
-                dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
-                reads += [Path(folder, ".gitignore")] if ".gitignore" in files else []
-    return reads
+    return audit_inputs(paths, include_vendored)
 
 
 def _rule_table(rules: Path | None) -> SupportTable:
@@ -362,7 +352,8 @@ def _exit_on_gates(failures: list[GateFailure]) -> None:
 
 @app.command()
 def audit(
-    paths: Annotated[list[Path] | None, typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")] = None,
+    # str, not Path: Path("") is ".", and an empty argument must be refused, not audit the current folder
+    paths: Annotated[list[str] | None, typer.Argument(help="Files or folders to audit (a repository, its CI and Dockerfiles).")] = None,
     rules: Annotated[bool, typer.Option("--rules", help="List the rules with their fixes and sources, and exit.")] = False,
     stack: Annotated[
         str | None,
@@ -427,7 +418,7 @@ def audit(
             raise typer.Exit(EXIT_GATE_FAILED)
 
 
-def _audit_with_progress(paths: list[Path], stack: str, jobs: int | None, include_vendored: bool, baseline: Path | None) -> Any:
+def _audit_with_progress(paths: list[str], stack: str, jobs: int | None, include_vendored: bool, baseline: Path | None) -> Any:
     """Run the audit with a progress bar on stderr when stderr is a terminal."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -119,6 +119,7 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("analyze", "rules"): "input",
     ("analyze", "shapes"): "input",
     ("analyze", "lengths"): "input",
+    ("analyze", "decode_trace"): "input",
     ("analyze", "audit_path"): "input",
     ("analyze", "json_path"): "output",
     ("analyze", "output_dir"): "output",
@@ -139,8 +140,8 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("buckets", "json_path"): "output",
     ("setup", "path"): "output",
 }
-# Parameters typed str that still name a file (a model file or an hf: spec).
-STR_FILE_PARAMS = {("analyze", "model")}
+# Parameters typed str that still name a file (a model file or an hf: spec; audit's paths, so that an empty one is refused).
+STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths")}
 
 
 def _path_params() -> set[tuple[str, str]]:

@@ -8,6 +8,7 @@ optional callback ``progress(done, total)`` that the CLI turns into a bar.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -16,14 +17,13 @@ from pathlib import Path
 from neuronprobe.audit.model import SEVERITY_RANK, AuditFinding, AuditProblem, AuditSection
 from neuronprobe.audit.notebooks import scan_notebook
 from neuronprobe.audit.python_scan import scan_python
+from neuronprobe.audit.reading import MAX_FILE_BYTES, NotRegularFile, TooLarge, kind_of, read_regular, split_lines
 from neuronprobe.audit.rules import STACKS, load_rules
 from neuronprobe.audit.suppress import apply_baseline, load_baseline, suppressions
 from neuronprobe.audit.text_scan import KIND_NOTEBOOK, KIND_PYTHON, scan_text
-from neuronprobe.audit.walk import SourceFile, discover
+from neuronprobe.audit.walk import Discovery, SourceFile, discover
 from neuronprobe.errors import InputError
 
-# Files above this size are generated data, not code a person wrote.
-MAX_FILE_BYTES = 4 * 1024 * 1024
 # Fewer files than this are scanned in-process: starting workers costs more than it saves.
 MIN_FILES_FOR_POOL = 48
 CHUNK_FILES = 16
@@ -46,30 +46,32 @@ def scan_file(source: SourceFile) -> FileResult:
     """Scan one file; every failure becomes a problem, never an exception."""
     result = FileResult(source.display)
     try:
-        if os.path.getsize(source.path) > MAX_FILE_BYTES:
-            result.problems.append((None, "too-large", f"larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB: not audited"))
-            return result
-        with open(source.path, "rb") as fh:
-            data = fh.read()
+        data = read_regular(source.path, MAX_FILE_BYTES)
+    except (NotRegularFile, TooLarge) as exc:
+        result.problems.append((None, "not-read", exc.strerror or str(exc)))
+        return result
     except OSError as exc:
         result.problems.append((None, "unreadable", exc.strerror or str(exc)))
         return result
     if source.kind == KIND_NOTEBOOK:
         return _scan_notebook(result, data)
+    text = data.decode("utf-8", errors="replace")
     try:
-        if source.kind == KIND_PYTHON:
-            hits = scan_python(data, source.display)
-        else:
-            hits = scan_text(source.kind, source.display, data.decode("utf-8", errors="replace"))
+        hits = scan_python(data, source.display) if source.kind == KIND_PYTHON else scan_text(source.kind, source.display, text)
     except SyntaxError as exc:
         result.problems.append((exc.lineno, "syntax", f"does not parse: {exc.msg}; not audited"))
         return result
-    except (ValueError, RecursionError) as exc:  # null bytes, absurdly deep nesting
-        result.problems.append((None, "syntax", f"cannot be parsed ({type(exc).__name__}: {exc}); not audited"))
+    except (RecursionError, MemoryError) as exc:
+        # Nesting deeper than the parser or the tree walk goes: the parser gives up with MemoryError
+        # ("-" * 100_000) or RecursionError, the walk stops at the interpreter's recursion limit.
+        result.problems.append((None, "syntax", f"nested too deeply to be parsed ({type(exc).__name__}); not audited"))
+        return result
+    except ValueError as exc:  # null bytes
+        result.problems.append((None, "syntax", f"cannot be parsed ({exc}); not audited"))
         return result
     if not hits:
         return result
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = split_lines(text)  # numbered as the syntax tree numbers them
     silenced = suppressions(lines)
     known = load_rules()
     for line, ids in silenced.items():
@@ -122,6 +124,68 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _roots(paths: Sequence[str | Path]) -> list[Path]:
+    """The paths to audit, each once (the same folder or file given twice, or by two spellings, is audited once)."""
+    if not paths:
+        raise InputError("give at least one PATH to audit")
+    roots: list[Path] = []
+    seen: set[str] = set()
+    for p in paths:
+        if str(p) == "":
+            raise InputError("an empty PATH: give a file or folder to audit ('.' for the current folder)")
+        root = Path(p)
+        try:
+            st = root.stat()
+        except FileNotFoundError:
+            raise InputError(f"{root}: no such file or folder") from None
+        except OSError as exc:
+            raise InputError(f"{root}: cannot be read ({exc.strerror or exc})") from None
+        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+            raise InputError(f"{root}: {kind_of(st.st_mode)}, not a file or folder to audit")
+        key = os.path.realpath(root)
+        if key not in seen:
+            seen.add(key)
+            roots.append(root)
+    return roots
+
+
+def _discover_all(roots: list[Path], include_vendored: bool) -> tuple[list[SourceFile], Discovery]:
+    """Every file under the roots, each real file once (a file inside a folder also given is audited once)."""
+    files: list[SourceFile] = []
+    every = Discovery()
+    seen: set[str] = set()
+    prefix_roots = len(roots) > 1
+    for root in roots:
+        found = discover(root, include_vendored)
+        is_dir = root.is_dir()
+
+        def named(display: str, root: Path = root, is_dir: bool = is_dir) -> str:
+            return f"{root.as_posix().rstrip('/')}/{display}" if prefix_roots and is_dir and display != root.as_posix() else display
+
+        for f in found.files:
+            key = os.path.realpath(f.path)
+            if key in seen:
+                continue
+            seen.add(key)
+            files.append(SourceFile(f.path, named(f.display), f.kind))
+        every.problems.extend((named(d), line, kind, detail) for d, line, kind, detail in found.problems)
+        every.read.extend(found.read)
+    return files, every
+
+
+def audit_inputs(paths: Sequence[str | Path], include_vendored: bool = False, baseline: Path | None = None) -> list[Path]:
+    """Every path an audit of ``paths`` reads: the roots, each file it would scan, every .gitignore and the baseline.
+
+    For the guard that refuses to write an output over an input. InputError as :func:`audit_paths`.
+    """
+    roots = _roots(paths)
+    files, found = _discover_all(roots, include_vendored)
+    out = [*roots, *(Path(f.path) for f in files), *(Path(p) for p in found.read)]
+    if baseline is not None:
+        out.append(Path(baseline))
+    return out
+
+
 def audit_paths(
     paths: Sequence[str | Path],
     stack: str = "xla",
@@ -131,25 +195,23 @@ def audit_paths(
     baseline: Path | None = None,
     progress: Progress | None = None,
 ) -> AuditSection:
-    """Audit files and folders for CUDA assumptions. InputError (exit 2) when a path does not exist."""
+    """Audit files and folders for CUDA assumptions.
+
+    InputError (exit 2) when a path is empty, does not exist or is neither a file nor a folder, or the
+    baseline is not an earlier audit JSON. What cannot be read inside a folder (an unreadable file or
+    folder, a FIFO, a device, a file over the size cap, a bad .gitignore pattern) is listed in
+    ``section.problems`` and the rest is audited. The files read are :func:`audit_inputs`.
+    """
     if stack not in STACKS:
         raise InputError(f"--stack {stack!r}: use {' or '.join(STACKS)}")
-    if not paths:
-        raise InputError("give at least one PATH to audit")
-    roots = [Path(p) for p in paths]
-    for root in roots:
-        if not root.exists():
-            raise InputError(f"{root}: no such file or folder")
+    roots = _roots(paths)
     known_baseline = load_baseline(baseline) if baseline is not None else None
-    files: list[SourceFile] = []
-    prefix_roots = len(roots) > 1
-    for root in roots:
-        for f in discover(root, include_vendored):
-            display = f"{root.as_posix().rstrip('/')}/{f.display}" if prefix_roots and root.is_dir() else f.display
-            files.append(SourceFile(f.path, display, f.kind))
+    files, found = _discover_all(roots, include_vendored)
     results = _scan_all(files, jobs if jobs is not None else default_jobs(), progress)
     rules = load_rules()
     section = AuditSection(roots=[str(r) for r in roots], stack=stack, files_scanned=len(files))
+    for display, line, kind, detail in found.problems:
+        section.problems.append(AuditProblem(display, line, kind, detail))
     for r in results:
         section.suppressed += r.suppressed
         for line, kind, detail in r.problems:
@@ -161,6 +223,7 @@ def audit_paths(
                 AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet, cell=cell, raw_line=raw_line)
             )
     section.findings.sort(key=lambda f: (f.file, f.cell or 0, f.line, f.column, SEVERITY_RANK[f.severity], f.rule))
+    section.problems.sort(key=lambda p: (p.file, p.line or 0, p.kind))
     if known_baseline is not None and baseline is not None:
         apply_baseline(section, known_baseline, str(baseline))
     return section

@@ -43,7 +43,7 @@ class AuditProblem:
 
     file: str
     line: int | None
-    kind: str  # unreadable | syntax | suppression
+    kind: str  # unreadable | not-read (FIFO, device, over the size cap) | syntax | gitignore | suppression
     detail: str
 
 

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass
 
 from neuronprobe.audit.python_scan import scan_python
+from neuronprobe.audit.reading import split_lines
 from neuronprobe.audit.suppress import suppressions
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -72,7 +73,7 @@ def _source_lines(cell: dict[str, object]) -> list[str]:
         text = source
     else:
         text = ""
-    return text.splitlines(keepends=True)
+    return [line + "\n" for line in split_lines(text)]  # numbered as the syntax tree numbers them (not str.splitlines)
 
 
 def _source_starts(raw: str) -> list[int]:

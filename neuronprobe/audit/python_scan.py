@@ -76,9 +76,21 @@ DDP_NAMES = frozenset(
         "torch.distributed.init_process_group",
     }
 )
-KERNEL_LIBS = frozenset({"triton", "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "xformers", "apex"})
+KERNEL_LIBS = frozenset({"triton", "flash_attn", "flash_attn_interface", "flash_attn_2_cuda", "xformers", "apex", "bitsandbytes", "mamba_ssm", "causal_conv1d"})
+# Hugging Face's kernel hub: get_kernel("kernels-community/flash-attn3") downloads and loads a pre-compiled
+# kernel for "cpu or the backend that Torch is compiled for" (https://huggingface.co/docs/kernels/main/en/api/kernels,
+# get_kernel's `backend` parameter): CUDA or ROCm builds, none for Neuron.
+HUB_KERNEL_CALLS = frozenset({"kernels.get_kernel"})
+# torch.cuda.FloatTensor(...) and its siblings: the legacy constructors of CUDA tensors.
+CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.[A-Z][A-Za-z]*Tensor$")
 INDUCTOR_MODES = frozenset({"reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"})
 GPU_COMPILE_BACKENDS = frozenset({"inductor", "cudagraphs"})
+# Names a star import of these modules binds, for the rules that look for them (``from torch.cuda.amp import *``).
+STAR_NAMES = frozenset({*AMP_NAMES, *PROBES, "torch.cuda.synchronize", "torch.cuda.Event", *(f"torch.cuda.{n}" for n in RUNTIME_API)})
+# A compiled CUDA extension module by its name: xentropy_cuda_lib, fused_layer_norm_cuda, cuda_ext.
+CUDA_MODULE = re.compile(r"(?:^|_)cuda(?:_|$)")
+# Names that hold a compile setting: a string "inductor" assigned to one selects Inductor by default.
+COMPILE_SETTING = re.compile(r"backend|compile", re.I)
 SKIP_DECORATORS = frozenset({"pytest.mark.skipif", "unittest.skipIf", "unittest.skipUnless", "unittest.case.skipIf", "unittest.case.skipUnless"})
 SKIP_CALLS = frozenset({"pytest.skip", "unittest.SkipTest", "unittest.case.SkipTest"})
 IMPORT_ERRORS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError", "RuntimeError"})
@@ -89,8 +101,8 @@ BOOLEAN_EXPRESSIONS = (ast.Call, ast.BoolOp, ast.UnaryOp, ast.Compare)
 # "cuda" in any case (torch.cuda, CUDA_HOME, ProfilerActivity.CUDA, "cuda:0"), nccl, cuBLAS/cuDNN,
 # an inductor-only compile setting, or an import of a CUDA-only kernel library.
 PREFILTER = re.compile(
-    rb"(?i:cuda|nccl|cublas|cudnn)|reduce-overhead|max-autotune|inductor|cudagraphs|triton"
-    rb"|(?:import|from)\s+(?:flash_attn\w*|xformers|apex)\b"
+    rb"(?i:cuda|nccl|cublas|cudnn)|reduce-overhead|max-autotune|inductor|cudagraphs|triton|torch\.compile\b"
+    rb"|(?:import|from)\s+(?:flash_attn\w*|xformers|apex|bitsandbytes|mamba_ssm|causal_conv1d)\b|get_kernel"
 )
 
 
@@ -107,6 +119,11 @@ def _bind_import(names: dict[str, str], node: ast.Import | ast.ImportFrom) -> No
         for a in node.names:
             if a.name != "*":
                 names[a.asname or a.name] = f"{node.module}.{a.name}"
+            else:
+                for known in STAR_NAMES:
+                    module, _, name = known.rpartition(".")
+                    if module == node.module:
+                        names[name] = known
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -127,7 +144,15 @@ def _str(node: ast.AST | None) -> str | None:
 
 def _is_cuda_device(node: ast.AST | None) -> bool:
     s = _str(node)
+    if s is None and isinstance(node, ast.JoinedStr) and node.values:  # f"cuda:{local_rank}"
+        s = _str(node.values[0])
+        return s is not None and s.lower() == "cuda:" and len(node.values) == 2
     return s is not None and bool(CUDA_DEVICE.match(s.lower()))
+
+
+def _names_nccl(text: str) -> bool:
+    """'nccl', or NCCL inside a per-device backend spec: 'cuda:nccl,cpu:gloo'."""
+    return text == "nccl" or ("nccl" in text.replace(":", ",").split(",") and ":" in text)
 
 
 def trigger_lines(source: bytes) -> list[int]:
@@ -192,7 +217,14 @@ class _Scanner(ast.NodeVisitor):
     def _record_probe_variable(self, targets: list[ast.expr], value: ast.AST | None) -> None:
         """``use_cuda = torch.cuda.is_available()``: the variable now stands for the probe."""
         if isinstance(value, BOOLEAN_EXPRESSIONS) and any(isinstance(n, ast.Call) and self.qual(n.func) in PROBES for n in ast.walk(value)):
-            self.probe_vars.update(d for d in (_dotted(t) for t in targets) if d)
+            for name in (d for d in (_dotted(t) for t in targets) if d):
+                self._add_probe_name(name)
+
+    def _add_probe_name(self, name: str) -> None:
+        """A variable or helper that stands for a CUDA probe; a function using only its name must still be walked."""
+        self.probe_vars.add(name)
+        if not PREFILTER.search(name.encode()):
+            self.triggers = None
 
     def has_probe(self, expr: ast.AST) -> bool:
         for n in ast.walk(expr):
@@ -202,10 +234,34 @@ class _Scanner(ast.NodeVisitor):
                 return True
         return False
 
+    def _availability_probe(self, expr: ast.AST) -> ast.AST | None:
+        """The probe of CUDA being there in ``expr``, other than ``device_count()`` (which cuda-runtime-api already
+        reports); None when ``expr`` also holds a probe that cuda-probe-gate reports on its own (is_bf16_supported)."""
+        found: ast.AST | None = None
+        for n in ast.walk(expr):
+            if isinstance(n, ast.Call) and self.qual(n.func) == "torch.cuda.is_bf16_supported":
+                return None
+            if isinstance(n, ast.Attribute) and self.qual(n) == "torch.version.cuda":
+                return None
+            if found is None and isinstance(n, ast.Call) and self.qual(n.func) == "torch.cuda.is_available":
+                found = n
+            if found is None and isinstance(n, (ast.Name, ast.Attribute)) and _dotted(n) in self.probe_vars:
+                found = n
+        return found
+
+    def _cuda_comparison(self, expr: ast.AST) -> ast.AST | None:
+        """Where ``expr`` compares a device with 'cuda' (or reads ``.is_cuda``), or None."""
+        for n in ast.walk(expr):
+            if isinstance(n, (ast.Compare, ast.Call, ast.Attribute)) and self.compares_to_cuda(n):
+                return n
+        return None
+
     def compares_to_cuda(self, expr: ast.AST) -> bool:
         """``'cuda' in device``, ``device.type == 'cuda'``, ``str(device).startswith('cuda')``."""
         for n in ast.walk(expr):
-            if isinstance(n, ast.Compare) and any(_str(c) == "cuda" for c in [n.left, *n.comparators]):
+            if isinstance(n, ast.Compare) and any(_is_cuda_device(c) for c in [n.left, *n.comparators]):
+                return True
+            if isinstance(n, ast.Attribute) and n.attr == "is_cuda":  # tensor.is_cuda / module.is_cuda
                 return True
             if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "startswith" and n.args and _str(n.args[0]) == "cuda":
                 return True
@@ -256,6 +312,10 @@ class _Scanner(ast.NodeVisitor):
             self.visit(child)
 
     def visit_Assert(self, node: ast.Assert) -> None:
+        # ``assert torch.cuda.is_available()``, ``assert x.is_cuda``, ``assert x.device.type == "cuda"``
+        where = self._availability_probe(node.test) or self._cuda_comparison(node.test)
+        if where is not None and not self.is_generic([node.test]):
+            self.hit("cuda-required", where)
         self.visit_condition(node.test)
         if node.msg is not None:
             self.visit(node.msg)
@@ -305,6 +365,9 @@ class _Scanner(ast.NodeVisitor):
                 self.consume(branches)
             elif any(self.compares_to_cuda(t) for t in tests):
                 self.hit("cuda-only-branch", node)
+        elif any(self.compares_to_cuda(t) for t in tests) and not self.is_generic([*tests, *branches]):
+            # ``torch.float16 if str(x.device).startswith("cuda") else torch.float32``: only CUDA gets the first
+            self.hit("cuda-probe-branch", next(w for w in map(self._cuda_comparison, tests) if w is not None))
         self.visit_condition(node.test)
         self.visit(node.body)
         self.visit(node.orelse)
@@ -317,6 +380,7 @@ class _Scanner(ast.NodeVisitor):
         return values
 
     def visit_If(self, node: ast.If) -> None:
+        before = len(self.hits)
         tests: list[ast.AST] = [node.test]
         bodies: list[list[ast.stmt]] = [node.body]
         cur = node
@@ -341,6 +405,15 @@ class _Scanner(ast.NodeVisitor):
             self.hit("cuda-only-branch", node)
         if probe and self._skips(node.body):
             self.hit("cuda-test-skip", node)
+        if len(self.hits) == before and not self.is_generic(tests):
+            # A condition on CUDA alone, at module level, in a helper or anywhere: what it guards
+            # (bf16, TF32, a memory log, a fast path) silently does not happen on a Neuron host.
+            probe_node = self._availability_probe(node.test)
+            comparison = self._cuda_comparison(node.test)
+            if probe_node is not None:
+                self.hit("cuda-probe-branch", probe_node)
+            elif comparison is not None:
+                self.hit("cuda-probe-branch", comparison)
         availability = any(isinstance(n, ast.Call) and re.search(r"available|find_spec", _dotted(n.func) or "") for n in ast.walk(node.test))
         self.visit_condition(node.test)
         guard = availability or bool(node.orelse)
@@ -366,14 +439,27 @@ class _Scanner(ast.NodeVisitor):
         return False
 
     # -- imports ----------------------------------------------------------------
+    def _bind(self, node: ast.Import | ast.ImportFrom) -> None:
+        new: dict[str, str] = {}
+        _bind_import(new, node)
+        self.aliases.update(new)
+        # ``from torch.cuda.amp import autocast`` binds a name without a trigger word: a function
+        # that uses only ``autocast`` must still be walked, so the quiet-function shortcut is off.
+        if self.triggers is not None:
+            for local, target in new.items():
+                if target.startswith("torch.cuda.") and not PREFILTER.search(local.encode()):
+                    self.triggers = None
+                    break
+
     def visit_Import(self, node: ast.Import) -> None:
-        _bind_import(self.aliases, node)
-        if not self.guarded and any(a.name.split(".")[0] in KERNEL_LIBS for a in node.names):
+        self._bind(node)
+        if not self.guarded and any(a.name.split(".")[0] in KERNEL_LIBS or CUDA_MODULE.search(a.name.split(".")[0]) for a in node.names):
             self.hit("cuda-kernel-import", node)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        _bind_import(self.aliases, node)
-        if not self.guarded and node.level == 0 and (node.module or "").split(".")[0] in KERNEL_LIBS:
+        self._bind(node)
+        top = (node.module or "").split(".")[0]
+        if not self.guarded and node.level == 0 and (top in KERNEL_LIBS or CUDA_MODULE.search(top)):
             self.hit("cuda-kernel-import", node)
 
     # -- calls, names, constants ------------------------------------------------
@@ -386,7 +472,11 @@ class _Scanner(ast.NodeVisitor):
             self.hit("cuda-synchronize", node)
         elif q == "torch.cuda.Event":
             self.hit("cuda-event-timing", node)
-        elif q in AMP_NAMES or (q in DEVICE_AMP_CALLS and (_str(first) == "cuda" or _str(kw.get("device_type")) == "cuda" or _str(kw.get("device")) == "cuda")):
+        elif (
+            q in AMP_NAMES
+            or q.startswith("torch.cuda.amp.")
+            or (q in DEVICE_AMP_CALLS and (_str(first) == "cuda" or _str(kw.get("device_type")) == "cuda" or _str(kw.get("device")) == "cuda"))
+        ):
             self.hit("cuda-amp", node)
         elif q.startswith(("torch.cuda.nvtx", "torch.cuda.profiler")):
             self.hit("cuda-profiler", node)
@@ -401,7 +491,8 @@ class _Scanner(ast.NodeVisitor):
             options = kw.get("options")
             option_keys = [(_str(k) or "") for k in options.keys] if isinstance(options, ast.Dict) else []
             if (
-                _str(kw.get("mode")) in INDUCTOR_MODES
+                "backend" not in kw  # the default backend is Inductor
+                or _str(kw.get("mode")) in INDUCTOR_MODES
                 or _str(kw.get("backend")) in GPU_COMPILE_BACKENDS
                 or any("cudagraph" in k or k.startswith("triton") for k in option_keys)
             ):
@@ -415,19 +506,25 @@ class _Scanner(ast.NodeVisitor):
             _str(first) or ""
         ).lower() == "nccl":
             self.hit("nccl-backend", first)
+        if q in HUB_KERNEL_CALLS:
+            self.hit("cuda-kernel-import", node)
         for name, value in kw.items():
             text = (_str(value) or "").lower()
-            if text == "nccl" and (name in BACKEND_KEYWORDS or name == "default") and id(value) not in self.consumed:
+            if _names_nccl(text) and (name in BACKEND_KEYWORDS or name == "default") and id(value) not in self.consumed:
                 self.hit("nccl-backend", value)
             elif _is_cuda_device(value) and name in ("device", "map_location", "default") and id(value) not in self.consumed:
                 self.hit("hardcoded-cuda-device", value)
+            elif text == "inductor" and q != "torch.compile" and (name == "default" or COMPILE_SETTING.search(name)):
+                self.hit("compile-backend", value)  # --compile-backend default, compile_backend="inductor"
         if q == "torch.device" and _is_cuda_device(first) and id(first) not in self.consumed:
             self.hit("hardcoded-cuda-device", first)
             self.consumed.add(id(first))
         if attr == "to" and first is not None and _is_cuda_device(first) and id(first) not in self.consumed:
             self.hit("hardcoded-cuda-device", first)
         if attr == "cuda" and isinstance(node.func, ast.Attribute) and not (self.qual(node.func.value) or "").startswith("torch"):
-            self.hit("dot-cuda", node)
+            # at ``.cuda`` itself: in ``Model(\n...\n).cuda()`` the call starts lines above it
+            end_line, end_col = node.func.end_lineno or node.lineno, node.func.end_col_offset or 0
+            self.hits[("dot-cuda", end_line, max(end_col - len("cuda"), 0))] = None
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -443,17 +540,19 @@ class _Scanner(ast.NodeVisitor):
             self.hit("cuda-profiler", node)
         elif q == "torch.distributed.Backend.NCCL":
             self.hit("nccl-backend", node)
-        elif q in AMP_NAMES:
+        elif q in AMP_NAMES or q.startswith("torch.cuda.amp."):
             self.hit("cuda-amp", node)
         elif q.endswith("cpp_extension.CUDA_HOME") and self.in_condition:
             self.hit("cuda-extension-guard", node)
+        elif CUDA_TENSOR_TYPE.match(q):
+            self.hit("hardcoded-cuda-device", node)
         # a resolved dotted name has only names inside: nothing further to visit
 
     def visit_Name(self, node: ast.Name) -> None:
         q = self.aliases.get(node.id)
         if q is not None and q.endswith("cpp_extension.CUDA_HOME") and self.in_condition:
             self.hit("cuda-extension-guard", node)
-        elif q is not None and q in AMP_NAMES and isinstance(node.ctx, ast.Load):
+        elif q is not None and (q in AMP_NAMES or q.startswith("torch.cuda.amp.")) and isinstance(node.ctx, ast.Load):
             self.hit("cuda-amp", node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -479,6 +578,8 @@ class _Scanner(ast.NodeVisitor):
             elif "device" in lname and _is_cuda_device(default):
                 self.hit("hardcoded-cuda-device", default)
                 self.consumed.add(id(default))
+            elif COMPILE_SETTING.search(name) and (_str(default) or "").lower() == "inductor":
+                self.hit("compile-backend", default)
 
     def _quiet(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
         """No trigger word from the first decorator to the last line: nothing to find inside."""
@@ -492,6 +593,13 @@ class _Scanner(ast.NodeVisitor):
         if self._quiet(node):
             return
         self._check_defaults(node)
+        for decorator in node.decorator_list:  # a bare ``@torch.compile``
+            if not isinstance(decorator, ast.Call) and self.qual(decorator) == "torch.compile":
+                self.hit("compile-backend", decorator)
+        # only a short helper's own return statements: a full walk of every function would double the tree walk
+        returns = [n.value for n in node.body if isinstance(n, ast.Return) and n.value is not None] if len(node.body) <= 3 else []
+        if returns and all(isinstance(v, BOOLEAN_EXPRESSIONS) and self._availability_probe(v) is not None for v in returns):
+            self._add_probe_name(node.name)  # ``def has_cuda(): return torch.cuda.is_available()``: a helper probe
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
@@ -500,12 +608,19 @@ class _Scanner(ast.NodeVisitor):
         if not self._quiet(node):
             self.generic_visit(node)
 
+    def _inductor_setting(self, targets: list[ast.expr], value: ast.AST | None) -> None:
+        """``compile_backend = "inductor"`` (a config default, a dataclass field): Inductor chosen by configuration."""
+        if (_str(value) or "").lower() == "inductor" and any(COMPILE_SETTING.search(_dotted(t) or "") for t in targets):
+            self.hit("compile-backend", value)
+
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self._record_probe_variable([node.target], node.value)
+        self._inductor_setting([node.target], node.value)
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._record_probe_variable(node.targets, node.value)
+        self._inductor_setting(node.targets, node.value)
         names = [(_dotted(t) or "").split(".")[-1].lower() for t in node.targets]
         if _is_cuda_device(node.value) and any("device" in n for n in names):
             self.hit("hardcoded-cuda-device", node.value)

@@ -30,6 +30,7 @@ PROVENANCE_URLS: dict[str, str] = {
     "PTXLA29": "https://github.com/pytorch/xla/tree/v2.9.0/torch_xla",
     "TORCHACC": "https://docs.pytorch.org/docs/stable/accelerator.html",
     "NEURONPIP": "https://pip.repos.neuron.amazonaws.com",
+    "NXCONTAINER": "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/tutorials/build-run-neuron-container.html",
 }
 
 

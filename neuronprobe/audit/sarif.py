@@ -1,7 +1,7 @@
 """SARIF 2.1.0 output, for GitHub code scanning (findings inline on pull requests).
 
 One run, the whole rule catalogue in ``tool.driver.rules``, one result per
-finding with a ``%SRCROOT%``-relative location, a stable partial fingerprint
+finding with a ``%SRCROOT%``-relative location (an absolute ``file://`` URI for a file outside the audited folder), a stable partial fingerprint
 (rule, file, source line) so code scanning tracks a finding across line
 shifts, and files that could not be audited as tool notifications.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
@@ -22,8 +24,17 @@ LEVELS = {"error": "error", "warning": "warning", "info": "note"}
 FINGERPRINT_KEY = "neuronprobe/v1"
 
 
-def _uri(path: str) -> str:
-    return quote(path, safe="/")
+def _artifact(path: str) -> dict[str, Any]:
+    """An artifactLocation: relative paths against ``%SRCROOT%`` (the audited folder), any other path as an absolute file URI.
+
+    SARIF 2.1.0 (3.4.4, 3.10.3): a ``uriBaseId`` is for a relative reference only, so a file given
+    by an absolute path, or one above the audited folder (``../x.py``), gets a ``file://`` URI and
+    no base. ``./`` in front of a relative path is dropped.
+    """
+    posix = PurePosixPath(path)
+    if posix.is_absolute() or ".." in posix.parts:
+        return {"uri": Path(os.path.abspath(path)).as_uri()}
+    return {"uri": quote(posix.as_posix(), safe="/"), "uriBaseId": "%SRCROOT%"}
 
 
 def _rule_json(rule: Any, stack: str) -> dict[str, Any]:
@@ -60,7 +71,7 @@ def to_sarif(section: AuditSection, tool_version: str) -> dict[str, Any]:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.file), "uriBaseId": "%SRCROOT%"},
+                        "artifactLocation": _artifact(f.file),
                         # a notebook: the line of the stored .ipynb that holds the code (what GitHub shows)
                         "region": {"startLine": f.raw_line, "startColumn": 1} if f.raw_line is not None else {"startLine": f.line, "startColumn": f.column},
                     }
@@ -74,7 +85,7 @@ def to_sarif(section: AuditSection, tool_version: str) -> dict[str, Any]:
     notifications = []
     for p in section.problems:
         note: dict[str, Any] = {"level": "warning", "message": {"text": f"{p.file}: {p.detail}"}}
-        location: dict[str, Any] = {"artifactLocation": {"uri": _uri(p.file), "uriBaseId": "%SRCROOT%"}}
+        location: dict[str, Any] = {"artifactLocation": _artifact(p.file)}
         if p.line:
             location["region"] = {"startLine": p.line}
         note["locations"] = [{"physicalLocation": location}]
