@@ -193,3 +193,13 @@ def test_constructing_a_finding_with_an_unknown_verdict_fails_at_once() -> None:
     finding = report.findings[0]
     with pytest.raises(ValueError, match="'made_up' is not a valid Verdict"):
         type(finding)(**{**finding.__dict__, "verdict": "made_up"})
+
+
+def test_a_precision_note_is_shown_in_the_html_banner_and_findings() -> None:
+    from neuronprobe.report.html import render_html
+
+    report = fallback_only_report()
+    report.findings = [Finding("aten::mul.Tensor", Verdict.PRECISION, "m.py", 8, None, "float64 is computed in float32 on the device", "fix", "device-dtype")]
+    page = render_html(report)
+    assert f"Runs on {report.target} as it is" in page and "1 precision note(s): the device computes them in a narrower dtype" in page
+    assert '<article class="np-finding v-precision"' in page and '<span class="np-badge v-precision"' in page

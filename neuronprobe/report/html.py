@@ -121,10 +121,12 @@ def banner(report: Report) -> Banner:
             f"Could not be analysed for {target}",
             "Capture failed before any op was recorded; see what could not be analysed below.",
         )
+    notes = report.findings_with(frozenset(NOTE_VERDICTS))
     return Banner(
         "ok",
         f"Runs on {target} as it is",
-        "Every captured op lowers to Neuron or decomposes into ops that do.",
+        "Every captured op lowers to Neuron or decomposes into ops that do."
+        + (f" {len(notes)} precision note(s): the device computes them in a narrower dtype (see Findings below)." if notes else ""),
     )
 
 
