@@ -261,3 +261,9 @@ def test_resize_bilinear_is_fixed_from_the_release_whose_error_pages_list_resize
     assert new.verdict == "lowered"
     rule = next(r for r in load_table().rules if r.id == "resize-bilinear")
     assert rule.sdk_fixed == "2.27.0" and "EVRF015" in rule.provenance and "#889" in rule.message
+
+
+def test_a_clamp_from_finfo_max_is_clean_on_the_static_backend_too():
+    # the same model file as the xla-cpu test in test_hlo_checks.py: Python floats are no float64 tensors
+    report = neuronprobe.analyze(str(MODELS / "xla_finfo_clamp.py"), backend="static", target="trn1")
+    assert report.findings == [] and report.verdict == "runs" and report.summary.ops_total > 0

@@ -301,8 +301,7 @@ def on_device(call: Any, dtypes: DeviceDtypes) -> Any:
         d = dtypes.device_dtype(t.dtype)
         return t if d == t.dtype else replace(t, dtype=d)
 
-    tensors = [*call.inputs, *call.outputs, *(t for ts in call.arg_tensors.values() for t in ts)]
-    if all(dtypes.device_dtype(t.dtype) == t.dtype for t in tensors) and not call.parts:
+    if not _narrowed(call, dtypes):
         return call
     return replace(
         call,
@@ -311,6 +310,12 @@ def on_device(call: Any, dtypes: DeviceDtypes) -> Any:
         arg_tensors={k: [mapped(t) for t in ts] for k, ts in call.arg_tensors.items()},
         parts=None if call.parts is None else [on_device(p, dtypes) for p in call.parts],
     )
+
+
+def _narrowed(call: Any, dtypes: DeviceDtypes) -> bool:
+    """Whether the device computes any tensor of ``call`` (or of its parts) in another dtype."""
+    tensors = [*call.inputs, *call.outputs, *(t for ts in call.arg_tensors.values() for t in ts)]
+    return any(dtypes.device_dtype(t.dtype) != t.dtype for t in tensors) or any(_narrowed(p, dtypes) for p in call.parts or ())
 
 
 def _precision(call: Any, dtypes: DeviceDtypes) -> Classification | None:
