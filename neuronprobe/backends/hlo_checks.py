@@ -3,9 +3,22 @@
 neuronx-cc is not on PyPI, but many of its documented rejections are patterns in
 its input, the HLO module: an integer ``dot`` (NCC_EVRF035), a scatter that adds
 integers (NCC_EVRF060), complex types (NCC_EVRF004), an unknown custom-call target
-(NCC_EHCA005), dynamically sized shapes (NCC_EMOD025). The patterns and their NCC
-codes are data (``data/hlo_rules.json``, with provenance); this module parses HLO
-text and applies them. Pure: text in, :class:`HloHit` out.
+(NCC_EHCA005), dynamically sized shapes (NCC_EMOD025), a reduce-window over other
+than two operands (NCC_EVRF019, torch.cummax). The patterns and their NCC codes are
+data (``data/hlo_rules.json``, with provenance; ``data/hlo_inventory.md`` says for
+every code of the catalogue whether it is decidable from HLO text and which rule
+checks it); this module parses HLO text and applies them. Pure: text in,
+:class:`HloHit` out.
+
+The HLO comes from torch-xla on the CPU, which keeps f64, s16 and u16; a Neuron
+device computes them as f32, s32 and u32 (:mod:`neuronprobe.support.device_dtypes`).
+Rules judge each instruction in the device's types; a ``device_mapped`` rule (f64)
+sees the CPU's types and fires only on those the device narrows: a precision note.
+
+The reader splits a line by bracket nesting, not by one pattern: tuple types,
+``/*index=5*/`` comments and quoted metadata cannot cut a field short, and a line
+of any other shape is skipped, never an exception (property-tested over the HLO of
+OpInfo samples, ``tests/data/hlo_corpus.json``).
 
 Each hit is placed at the user's line: the ``op_name`` tag that
 :mod:`neuronprobe.backends.xla_observe` puts on each op's IR (``np@FILE:LINE@``),
