@@ -3,7 +3,7 @@
 Run ``neuronprobe analyze examples/tiny_gpt.py`` to see them found:
 - a token-frequency feature built with ``torch.unique`` (data-dependent shape),
 - a scatter-add with ``index_put_(..., accumulate=True)`` (rejected by neuronx-cc),
-- a float64 normaliser (not a Neuron data type).
+- a float64 normaliser (compiles, but the device computes it in float32: results differ).
 The rest (embeddings, attention, MLP, layer norms) lowers cleanly.
 """
 

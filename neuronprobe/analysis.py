@@ -63,6 +63,7 @@ from neuronprobe.support import (
     select_sdk,
     with_user_rules,
 )
+from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.usercode import user_exit_guard
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, Verdict
 
@@ -288,11 +289,12 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
     sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
-    classified = [ClassifiedCall(c, classify(c, options.target, table, sdk)) for c in graph.calls]
+    dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
+    classified = [ClassifiedCall(c, classify(c, options.target, table, sdk, dtypes)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
         step = step or training.capture_training(loaded, options.train, prefix)
-        base = lambda call: classify(call, options.target, table, sdk)  # noqa: E731
+        base = lambda call: classify(call, options.target, table, sdk, dtypes)  # noqa: E731
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
@@ -318,7 +320,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             seconds=round(graph.seconds, 3),
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
         ),
-        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=list(table.provenance)),
+        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -381,7 +383,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
     groups: dict[tuple[Verdict, str, str | None, int | None, Phase], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
-        if c.verdict.verdict in SUPPORTED_VERDICTS:
+        if not c.verdict.verdict.reported:  # lowered and decomposed calls say nothing; notes do
             continue
         groups[(c.verdict.verdict, c.verdict.rule, c.call.file, c.call.line, Phase(c.call.phase))].append(c)
     out = []

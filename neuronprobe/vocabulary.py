@@ -43,22 +43,38 @@ class Word(str, Enum):
 
 
 class Verdict(Word):
-    """What happens to an op on Neuron, least severe first (declaration order is the severity order)."""
+    """What happens to an op on Neuron, least severe first (declaration order is the severity order).
+
+    Three kinds: supported (compiles into the device graph, nothing to say), a *note*
+    (compiles and runs on the device, but the user should hear about it: ``precision``,
+    the device computes in a narrower dtype than the model asks for), and a *problem*
+    (falls back, depends on data, or stops the compile). Notes are findings, count as
+    supported op calls, and never change the top-line verdict or fail a diff gate.
+    """
 
     words: str
     is_problem: bool
+    is_note: bool
     rank: int
 
-    def __new__(cls, value: str, words: str = "", is_problem: bool = False) -> Verdict:
+    def __new__(cls, value: str, words: str = "", is_problem: bool = False, is_note: bool = False) -> Verdict:
         member = str.__new__(cls, value)
         member._value_ = value
         member.words = words
         member.is_problem = is_problem
+        member.is_note = is_note
         member.rank = len(cls.__members__)
         return member
 
     LOWERED = ("lowered", "has a Neuron lowering and compiles into the device graph", False)
     DECOMPOSED = ("decomposed", "a composite op whose parts all lower; compiles into the device graph", False)
+    # schema 4: the Neuron device's dtype mapping (torch-xla's MaybeDowncastToXlaDeviceType) narrows the type
+    PRECISION = (
+        "precision",
+        "compiles into the device graph in a narrower dtype than the model asks for (the device's dtype mapping): results differ",
+        False,
+        True,
+    )
     CPU_FALLBACK = (
         "cpu_fallback",
         "no lowering: runs on the host, with a device-to-host and a host-to-device copy per call, and splits the device graph",
@@ -77,6 +93,11 @@ class Verdict(Word):
         """True for verdicts that stop the Neuron compile (a fallback only slows the model down)."""
         return self.is_problem and self is not Verdict.CPU_FALLBACK
 
+    @property
+    def reported(self) -> bool:
+        """True for verdicts that become findings: the problems and the notes."""
+        return self.is_problem or self.is_note
+
 
 def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     """The most severe of ``verdicts`` (at least one)."""
@@ -86,6 +107,8 @@ def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
 # Verdicts that compile into the device graph, and the problems, in severity order.
 SUPPORTED_VERDICTS: frozenset[Verdict] = frozenset(v for v in Verdict if not v.is_problem)
 PROBLEM_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_problem)
+# Verdicts that are findings without being problems (they compile; the user should still hear of them).
+NOTE_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_note)
 
 
 class TopVerdict(Word):

@@ -214,3 +214,56 @@ def test_the_inventory_reader_finds_sites_their_function_and_op():
     [site] = inv.fallback_sites("torch_xla/csrc/a.cpp", text)
     assert (site["line"], site["function"], site["function_line"], site["fallback_op"]) == (5, "widget", 1, "widget.Scalar")
     assert inv.cited_lines("x a.cpp:4, :9-10 and b.cpp:3") == {"a.cpp": {4, 9, 10}, "b.cpp": {3}}
+
+
+# --- the device's dtype mapping (issue 23) ------------------------------------------------------------
+
+
+def test_float64_is_a_precision_note_at_its_line_and_the_model_still_compiles():
+    report = neuronprobe.analyze(str(MODELS / "float64.py"), backend="static", target="trn1")
+    ((line, verdict, op),) = expectations(MODELS / "float64.py")
+    at_line = [f for f in report.findings if f.line == line]
+    assert [(f.verdict, f.op, f.rule) for f in at_line] == [(verdict, op, "device-dtype")] == [("precision", "aten::to.dtype", "device-dtype")]
+    assert at_line[0].message.startswith("float64 is computed in float32 on the device: results will differ from float64")
+    assert "host" in at_line[0].fix and "float32" in at_line[0].fix
+    assert not [f for f in report.findings if f.verdict == "compile_error"]
+    assert report.verdict == "runs" and report.summary.support_percentage == 100.0
+    assert "device dtypes (torch-xla): float64 -> float32, int16 -> int32, uint16 -> uint32" in report.support_table.provenance
+
+
+def test_the_environment_narrows_further_and_names_the_variable(monkeypatch):
+    monkeypatch.setenv("XLA_USE_BF16", "1")
+    report = neuronprobe.analyze(str(MODELS / "float64.py"), backend="static", target="inf2")
+    (note,) = [f for f in report.findings if f.line == 7]
+    assert "float64 is computed in bfloat16 on the device" in note.message and "XLA_USE_BF16" in note.message
+    assert any("XLA_USE_BF16 set in the environment" in p for p in report.support_table.provenance)
+
+
+def test_rules_judge_the_dtype_the_device_computes_in():
+    def shift(dtype: str) -> OpCall:
+        return _call("bitwise_right_shift", "Tensor", arg_tensors={"self": [TensorMeta([4], dtype)]}, inputs=[TensorMeta([4], dtype)])
+
+    # int16 reaches neuronx-cc as int32 (dtype.cpp MaybeDowncastToXlaDeviceType): EVRF022 cannot fire on it
+    assert classify(shift("int16")).verdict == "lowered"
+    assert (classify(shift("int8")).verdict, classify(shift("int8")).ncc_code) == ("compile_error", "NCC_EVRF022")
+    # a widening is no precision note; a float64 call that also has a real problem keeps the problem
+    assert classify(_call("abs", inputs=[TensorMeta([4], "int16")], outputs=[TensorMeta([4], "int16")])).verdict == "lowered"
+    f64_mm = _call("mm", inputs=[TensorMeta([2, 2], "float64")], outputs=[TensorMeta([2, 2], "float64")])
+    assert classify(f64_mm).verdict == "precision"
+    f64_unique = _call("_unique2", inputs=[TensorMeta([4], "float64")], outputs=[TensorMeta([4], "float64")])
+    assert classify(f64_unique).verdict == "dynamic_shape"
+
+
+def test_resize_bilinear_is_fixed_from_the_release_whose_error_pages_list_resize_bilinear():
+    call = _call("upsample_bilinear2d", inputs=[TensorMeta([1, 3, 8, 8], "float32")], outputs=[TensorMeta([1, 3, 16, 16], "float32")])
+    old, new = classify(call, sdk="2.26.0"), classify(call, sdk="2.27.0")
+    assert (old.verdict, old.rule, old.ncc_code) == ("compile_error", "resize-bilinear", "NCC_EHCA005")
+    assert new.verdict == "lowered"
+    rule = next(r for r in load_table().rules if r.id == "resize-bilinear")
+    assert rule.sdk_fixed == "2.27.0" and "EVRF015" in rule.provenance and "#889" in rule.message
+
+
+def test_a_clamp_from_finfo_max_is_clean_on_the_static_backend_too():
+    # the same model file as the xla-cpu test in test_hlo_checks.py: Python floats are no float64 tensors
+    report = neuronprobe.analyze(str(MODELS / "xla_finfo_clamp.py"), backend="static", target="trn1")
+    assert report.findings == [] and report.verdict == "runs" and report.summary.ops_total > 0

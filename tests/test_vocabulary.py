@@ -12,7 +12,7 @@ from report_fixtures import fallback_only_report, rich_report
 
 from neuronprobe.errors import ReportFormatError
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
-from neuronprobe.report.model import SCHEMA_VERSION, BackendStep, Report, load_report
+from neuronprobe.report.model import SCHEMA_VERSION, BackendStep, Finding, Report, load_report
 from neuronprobe.vocabulary import (
     PROBLEM_VERDICTS,
     SUPPORTED_VERDICTS,
@@ -32,12 +32,15 @@ OLD_REPORT = Path(__file__).parent / "data" / "report_schema_v2.json"
 
 
 def test_verdicts_are_their_json_strings_in_severity_order() -> None:
-    assert Verdict.values() == ("lowered", "decomposed", "cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
+    assert Verdict.values() == ("lowered", "decomposed", "precision", "cpu_fallback", "dynamic_shape", "control_flow", "compile_error")
     assert [v.rank for v in Verdict] == list(range(len(Verdict)))
     assert Verdict("cpu_fallback") is Verdict.CPU_FALLBACK and Verdict.CPU_FALLBACK == "cpu_fallback"
     assert json.dumps({"verdict": Verdict.COMPILE_ERROR}) == '{"verdict": "compile_error"}'
     assert f"{Verdict.DYNAMIC_SHAPE}|{Phase.LOOP:<6}|" == "dynamic_shape|loop  |"
-    assert {Verdict.LOWERED, Verdict.DECOMPOSED} == SUPPORTED_VERDICTS
+    # a precision note compiles into the device graph: a supported op call, but a finding (issue 23)
+    assert {Verdict.LOWERED, Verdict.DECOMPOSED, Verdict.PRECISION} == SUPPORTED_VERDICTS
+    assert [v for v in Verdict if v.reported] == [Verdict.PRECISION, *PROBLEM_VERDICTS]
+    assert not Verdict.PRECISION.is_problem and not Verdict.PRECISION.blocks_compile and Verdict.PRECISION.is_note
     assert PROBLEM_VERDICTS[-1] is Verdict.COMPILE_ERROR and all(v.is_problem for v in PROBLEM_VERDICTS)
     assert all(v.words for v in Verdict)
 
@@ -130,18 +133,29 @@ def test_from_json_rejects_unknown_values_with_the_field_path(where: tuple, valu
 
 def test_top_line_verdict_and_its_words_are_in_the_json() -> None:
     data = _json(fallback_only_report())
-    assert data["schema_version"] == SCHEMA_VERSION == 4  # issue 24: schema 4 added report.decode
+    assert data["schema_version"] == SCHEMA_VERSION == 4
     assert data["verdict"] == "runs_with_fallbacks" and data["verdict_words"] == TopVerdict.RUNS_WITH_FALLBACKS.words
     assert list(data)[:4] == ["model", "target", "verdict", "verdict_words"]  # CI jobs read the top
     blocked = _json(rich_report())
     assert blocked["verdict"] == "will_not_compile" and blocked["verdict_words"] == "will not compile on Neuron as it is"
 
 
-def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None:
+def test_a_precision_note_never_changes_the_top_line_and_round_trips() -> None:
+    report = fallback_only_report()
+    report.findings = [f for f in report.findings if not f.verdict.is_problem]
+    report.findings.append(
+        Finding("aten::mul.Tensor", Verdict.PRECISION, "m.py", 8, None, "float64 is computed in float32 on the device", "fix", "device-dtype")
+    )
+    assert report.verdict is TopVerdict.RUNS  # it compiles and runs; the note says the numbers differ
+    again = Report.from_json(report.to_json())
+    assert [f.verdict for f in again.findings] == [Verdict.PRECISION] and again.schema_version == 4
+
+
+def test_a_schema_2_report_loads_and_round_trips_to_schema_4() -> None:
     old_data = json.loads(OLD_REPORT.read_text(encoding="utf-8"))
     assert old_data["schema_version"] == 2 and "verdict" not in old_data
     report = load_report(str(OLD_REPORT))
-    assert report.schema_version == SCHEMA_VERSION  # 3, then 4 (issue 24: report.decode, additive)
+    assert report.schema_version == 4
     assert report.verdict is TopVerdict.WILL_NOT_COMPILE
     assert {f.verdict for f in report.findings} == {Verdict.DYNAMIC_SHAPE, Verdict.CPU_FALLBACK}
     assert all(f.origin is Origin.PREDICTED and f.phase is Phase.FORWARD for f in report.findings)
@@ -159,9 +173,9 @@ def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None
     assert holdout.overhead is not None and holdout.overhead.tokens == old_data["buckets"]["holdout"]["overhead"]["tokens"]
     assert holdout.baselines["uniform"].attention == old_data["buckets"]["holdout"]["baselines"]["uniform"]["attention"]
     assert report.recompiles is not None and {c.kind for c in report.recompiles.causes} == {"branch", "shape"}
-    # written again, it is a current-schema report that loads to the same objects
+    # written again, it is a schema-4 report that loads to the same objects
     new_data = json.loads(report.to_json())
-    assert new_data["schema_version"] == SCHEMA_VERSION and new_data["verdict"] == "will_not_compile"
+    assert new_data["schema_version"] == 4 and new_data["verdict"] == "will_not_compile"
     assert new_data["backend"]["steps"]["run"] == {"status": "timeout", "seconds": 600.0, "detail": ""}
     assert new_data["buckets"]["histogram"]["bin_width"] == report.buckets.histogram.bin_width
     assert Report.from_json(report.to_json()) == report
@@ -179,3 +193,13 @@ def test_constructing_a_finding_with_an_unknown_verdict_fails_at_once() -> None:
     finding = report.findings[0]
     with pytest.raises(ValueError, match="'made_up' is not a valid Verdict"):
         type(finding)(**{**finding.__dict__, "verdict": "made_up"})
+
+
+def test_a_precision_note_is_shown_in_the_html_banner_and_findings() -> None:
+    from neuronprobe.report.html import render_html
+
+    report = fallback_only_report()
+    report.findings = [Finding("aten::mul.Tensor", Verdict.PRECISION, "m.py", 8, None, "float64 is computed in float32 on the device", "fix", "device-dtype")]
+    page = render_html(report)
+    assert f"Runs on {report.target} as it is" in page and "1 precision note(s): the device computes them in a narrower dtype" in page
+    assert '<article class="np-finding v-precision"' in page and '<span class="np-badge v-precision"' in page

@@ -42,6 +42,7 @@ from neuronprobe.backends.xla_findings import (
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
+from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
 
 BACKEND_NAME = "xla-cpu"
@@ -370,7 +371,8 @@ class XlaCpuBackend:
             return obs
         value = step.value or {}
         fallbacks, limits = fallback_findings(value)
-        hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}))
+        dtypes = device_dtypes(target, os.environ)  # the worker inherits this environment (XLA_USE_BF16 and friends)
+        hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}), dtypes.hlo_mapping(), value.get("float64_lines"))
         obs.findings = fallbacks + host_sync_findings(value) + hlo
         obs.limitations.extend(limits)
         if value.get("observer_failure"):

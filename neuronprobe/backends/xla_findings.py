@@ -123,19 +123,53 @@ def _only_place(op: str | None, op_lines: dict[str, list[list[Any]]]) -> tuple[s
     return str(file), int(line)
 
 
-def hlo_findings(graphs: list[dict[str, str]], target: str, op_lines: dict[str, list[list[Any]]] | None = None) -> tuple[list[Finding], int, set[str]]:
-    """compile_error findings from every checked graph's HLO; the number of graphs checked; every aten op
-    that built a rejected instruction (one finding per line may stand for several ops).
+def _hlo_name(entry: dict[str, Any]) -> str:
+    """The op a finding names: the aten op that built the instruction, else ``<hlo OPCODE>``.
+
+    The opcode comes from the parsed instruction, never from re-reading the example
+    text: a tuple-typed instruction (``(c64[..], f32[..]) fft(...)``, as torch.stft
+    with return_complex=True builds) made that reading fail with an IndexError.
+    """
+    return entry["aten_op"] or f"<hlo {entry.get('opcode') or 'instruction'}>"
+
+
+def _asked_for(entry: dict[str, Any], float64_lines: set[tuple[str, int]] | None) -> bool:
+    """Whether a precision hit is at a line whose own calls had float64 tensors (when the run says which).
+
+    torch-xla turns a Python float into an f64[] scalar and may widen an f32 tensor to
+    f64 to compare with it (``torch.isinf`` is ``abs(x) == inf`` in f64): float64 the
+    model never asked for, and the device computes it in f32 with the same result.
+    """
+    if float64_lines is None:
+        return True
+    return entry["file"] is not None and entry["line"] is not None and (entry["file"], entry["line"]) in float64_lines
+
+
+def hlo_findings(
+    graphs: list[dict[str, str]],
+    target: str,
+    op_lines: dict[str, list[list[Any]]] | None = None,
+    mapping: dict[str, str] | None = None,
+    float64_lines: list[list[Any]] | None = None,
+) -> tuple[list[Finding], int, set[str]]:
+    """Findings from every checked graph's HLO; the number of graphs checked; every aten op that built a
+    rejected instruction (one finding per line may stand for several ops; precision notes reject nothing).
 
     An instruction without the user-line tag (torch-xla builds some, such as the
     broadcast of a Python scalar, outside the op's own IR node) is placed at the one
-    line that called its aten op, when there is exactly one.
+    line that called its aten op, when there is exactly one. ``mapping`` is the device's
+    dtype mapping on HLO types (default: the target's); ``float64_lines`` are the user
+    lines whose calls had float64 tensors in the run (None: not recorded, every precision
+    hit stands).
     """
+    asked = None if float64_lines is None else {(str(f), int(n)) for f, n in float64_lines}
     entries: dict[tuple[str, str | None, int | None, str | None], dict[str, Any]] = {}
     for g in graphs:
-        for e in summarize_hits(check_hlo(g.get("hlo", ""), target)):
+        for e in summarize_hits(check_hlo(g.get("hlo", ""), target, mapping=mapping)):
             if e["file"] is None:
                 e["file"], e["line"] = _only_place(e["aten_op"], op_lines or {})
+            if e["verdict"] == Verdict.PRECISION and not _asked_for(e, asked):
+                continue
             key = (e["rule"], e["file"], e["line"], e["aten_op"] if e["file"] is None else None)
             if key in entries:
                 entries[key]["count"] += e["count"]
@@ -145,11 +179,13 @@ def hlo_findings(graphs: list[dict[str, str]], target: str, op_lines: dict[str, 
     out = []
     ops: set[str] = set()
     for e in entries.values():
-        ops.update(e["aten_ops"])
+        verdict = Verdict(e["verdict"])
+        if verdict.is_problem:
+            ops.update(e["aten_ops"])
         out.append(
             Finding(
-                op=e["aten_op"] or f"<hlo {e['example'].split('(')[0].split()[-1]}>",
-                verdict=Verdict.COMPILE_ERROR,
+                op=_hlo_name(e),
+                verdict=verdict,
                 file=rel_path(e["file"]),
                 line=e["line"],
                 module=None,

@@ -157,6 +157,9 @@ def _recorder_classes() -> tuple[Any, Any]:
             self.ops: set[str] = set()  # dispatched aten ops (the dispatch level only)
             self.lines: set[tuple[str, int]] = set()  # user lines whose ops ran (with tagging on)
             self.op_lines: dict[str, set[tuple[str, int]]] = {}  # dispatched op -> the user lines that called it
+            # user lines whose calls had a float64 tensor of rank >= 1: the float64 the model asked for, not the
+            # f64 scalars torch-xla makes of Python floats (the device's dtype mapping narrows only the former)
+            self.float64_lines: set[tuple[str, int]] = set()
 
         def record(self, name: str, call: Callable[[], Any], inputs: Any, aten: bool, may_tag: Callable[[Any], bool]) -> Any:
             before = _fallback_counts(met)
@@ -170,6 +173,8 @@ def _recorder_classes() -> tuple[Any, Any]:
                 file, line = user_frame(sys._getframe())  # depth 0: an op from a C++ thread has no caller frame
                 if file is not None and line is not None:
                     self.lines.add((file, line))
+                    if any(isinstance(t, torch.Tensor) and t.dtype == torch.float64 and t.dim() > 0 for t in tree_leaves((inputs, out))):
+                        self.float64_lines.add((file, line))
                     if aten:
                         places = self.op_lines.setdefault(name, set())
                         if len(places) < MAX_LINES_PER_OP:
@@ -346,6 +351,7 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
         "ops_seen": sorted(recorder.ops),
         "lines_seen": sorted([f, n] for f, n in recorder.lines),
         "op_lines": {op: sorted([f, n] for f, n in places) for op, places in recorder.op_lines.items()},
+        "float64_lines": sorted([f, n] for f, n in recorder.float64_lines) if recorder.tag else None,
         "output_bytes": _nbytes(out),
         "observer_failure": observer_failure,
     }

@@ -21,7 +21,9 @@ BANNER_COLOUR: dict[TopVerdict, str] = {
 
 
 def verdict_style(verdict: Verdict) -> str:
-    """Green for what compiles, yellow for a fallback, red for what stops the compile."""
+    """Green for what compiles, blue for a note (compiles, results differ), yellow for a fallback, red for what stops the compile."""
+    if verdict.is_note:
+        return "blue"
     if not verdict.is_problem:
         return "green"
     return "red" if verdict.blocks_compile else "yellow"

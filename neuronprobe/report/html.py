@@ -33,7 +33,7 @@ from typing import Any
 
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
 from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
-from neuronprobe.vocabulary import PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
+from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
 
 TEMPLATE_PAGE = "report.html.j2"
 TEMPLATE_FRAGMENT = "embedded.html.j2"
@@ -41,7 +41,7 @@ CSS_FILE = "report.css"
 JS_FILE = "report.js"
 
 # Findings are shown worst first: what blocks compilation before what only slows it down.
-FINDING_ORDER: tuple[Verdict, ...] = tuple(reversed(PROBLEM_VERDICTS))
+FINDING_ORDER: tuple[Verdict, ...] = (*reversed(PROBLEM_VERDICTS), *NOTE_VERDICTS)
 # The op inventory can list hundreds of modules for one op (every layer of a
 # transformer); the table shows this many and folds the rest.
 MODULES_SHOWN = 3
@@ -128,10 +128,12 @@ def banner(report: Report) -> Banner:
             f"Could not be analysed for {target}",
             "Capture failed before any op was recorded; see what could not be analysed below.",
         )
+    notes = report.findings_with(frozenset(NOTE_VERDICTS))
     return Banner(
         "ok",
         f"Runs on {target} as it is",
-        "Every captured op lowers to Neuron or decomposes into ops that do.",
+        "Every captured op lowers to Neuron or decomposes into ops that do."
+        + (f" {len(notes)} precision note(s): the device computes them in a narrower dtype (see Findings below)." if notes else ""),
     )
 
 

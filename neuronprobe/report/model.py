@@ -43,9 +43,10 @@ from neuronprobe.vocabulary import (
 # 3: the top-line verdict and its words are in the JSON; verdicts, origins, phases and kinds are
 #    closed sets (vocabulary.py) that from_json checks; backend steps, the bucket histogram and
 #    the holdout check are typed objects. 1 and 2 still load (see _upgrade).
-# 4: additive, so 3 loads unchanged: places in notebook cells (``cell``, In [n], on findings, graph
-#    breaks, recompile causes, mismatches and changes; issue 28) and report.decode, the
-#    token-generation and batch buckets with the memory fit per TP degree (issue 24).
+# 4: additive, so 1 to 3 load unchanged (a reader of 3 refuses 4 by its version): the verdict set gains
+#    ``precision`` (a note: the device computes in a narrower dtype; issue 23), places in notebook cells
+#    (``cell``, In [n], on findings, graph breaks, recompile causes, mismatches and changes; issue 28),
+#    report.decode, the token-generation and batch buckets with the memory fit per TP degree (issue 24).
 SCHEMA_VERSION = 4
 
 

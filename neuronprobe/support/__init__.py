@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError, InternalError
 from neuronprobe.support.conditions import Condition, holds
+from neuronprobe.support.device_dtypes import DeviceDtypes, device_dtypes
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
@@ -46,6 +47,7 @@ BUILTIN_RULES: tuple[str, ...] = (
     "composite-implicit",
     "composite-explicit",
     "no-lowering",
+    "device-dtype",
 )
 # Rule ids the code gives outside :func:`classify` (the registry ``--fail-on`` and the
 # user-rule id check read; tests/hostile/test_hostile_gates.py finds every id the code can
@@ -335,11 +337,72 @@ def _has_lowering(call: Any, table: SupportTable) -> bool:
     return bool(functional and (functional in table.lowered or functional.split(".")[0] in table.lowered))
 
 
-def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None = None, sdk: str | None = None) -> Classification:
+def on_device(call: Any, dtypes: DeviceDtypes) -> Any:
+    """``call`` with each tensor in the dtype the device computes it in (the call itself when none changes)."""
+    if not dtypes.narrowings:
+        return call
+    from dataclasses import replace
+
+    def mapped(t: Any) -> Any:
+        d = dtypes.device_dtype(t.dtype)
+        return t if d == t.dtype else replace(t, dtype=d)
+
+    if not _narrowed(call, dtypes):
+        return call
+    return replace(
+        call,
+        inputs=[mapped(t) for t in call.inputs],
+        outputs=[mapped(t) for t in call.outputs],
+        arg_tensors={k: [mapped(t) for t in ts] for k, ts in call.arg_tensors.items()},
+        parts=None if call.parts is None else [on_device(p, dtypes) for p in call.parts],
+    )
+
+
+def _narrowed(call: Any, dtypes: DeviceDtypes) -> bool:
+    """Whether the device computes any tensor of ``call`` (or of its parts) in another dtype."""
+    tensors = [*call.inputs, *call.outputs, *(t for ts in call.arg_tensors.values() for t in ts)]
+    return any(dtypes.device_dtype(t.dtype) != t.dtype for t in tensors) or any(_narrowed(p, dtypes) for p in call.parts or ())
+
+
+def _precision(call: Any, dtypes: DeviceDtypes) -> Classification | None:
+    """The precision note for a call that compiles but whose dtypes the device narrows, if any."""
+    notes = dtypes.notes({t.dtype for t in [*call.inputs, *call.outputs]})
+    if not notes:
+        return None
+    by = f", with {' and '.join(dtypes.variables)} set" if dtypes.variables else ""
+    what = "; ".join(f"{n.source} is computed in {n.device} on the device: results will differ from {n.source}" for n in notes)
+    source, device = notes[0].source, notes[0].device
+    return Classification(
+        Verdict.PRECISION,
+        "device-dtype",
+        f"{what} (torch-xla maps the type on a Neuron device{by}; {dtypes.stack} stack)",
+        f"if the result needs {source} accuracy, compute this part on the host outside the traced model; "
+        f"otherwise ask for {device} yourself (.to(torch.{device}), dtype=torch.{device}) so the CPU reference matches the device",
+    )
+
+
+def classify(
+    call: Any,
+    target: str = DEFAULT_TARGET,
+    table: SupportTable | None = None,
+    sdk: str | None = None,
+    dtypes: DeviceDtypes | None = None,
+) -> Classification:
     """The verdict for one captured op call (a :class:`neuronprobe.capture.OpCall`).
 
     ``sdk`` selects the rules of one Neuron SDK release (default: the newest the table knows).
+    ``dtypes`` is the device's dtype mapping (default: the target's, no environment variables):
+    the rules judge the call in the dtypes the device computes in, and a call that compiles
+    in a narrower dtype than it asks for is a ``precision`` note.
     """
+    dtypes = dtypes if dtypes is not None else device_dtypes(target)
+    result = _classify(on_device(call, dtypes), target, table, sdk, dtypes)
+    if result.verdict in SUPPORTED_VERDICTS and result.rule != "bookkeeping":  # bookkeeping computes nothing
+        return _precision(call, dtypes) or result
+    return result
+
+
+def _classify(call: Any, target: str, table: SupportTable | None, sdk: str | None, dtypes: DeviceDtypes) -> Classification:
     table = table or load_table()
     sdk = sdk or table.newest_sdk
     key = call.key
@@ -382,7 +445,7 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
     if functional and (functional in table.lowered or functional.split(".")[0] in table.lowered):
         return Classification(Verdict.LOWERED, "xla-lowering-functional", f"{call.op} lowers through its functional form {functional}")
     if call.has_composite_implicit:
-        failing = [(part, classify(part, target, table, sdk)) for part in call.parts or ()]
+        failing = [(part, _classify(part, target, table, sdk, dtypes)) for part in call.parts or ()]
         failing = [(part, c) for part, c in failing if c.verdict not in SUPPORTED_VERDICTS]
         if failing:
             part, worst = max(failing, key=_part_rank)
@@ -405,7 +468,7 @@ def classify(call: Any, target: str = DEFAULT_TARGET, table: SupportTable | None
             f"{call.op} is CompositeImplicitAutograd: it decomposes into {', '.join(p.op for p in call.parts) or 'no device work'}, all of which lower",
         )
     if call.has_composite_explicit:
-        failing = [(part, classify(part, target, table, sdk)) for part in call.parts or () if part.key != key]
+        failing = [(part, _classify(part, target, table, sdk, dtypes)) for part in call.parts or () if part.key != key]
         failing = [(part, c) for part, c in failing if c.verdict not in SUPPORTED_VERDICTS]
         if failing:
             part, worst = max(failing, key=_part_rank)
