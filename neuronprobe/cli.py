@@ -259,6 +259,7 @@ def analyze(
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
         limits = limits_from_options(timeout, max_memory)
+        options.max_memory = limits.max_memory_bytes  # auto observes with xla-cpu only what fits in it
         report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if audit_path is not None:
             from neuronprobe.audit.engine import audit_paths
