@@ -90,6 +90,7 @@ class AnalyzeOptions:
     op_timeout: float = DEFAULT_OP_TIMEOUT_S
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
+    max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,11 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     )
     observation = None
     if resolved.live is not None:
+        resolved = _auto_choice(report, loaded, options, resolved, counted)
+    if resolved.live is not None:
         observation = _apply_observation(report, loaded, options, resolved, counted, step)
+        if observation is None:  # auto: the observation failed and the static report stands
+            resolved = ResolvedBackend(report.backend)
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
@@ -680,6 +685,43 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 # --- live backend and traffic hooks -----------------------------------------------
 
 
+def _chosen_by_auto(resolved: ResolvedBackend) -> bool:
+    return bool(getattr(resolved.live, "chosen_by_auto", False))
+
+
+def _stay_static(report: Report, reason: str) -> ResolvedBackend:
+    """``auto`` keeps the static analysis: the summary's backend line and a limitation say why."""
+    from neuronprobe.backends import static_info
+
+    info = static_info(f"predicted from the bundled support table; auto: xla-cpu not used: {reason}")
+    report.backend = info
+    report.not_analysed.append(Limitation(what="xla-cpu backend (auto)", why=f"{reason}; the findings are the static table's predictions"))
+    return ResolvedBackend(info)
+
+
+def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall]) -> ResolvedBackend:
+    """``auto`` with xla-cpu: observe what fits (a shrunken copy of an ``hf:`` model if need be), else stay static."""
+    if not _chosen_by_auto(resolved):
+        return resolved
+    from neuronprobe.backends import xla_auto
+    from neuronprobe.worker import default_max_memory
+
+    budget = options.max_memory if options.max_memory is not None else default_max_memory()
+    choice = xla_auto.choose(loaded, [c.call for c in calls], max_memory=budget, train=options.train is not None)
+    if not choice.observe:
+        return _stay_static(report, choice.reason)
+    resolved.live.shrink = choice.shrink  # type: ignore[union-attr]  # an XlaCpuBackend: chosen_by_auto says so
+    if choice.shrink:
+        report.not_analysed.append(
+            Limitation(
+                what="xla-cpu backend: shrunken copy",
+                why=f"{choice.reason}: torch-xla observed a shrunken copy instead{f' ({choice.changes})' if choice.changes else ''}; "
+                "its op kinds and lines hold for the real model, its shapes, counts and bytes do not",
+            )
+        )
+    return resolved
+
+
 def _apply_observation(
     report: Report,
     loaded: LoadedModel,
@@ -688,14 +730,18 @@ def _apply_observation(
     calls: list[ClassifiedCall],
     step: Any = None,
 ) -> Any:
+    """Add the live backend's observation to the report. Under ``auto``, an observation that fails in any way
+    keeps the static report with a limitation (and returns None); only an explicit backend makes it an error."""
     assert resolved.live is not None
-    if options.train is not None:
-        from neuronprobe import training
+    try:
+        observation = _observe(loaded, options, resolved, calls, step)
+    except Exception as exc:
+        if not _chosen_by_auto(resolved):
+            raise
+        from neuronprobe.backends.xla_auto import observation_failed
 
-        observation = training.observe_training(resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout)
-        training.place_observed(observation, calls, step.host_reads if step is not None else [])
-    else:
-        observation = resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+        _stay_static(report, f"its observation failed: {observation_failed(exc)}")
+        return None
     _place_observed(observation.findings, calls)
     report.findings.extend(observation.findings)
     report.not_analysed.extend(observation.limitations)
@@ -707,20 +753,40 @@ def _apply_observation(
     return observation
 
 
+def _observe(loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall], step: Any) -> Any:
+    assert resolved.live is not None
+    if options.train is not None:
+        from neuronprobe import training
+
+        observation = training.observe_training(resolved.live, loaded, options.train, options.target, options.timeout, options.op_timeout)
+        training.place_observed(observation, calls, step.host_reads if step is not None else [])
+        return observation
+    return resolved.live.observe(loaded, options.target, timeout=options.timeout, op_timeout=options.op_timeout)
+
+
 def _op_base(op: str) -> str:
     """``aten::softmax.int`` -> ``aten::softmax``: the SDK names ops without their overload."""
     return op.split(".", 1)[0]
 
 
 def _place_observed(findings: list[Finding], calls: list[ClassifiedCall]) -> None:
-    """Observed findings the SDK could not place (fallback counters, compile errors) get the captured op's line."""
+    """Observed findings the SDK could not place (fallback counters, compile errors) get the captured op's line:
+    of the same op, else the one captured line whose op decomposes into it (``max_pool2d`` for
+    ``max_pool2d_with_indices``; see :mod:`neuronprobe.backends.xla_diff`)."""
+    from neuronprobe.backends.xla_diff import kin_table, op_family
+
     first: dict[str, OpCall] = {}
+    kins = kin_table([c.call for c in calls])
+    by_kin: dict[str, dict[tuple[str, int | None], OpCall]] = {}
     for c in calls:
         if c.call.file:
             first.setdefault(c.call.op, c.call)
             first.setdefault(_op_base(c.call.op), c.call)
+            for family in kins.get(c.call.op, ()):
+                by_kin.setdefault(family, {}).setdefault((c.call.file, c.call.line), c.call)
     for f in findings:
-        call = first.get(f.op) or first.get(_op_base(f.op))
+        places = by_kin.get(op_family(f.op), {})
+        call = first.get(f.op) or first.get(_op_base(f.op)) or (next(iter(places.values())) if len(places) == 1 else None)
         if call is None:
             continue
         if f.line is None:

@@ -276,6 +276,7 @@ def analyze(
         else:
             check_outputs([], inputs, folders=[("--output-dir", output_dir)])
         limits = limits_from_options(timeout, max_memory)
+        options.max_memory = limits.max_memory_bytes  # auto observes with xla-cpu only what fits in it
         report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if decode_section is not None:
             report.decode = decode_section

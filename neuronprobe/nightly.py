@@ -408,6 +408,7 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         timeout=config.timeout,
         op_timeout=config.op_timeout,
         command_line=command_line,
+        max_memory=worker_limits(config).max_memory_bytes if config.max_memory is not None else None,  # what auto's observation must fit
     )
     if model.train:
         from neuronprobe.training import TrainOptions

@@ -18,7 +18,7 @@ from helpers import MODELS, ROOT, expectations
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
 from neuronprobe.backends.xla_env import MARKER, find_env, inspect_managed, setup_env
-from neuronprobe.errors import BackendUnavailable, ModelLoadError
+from neuronprobe.errors import BackendUnavailable, InputError, ModelLoadError
 
 
 def _observed(report, verdict=None):
@@ -217,3 +217,166 @@ def test_inputs_the_capture_had_to_remake_are_the_inputs_torch_xla_runs(xla_env)
     assert "inputs remade after the forward's own errors: pixel_values as (batch, 16, 3, 224, 224)" in whys
     assert not [w for w in whys if "does not run under torch 2.9" in w]
     assert report.backend.steps  # the observation ran
+
+
+# --- placement and the prediction diff (issue 23) ---------------------------------------------
+
+
+def test_a_fallback_reached_through_a_functional_wrapper_is_at_the_users_line_and_agrees(xla_env):
+    # torch-xla runs a dilated max pool on the CPU from its autograd kernel, which comes before the
+    # Python dispatch key: the aten-level recorder never sees the call, the caller-level one does.
+    report = _analyze("xla_maxpool_dilated.py")
+    marks = expectations(MODELS / "xla_maxpool_dilated.py")
+    fallbacks = _observed(report, "cpu_fallback")
+    assert sorted((f.op, f.file, f.line) for f in fallbacks) == [
+        ("aten::max_pool2d_with_indices", "tests/models/xla_maxpool_dilated.py", line) for line, _, _ in marks
+    ]
+    assert all("called as torch.nn.functional.max_pool2d" in f.message and f.count == 1 for f in fallbacks)
+    # the table predicted aten::max_pool2d (what the capture names) at the same lines: both sides agree
+    predicted = sorted((f.op, f.verdict, f.line) for f in report.findings if f.origin == "predicted" and f.verdict == "cpu_fallback")
+    assert predicted == [(op, verdict, line) for line, verdict, op in marks]
+    assert report.prediction_diff.predicted_ok_observed_failing == []
+    assert report.prediction_diff.predicted_failing_observed_ok == []
+
+
+# --- auto never does worse than static (issue 23) ------------------------------------------------
+
+
+def test_a_model_object_under_auto_gets_the_static_analysis_with_the_reason(xla_env):
+    import torch
+
+    import neuronprobe
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    report = neuronprobe.analyze(model, (torch.randn(2, 8),))  # the README's first Python example, backend auto
+    static = neuronprobe.analyze(model, (torch.randn(2, 8),), backend="static")
+    assert report.backend.name == "static"
+    assert "auto: xla-cpu not used: a model object lives in this process's torch" in report.backend.detail
+    assert [lim.what for lim in report.not_analysed] == ["xla-cpu backend (auto)"]
+    assert [(r.op, r.count, r.verdict) for r in report.ops] == [(r.op, r.count, r.verdict) for r in static.ops]
+    with pytest.raises(InputError, match="give a model file or an hf: spec, not a model object"):
+        neuronprobe.analyze(model, (torch.randn(2, 8),), backend="xla-cpu")  # asked for: an error
+
+
+def test_an_hf_model_too_large_to_observe_is_observed_shrunken_and_says_so(xla_env):
+    # Llama's default widths with 2 layers: 2.5 GiB of weights, held twice by the worker, over 85% of 6 GiB;
+    # the shrunken config (hidden 512) fits, and the limitation names what changed.
+    options = AnalyzeOptions(backend="auto", overrides=["num_hidden_layers=2"], max_memory=6 * 2**30)
+    report = analyze_spec("hf:llama", options)
+    assert report.backend.name == "xla-cpu" and "a shrunken copy of the model was observed" in report.backend.detail
+    assert report.backend.steps["observe"].status == "ok"
+    (limit,) = [lim for lim in report.not_analysed if lim.what == "xla-cpu backend: shrunken copy"]
+    assert "over 85% of --max-memory 6GiB" in limit.why and "hidden_size 4096->512" in limit.why
+    assert report.capture.strategy == "meta" and report.capture.nodes > 0  # the full-size capture stands
+
+
+def test_a_model_file_too_large_to_observe_stays_static_with_the_reason(xla_env):
+    report = analyze_spec(str(MODELS / "meta_too_large.py"), AnalyzeOptions(backend="auto", max_memory=4 * 2**30))
+    assert report.backend.name == "static"
+    assert "auto: xla-cpu not used: observing it would need about" in report.backend.detail
+    assert "4GiB of weights x2" in report.backend.detail and "a model file is observed as it is" in report.backend.detail
+    assert {r.op for r in report.ops} >= {"aten::linear", "aten::relu"}
+    assert report.backend.steps == {}  # no worker ran
+
+
+def test_an_observation_that_crashes_under_auto_keeps_the_static_report(xla_env):
+    # Under --backend xla-cpu this model is an error (test above); under auto the static report stands.
+    report = analyze_spec(str(MODELS / "xla_torch213_only.py"), AnalyzeOptions(backend="auto"))
+    static = analyze_spec(str(MODELS / "xla_torch213_only.py"), AnalyzeOptions(backend="static"))
+    assert report.backend.name == "static"
+    (limit,) = [lim for lim in report.not_analysed if lim.what == "xla-cpu backend (auto)"]
+    assert limit.why.startswith("its observation failed: tests/models/xla_torch213_only.py:14: the model does not run under torch 2.9")
+    assert "the static analysis stands" in limit.why
+    assert [(f.op, f.verdict, f.line) for f in report.findings] == [(f.op, f.verdict, f.line) for f in static.findings]
+
+
+def test_a_training_observation_that_crashes_under_auto_keeps_the_static_report(xla_env, tmp_path):
+    # --train: the worker's training step fails the same way; the static step analysis stands, exit 0.
+    done = _cli("analyze", str(MODELS / "xla_torch213_only.py"), "--train", "-o", str(tmp_path), "--no-html")
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "xla_torch213_only.json").read_text())
+    assert report["backend"]["name"] == "static"
+    (limit,) = [lim for lim in report["not_analysed"] if lim["what"] == "xla-cpu backend (auto)"]
+    assert "the model does not run under torch 2.9" in limit["why"]
+    assert report["train"]["optimizer"] and {r["phase"] for r in report["ops"]} == {"forward", "backward", "optimizer"}
+
+
+def test_a_vision_spec_under_auto_is_analysed_statically_with_the_reason(xla_env, tmp_path):
+    done = _cli("analyze", "tv:resnet18", "-o", str(tmp_path), "--no-html")
+    assert done.returncode == 0, done.stderr
+    assert "auto: xla-cpu not used: tv:resnet18 is built by torchvision/timm" in done.stdout
+    assert (tmp_path / "tv_resnet18.json").exists()
+
+
+class _Observer:
+    """A live backend that returns a given observation (what torch-xla would have reported)."""
+
+    chosen_by_auto = False
+
+    def __init__(self, observation):
+        self.observation = observation
+
+    def info(self):
+        from neuronprobe.report.model import BackendInfo
+
+        return BackendInfo(name="xla-cpu", kind="xla-cpu", detail="a canned observation")
+
+    def observe(self, loaded, target, *, timeout, op_timeout):
+        return self.observation
+
+    def refine_diff(self, report, observation, calls):
+        from neuronprobe.backends.xla_diff import refine_diff
+
+        refine_diff(report, observation, calls)
+
+
+def _with_observation(model_file: str, findings, op_verdicts, lines):
+    from neuronprobe.analysis import TrafficOptions, _analyze_loaded
+    from neuronprobe.backends import Observation, ResolvedBackend
+    from neuronprobe.loading import load_model
+
+    path = MODELS / model_file
+    observation = Observation(findings=findings, op_verdicts=op_verdicts, extra={"lines_seen": [[str(path), n] for n in lines]})
+    live = _Observer(observation)
+    return _analyze_loaded(load_model(str(path)), AnalyzeOptions(), TrafficOptions(), ResolvedBackend(live.info(), live))
+
+
+def _unplaced_fallback(op):
+    from neuronprobe.report.model import Finding
+
+    return Finding(op, "cpu_fallback", None, None, None, f"{op} ran on the CPU", "fix", "observed-fallback", origin="observed")
+
+
+def test_a_correct_prediction_is_never_called_wrong_because_the_observer_lost_the_line():
+    # The observer saw max_pool2d_with_indices fall back but could not say where; torch-xla also dispatched
+    # aten::max_pool2d (lowered, by name). The table predicted aten::max_pool2d, which decomposes into
+    # max_pool2d_with_indices, at both lines: an agreement, not "predicted failing but fine".
+    marks = [line for line, _, _ in expectations(MODELS / "xla_maxpool_dilated.py")]
+    report = _with_observation(
+        "xla_maxpool_dilated.py",
+        [_unplaced_fallback("aten::max_pool2d_with_indices")],
+        {"aten::max_pool2d_with_indices": "cpu_fallback", "aten::max_pool2d": "lowered", "aten::sum": "lowered"},
+        marks,
+    )
+    assert report.prediction_diff.predicted_failing_observed_ok == []
+    assert report.prediction_diff.predicted_ok_observed_failing == []
+    (observed,) = _observed(report)
+    assert observed.line is None  # two captured lines decompose into it: not guessed
+
+
+def test_an_unplaced_fallback_takes_the_one_line_whose_op_decomposes_into_it():
+    # The capture records adaptive_avg_pool1d and its decomposition into _adaptive_avg_pool2d, the op
+    # torch-xla names: a fallback the observer could not place goes to that line, the only one.
+    ((line, verdict, op),) = expectations(MODELS / "adaptive_pool1d_once.py")
+    report = _with_observation(
+        "adaptive_pool1d_once.py",
+        [_unplaced_fallback("aten::_adaptive_avg_pool2d")],
+        {"aten::_adaptive_avg_pool2d": "cpu_fallback", "aten::sum": "lowered"},
+        [line, line + 1],
+    )
+    (observed,) = _observed(report)
+    assert (observed.file, observed.line) == ("tests/models/adaptive_pool1d_once.py", line)
+    (predicted,) = [f for f in report.findings if f.origin == "predicted"]
+    assert (predicted.op, predicted.verdict, predicted.line) == (op, verdict, line)
+    assert report.prediction_diff.predicted_failing_observed_ok == []
+    assert report.prediction_diff.predicted_ok_observed_failing == []

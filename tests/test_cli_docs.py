@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import typer
 from helpers import ROOT
 from typer.testing import CliRunner
@@ -43,3 +48,112 @@ def test_version_prints_and_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
     assert out == f"0 neuronprobe {__version__} []"
+
+
+# --- every README example, on a machine with and without the xla-cpu environment (issue 23) --------------
+
+# The README's placeholders, as files of this repository: examples/tiny_gpt.py has make_inputs for traffic;
+# its forward calls torch.unique, which the training capture cannot follow (exit 2), so --train takes the MLP.
+_PLACEHOLDERS = {"model.py": "examples/tiny_gpt.py", "lengths.txt": "examples/traffic_lengths.txt"}
+_TRAIN_MODEL = "tests/models/mlp.py"
+_ANALYZE = re.compile(r"^(?:\$ )?neuronprobe analyze (?P<args>[^#`]+?)\s*(?:#.*)?$")
+_INLINE = re.compile(r"`neuronprobe analyze (?P<args>[^`]+)`")
+# README text that names `neuronprobe analyze` with an option but no model: prose about the option, not an example.
+_NOT_COMMANDS = {"--backend auto"}
+
+
+def readme_analyze_examples() -> list[str]:
+    """The argument strings of every `neuronprobe analyze` example in the README: code blocks and inline code."""
+    found: list[str] = []
+    in_block = False
+    for line in (ROOT / "README.md").read_text().splitlines():
+        if line.startswith("```"):
+            in_block = not in_block
+            continue
+        matches = [m.group("args") for m in [_ANALYZE.match(line)] if m] if in_block else _INLINE.findall(line)
+        found.extend(a.strip() for a in matches if a.strip() not in _NOT_COMMANDS)
+    # the inline "`neuronprobe analyze tv:resnet18` and `timm:vit_tiny_patch16_224`" names a second spec
+    if any(a == "tv:resnet18" for a in found) and "`timm:vit_tiny_patch16_224`" in (ROOT / "README.md").read_text():
+        found.append("timm:vit_tiny_patch16_224")
+    return list(dict.fromkeys(found))
+
+
+def _argv(example: str, tmp: Path) -> list[str]:
+    calls = tmp / "calls.jsonl"
+    calls.write_text("".join(json.dumps([[1, n]]) + "\n" for n in (16, 32, 16)))
+    out = []
+    words = shlex.split(example)
+    for word in words:
+        word = _TRAIN_MODEL if word == "model.py" and "--train" in words else _PLACEHOLDERS.get(word, word)
+        out.append(str(calls) if word == "calls.jsonl" else str(ROOT / word) if (ROOT / word).is_file() else word)
+    return ["analyze", *out, "-o", str(tmp / "out"), "--no-html", "--max-compiles", "2"]  # two shapes of traffic evidence: time
+
+
+def test_the_readme_examples_are_the_ones_run_below():
+    # A new README example must be added to a machine-state run: this list is the README's, not a copy.
+    assert readme_analyze_examples() == [
+        "examples/tiny_gpt.py",
+        "hf:llama --set num_hidden_layers=2",
+        "tv:resnet18",
+        "model.py --train",
+        "hf:gpt2 --train --optimizer adamw --optimizer-impl foreach",
+        "model.py --train --dataset-size 1000 --batch-size 64",
+        "model.py --shapes calls.jsonl",
+        "model.py --lengths lengths.txt --batch-sizes 1,4,8",
+        "model.py",
+        "model.py --audit .",
+        "model.py --backend xla-cpu",
+        "timm:vit_tiny_patch16_224",
+    ]
+
+
+def _python_examples() -> list[tuple[str, str, str]]:
+    """The README's two Python calls of neuronprobe.analyze: (example, backend name, backend detail)."""
+    import torch
+
+    import neuronprobe
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+    first = neuronprobe.analyze(model, (torch.randn(2, 8),))
+    second = neuronprobe.analyze(str(ROOT / _TRAIN_MODEL), train=True, optimizer="sgd", optimizer_impl="for-loop")
+    return [
+        ("analyze(model, example_inputs)", first.backend.name, first.backend.detail),
+        ("analyze('model.py', train=True)", second.backend.name, second.backend.detail),
+    ]
+
+
+def _run_examples(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple[int, str]]:
+    monkeypatch.chdir(tmp_path)  # `--audit .` audits this folder, not the repository
+    results = {}
+    for example in readme_analyze_examples():
+        result = CliRunner().invoke(app, _argv(example, tmp_path))
+        results[example] = (result.exit_code, result.output)
+    return results
+
+
+def test_every_readme_example_runs_without_the_xla_cpu_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURONPROBE_XLA_ENV", str(tmp_path / "no-env"))  # conftest unsets NEURONPROBE_XLA_PYTHON
+    results = _run_examples(tmp_path, monkeypatch)
+    for example, (code, output) in results.items():
+        if example == "model.py --backend xla-cpu":  # asked for explicitly: one line, exit 2
+            assert code == 2 and "--backend xla-cpu: no xla-cpu environment at" in output, (example, output)
+            continue
+        assert code == 0, (example, output)
+        assert "backend static" in output and "xla-cpu not used: no xla-cpu environment" in output, (example, output)
+    for example, name, detail in _python_examples():
+        assert name == "static" and "xla-cpu not used: no xla-cpu environment" in detail, example
+
+
+@pytest.mark.slow
+def test_every_readme_example_runs_with_the_xla_cpu_environment(tmp_path, monkeypatch, xla_env):
+    results = _run_examples(tmp_path, monkeypatch)
+    for example, (code, output) in results.items():
+        assert code == 0, (example, output)  # auto never does worse than static
+        observed = "backend xla-cpu" in output
+        if example.startswith(("tv:", "timm:")):
+            assert not observed and "auto: xla-cpu not used: " + example + " is built by torchvision/timm" in output.replace("\n", " ")
+        else:
+            assert observed, (example, output)
+    (first, second) = _python_examples()
+    assert first[1] == "static" and "auto: xla-cpu not used: a model object lives in this process" in first[2]
+    assert second[1] == "xla-cpu", second

@@ -274,6 +274,7 @@ class XlaCpuBackend:
     env: XlaEnv
     chosen_by_auto: bool = False
     program: str = "forward"  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
+    shrink: bool = False  # hf: build a shrunken copy in the worker (auto, when the full model does not fit: xla_auto)
     _steps: dict[str, BackendStep] = field(default_factory=dict)
 
     def info(self) -> BackendInfo:
@@ -285,14 +286,20 @@ class XlaCpuBackend:
             f"observed: torch-xla {self.env.versions.get('torch-xla', '?')} on the host CPU (torch "
             f"{self.env.versions.get('torch', '?')}, {where}); neuronx-cc's own checks are HLO patterns, not the compiler"
         )
+        if self.shrink:
+            detail += "; a shrunken copy of the model was observed (see the limitations)"
         if self.chosen_by_auto:
             detail = f"auto: no Neuron SDK, so {detail}"
         return BackendInfo(name=BACKEND_NAME, kind=BACKEND_NAME, versions=versions, detail=detail, steps=dict(self._steps))
 
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
+        from neuronprobe.backends.xla_auto import built_shrunk
+
         source = str(getattr(loaded, "source", ""))
+        shrink = False
         if source.startswith("hf:"):
             spec = source
+            shrink = self.shrink or built_shrunk(loaded)  # the cpu-shrunk capture's config, or auto's choice
         elif getattr(loaded, "path", None) is not None:
             spec = str(Path(loaded.path).resolve())
         else:
@@ -303,6 +310,7 @@ class XlaCpuBackend:
             "input_plan": getattr(loaded, "input_plan", None),  # the input repairs the capture needed, rebuilt there
             "program": self.program,
             "steps": steps,
+            "shrink": shrink,
         }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:

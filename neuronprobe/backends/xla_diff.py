@@ -10,10 +10,22 @@ with what torch-xla did on that line.
 Only what the observation can see is compared in the second direction: CPU
 fallbacks and data-dependent shapes (torch-xla's counters are authoritative), not
 compiler rejections (the HLO checks are patterns, not neuronx-cc).
+
+Ops are matched through their decompositions and overloads: the capture names the
+op the user called (``aten::max_pool2d``), torch-xla's counters the op that fell back
+after decomposition (``aten::max_pool2d_with_indices``), and ``adaptive_avg_pool1d``
+reaches torch-xla as ``_adaptive_avg_pool2d``. A captured op's kin (:func:`kin_table`)
+is its own family and that of every op torch's dispatcher decomposes it into (the
+capture's ``OpCall.parts``, recorded from the CompositeImplicitAutograd kernel), and
+:func:`op_family` names ops without overload, private prefix or dimensionality for
+the ops no decomposition links. A prediction is never called wrong when the
+observation has a problem of its kin that it could not place: a missing location is
+the observer's gap, not a disagreement.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from neuronprobe.report.model import PredictionMismatch
@@ -31,6 +43,47 @@ def place_key(file: str | None) -> str | None:
 
     normal = os.path.abspath(file).replace(os.sep, "/")
     return normal.split(_SITE_PACKAGES, 1)[1] if _SITE_PACKAGES in normal else normal
+
+
+_FAMILY_SUFFIXES = ("_with_indices", "_backward", "_forward")
+_DIMS = re.compile(r"[123]d$")
+_VERSION = re.compile(r"\d+$")
+
+
+def op_family(op: str) -> str:
+    """``aten::max_pool2d_with_indices`` and ``aten::max_pool2d.default`` -> ``aten::max_pool``;
+    ``aten::_adaptive_avg_pool2d`` and ``aten::adaptive_avg_pool1d`` -> ``aten::adaptive_avg_pool``;
+    ``aten::_unique2`` -> ``aten::unique``: the op and the ops it decomposes into or is built from,
+    without overload, private prefix (and a private op's number), index/backward variant or
+    dimensionality. ``log2`` stays ``log2``: only a private op's trailing number is dropped."""
+    namespace, sep, rest = op.rpartition("::")
+    name = rest.split(".", 1)[0]
+    private = name.startswith("_")  # _unique2: a private implementation, numbered
+    name = name.lstrip("_")
+    for suffix in reversed(_FAMILY_SUFFIXES):
+        name = name.removesuffix(suffix)
+    name = _DIMS.sub("", name) or name
+    if private:
+        name = _VERSION.sub("", name) or name
+    return f"{namespace}{sep}{name}"
+
+
+def kin_table(calls: list[Any]) -> dict[str, set[str]]:
+    """Captured op -> the families of it and of every op it decomposes into (``OpCall.parts``, recursively)."""
+    table: dict[str, set[str]] = {}
+
+    def walk(call: Any, kin: set[str]) -> None:
+        kin.add(op_family(call.op))
+        for part in call.parts or []:
+            walk(part, kin)
+
+    for call in calls:
+        walk(call, table.setdefault(call.op, set()))
+    return table
+
+
+def kin(op: str, table: dict[str, set[str]]) -> set[str]:
+    return table.get(op) or {op_family(op)}
 
 
 def _worst(verdicts: list[str]) -> Verdict:
@@ -68,12 +121,24 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
             )
         )
         listed.add((f.op, f.file, f.line))
+    # A predicted problem with an observed problem of its kin (at its line, or where the observer could not
+    # place it) agrees with the observation, whatever each side calls the op: never "predicted failing, observed ok".
+    kins = kin_table([c.call for c in calls])
+    observed_at = [(op_family(f.op), place_key(f.file) if f.line is not None else None, f.line) for f in observed_problems]
+
+    def agrees(op: str, key: tuple[str | None, int | None] | None) -> bool:
+        related = kin(op, kins)
+        return any(family in related and (key is None or line is None or (file, line) == key) for family, file, line in observed_at)
+
+    diff.predicted_failing_observed_ok = [m for m in diff.predicted_failing_observed_ok if not agrees(m.op, None)]
     seen_lines = {(place_key(file), line) for file, line in (observation.extra or {}).get("lines_seen", [])}
     for p in report.findings:
         if p.origin != "predicted" or p.verdict not in OBSERVABLE_VERDICTS or p.line is None:
             continue
         key = (place_key(p.file), p.line)
         if key not in seen_lines or key in problem_places or p.op in listed_ops or (p.op, p.file, p.line) in listed:
+            continue
+        if agrees(p.op, key):
             continue
         diff.predicted_failing_observed_ok.append(
             PredictionMismatch(
@@ -87,4 +152,4 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
         )
 
 
-__all__ = ["OBSERVABLE_VERDICTS", "place_key", "refine_diff"]
+__all__ = ["OBSERVABLE_VERDICTS", "kin", "kin_table", "op_family", "place_key", "refine_diff"]

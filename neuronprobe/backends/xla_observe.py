@@ -123,6 +123,13 @@ def _fallback_counts(met: Any) -> dict[str, int]:
     return {n: int(met.counter_value(n) or 0) for n in names}
 
 
+def _function_name(func: Any) -> str:
+    """``torch.nn.functional.max_pool2d`` for a functional, ``torch.unique`` for the rest (the user's spelling)."""
+    name = getattr(func, "__name__", None) or str(func)
+    module = getattr(func, "__module__", None) or ""
+    return f"torch.nn.functional.{name}" if module == "torch.nn.functional" else f"torch.{name}"
+
+
 def _aliases(func: Any) -> bool:
     """An op whose output is (a view of) an input: its IR may be the input's own, which must not be renamed."""
     schema = getattr(func, "_schema", None)
@@ -160,6 +167,18 @@ def _recorder_classes() -> tuple[Any, Any]:
             # user lines whose calls had a float64 tensor of rank >= 1: the float64 the model asked for, not the
             # f64 scalars torch-xla makes of Python floats (the device's dtype mapping narrows only the former)
             self.float64_lines: set[tuple[str, int]] = set()
+            self.accounted: dict[str, int] = {}  # fallback counter -> the calls placed so far
+
+        def add_site(self, counter: str, delta: int, file: str | None, line: int | None, moved: int, name: str) -> None:
+            if delta <= 0:
+                return
+            site = self.sites.setdefault(
+                (counter, file, line),
+                {"op": counter, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": name},
+            )
+            site["count"] += delta
+            site["bytes"] += moved
+            self.accounted[counter] = self.accounted.get(counter, 0) + delta
 
         def record(self, name: str, call: Callable[[], Any], inputs: Any, aten: bool, may_tag: Callable[[Any], bool]) -> Any:
             before = _fallback_counts(met)
@@ -182,15 +201,7 @@ def _recorder_classes() -> tuple[Any, Any]:
             if after != before:
                 moved = _nbytes((inputs, out))
                 for counter, value in after.items():
-                    delta = value - before.get(counter, 0)
-                    if delta <= 0:
-                        continue
-                    site = self.sites.setdefault(
-                        (counter, file, line),
-                        {"op": counter, "file": file, "line": line, "count": 0, "bytes": 0, "called_as": name},
-                    )
-                    site["count"] += delta
-                    site["bytes"] += moved
+                    self.add_site(counter, value - before.get(counter, 0), file, line, moved, name)
             if self.tag and file is not None:
                 tag = f"{TAG_PREFIX}{file}:{line}@{name if aten else ''}@"
                 for t in tree_leaves(out):
@@ -205,11 +216,57 @@ def _recorder_classes() -> tuple[Any, Any]:
         def __init__(self, tag: bool) -> None:
             TorchDispatchMode.__init__(self)
             self._start(tag)
+            self.callers = CallerRecorder(self)
+
+        def __enter__(self) -> Any:
+            self.callers.__enter__()
+            try:
+                return TorchDispatchMode.__enter__(self)
+            except BaseException:
+                self.callers.__exit__(None, None, None)
+                raise
+
+        def __exit__(self, *exc: Any) -> Any:
+            try:
+                return TorchDispatchMode.__exit__(self, *exc)
+            finally:
+                self.callers.__exit__(*exc)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             aliasing = _aliases(func)
             return self.record(op_name(func), lambda: func(*args, **kwargs), (args, kwargs), True, lambda t: not aliasing)
+
+    class CallerRecorder(TorchFunctionMode):
+        """The torch calls above the dispatch mode, for the fallbacks it cannot see.
+
+        torch-xla registers some ops at its autograd key (``max_pool2d``: torch_xla's
+        ``aten_autograd_ops.cpp``), which comes before the Python dispatch key, so a
+        fallback such a kernel takes (a dilated max pool runs ``max_pool2d_with_indices``
+        on the CPU) changes the counters without any aten call of the mode around it.
+        A counter change inside a torch call that the aten calls under it do not
+        account for is placed at that call's user frame (``F.max_pool2d`` in
+        ``nn.MaxPool2d``: the line that called the module). Nested torch calls run with
+        this mode popped, so only the outermost call, the one the user's code made, is seen.
+        """
+
+        def __init__(self, inner: Record) -> None:
+            TorchFunctionMode.__init__(self)
+            self.inner = inner
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            before = _fallback_counts(met)
+            accounted = dict(self.inner.accounted)
+            out = func(*args, **kwargs)
+            after = _fallback_counts(met)
+            if after != before:
+                file, line = user_frame(sys._getframe())
+                moved = _nbytes((args, kwargs, out))
+                for counter, value in after.items():
+                    seen = self.inner.accounted.get(counter, 0) - accounted.get(counter, 0)
+                    self.inner.add_site(counter, value - before.get(counter, 0) - seen, file, line, moved, _function_name(func))
+            return out
 
     class FunctionRecorder(Record, TorchFunctionMode):
         """Every torch call the program makes, above the dispatcher: invisible to functionalization."""

@@ -103,7 +103,8 @@ def load(request: dict[str, Any]) -> Any:
 
     spec = str(request["spec"])
     if spec.startswith(HF_PREFIX):
-        return load_hf(spec[len(HF_PREFIX) :], list(request.get("overrides", [])), device="cpu", input_plan=request.get("input_plan"))
+        overrides, shrink = list(request.get("overrides", [])), bool(request.get("shrink", False))  # shrink: a smaller config (xla_auto)
+        return load_hf(spec[len(HF_PREFIX) :], overrides, device="cpu", shrink=shrink, input_plan=request.get("input_plan"))
     return load_model_file(Path(spec))
 
 
