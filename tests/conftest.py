@@ -22,6 +22,15 @@ from pathlib import Path
 
 import pytest
 
+from neuronprobe.loaders import torchvision_ops
+
+# Test modules import transformers (and through it torchvision) at collection, outside any model build:
+# torchvision is imported once here under neuronprobe's import hook, as a model build would import it
+# (the PyPI torchvision beside the CPU torch needs its op schemas defined; loaders/torchvision_ops.py),
+# and stays usable after the hook is gone. The hook itself is not left installed (test_pytest_plugin).
+with torchvision_ops.hooked():
+    import torchvision  # noqa: F401
+
 REQUIRED_ENV = "NEURONPROBE_REQUIRED_BACKEND"
 HARDWARE_MARK = "hardware"
 TIER_EXIT_CODE = 2
