@@ -16,7 +16,12 @@ sys.path.insert(0, str(MODELS))
 import hf_strategy_models  # noqa: F401  (registers the np-* model types)
 
 FIXTURE = "tests/models/hf_strategy_models.py"
-RUNNER = f"import sys, neuronprobe; sys.path.insert(0, {str(MODELS)!r}); import hf_strategy_models; from neuronprobe.cli import main; sys.argv = ['neuronprobe', *sys.argv[1:]]; main()"
+# The fixture module imports transformers (and so torchvision) before any model build: under the import hook, as a build would.
+RUNNER = (
+    f"import sys, neuronprobe; sys.path.insert(0, {str(MODELS)!r}); from neuronprobe.loaders import torchvision_ops; "
+    "exec('with torchvision_ops.hooked(): import hf_strategy_models'); "
+    "from neuronprobe.cli import main; sys.argv = ['neuronprobe', *sys.argv[1:]]; main()"
+)
 
 
 def _line(marker: str) -> int:

@@ -58,8 +58,12 @@ _PLACEHOLDERS = {"model.py": "examples/tiny_gpt.py", "lengths.txt": "examples/tr
 _TRAIN_MODEL = "tests/models/mlp.py"
 _ANALYZE = re.compile(r"^(?:\$ )?neuronprobe analyze (?P<args>[^#`]+?)\s*(?:#.*)?$")
 _INLINE = re.compile(r"`neuronprobe analyze (?P<args>[^`]+)`")
-# README text that names `neuronprobe analyze` with an option but no model: prose about the option, not an example.
-_NOT_COMMANDS = {"--backend auto"}
+# README text that names `neuronprobe analyze` with an option but no model: prose about the option, not an example;
+# and the benchmark's own command (the 6.7B hf:llama config: benchmarks/bench_auto_llama.py measures it, and
+# test_backend_xla_cpu's shrink test runs auto on it under a memory limit).
+_NOT_COMMANDS = {"--backend auto", "hf:llama"}
+# A decode trace in the Azure trace's columns for the README's `--decode-trace trace.csv`.
+_TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0.0,120,30\n0.5,300,12\n1.0,64,200\n1.5,900,40\n2.0,256,64\n"
 
 
 def readme_analyze_examples() -> list[str]:
@@ -81,18 +85,21 @@ def readme_analyze_examples() -> list[str]:
 def _argv(example: str, tmp: Path) -> list[str]:
     calls = tmp / "calls.jsonl"
     calls.write_text("".join(json.dumps([[1, n]]) + "\n" for n in (16, 32, 16)))
+    trace = tmp / "trace.csv"
+    trace.write_text(_TRACE)
+    made = {"calls.jsonl": str(calls), "trace.csv": str(trace)}
     out = []
     words = shlex.split(example)
     for word in words:
         word = _TRAIN_MODEL if word == "model.py" and "--train" in words else _PLACEHOLDERS.get(word, word)
-        out.append(str(calls) if word == "calls.jsonl" else str(ROOT / word) if (ROOT / word).is_file() else word)
+        out.append(made[word] if word in made else str(ROOT / word) if (ROOT / word).is_file() else word)
     return ["analyze", *out, "-o", str(tmp / "out"), "--no-html", "--max-compiles", "2"]  # two shapes of traffic evidence: time
 
 
 def test_the_readme_examples_are_the_ones_run_below():
     # A new README example must be added to a machine-state run: this list is the README's, not a copy.
     assert readme_analyze_examples() == [
-        "examples/tiny_gpt.py",
+        "examples/tiny_gpt.py --backend static",
         "hf:llama --set num_hidden_layers=2",
         "tv:resnet18",
         "model.py --train",
@@ -101,6 +108,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py --shapes calls.jsonl",
         "model.py --lengths lengths.txt --batch-sizes 1,4,8",
         "model.py",
+        "model.py --decode-trace trace.csv",
         "model.py --audit .",
         "model.py --backend xla-cpu",
         "timm:vit_tiny_patch16_224",
@@ -139,7 +147,9 @@ def test_every_readme_example_runs_without_the_xla_cpu_environment(tmp_path, mon
             assert code == 2 and "--backend xla-cpu: no xla-cpu environment at" in output, (example, output)
             continue
         assert code == 0, (example, output)
-        assert "backend static" in output and "xla-cpu not used: no xla-cpu environment" in output, (example, output)
+        assert "backend static" in output, (example, output)
+        if "--backend static" not in example:  # the default says why it did not observe
+            assert "xla-cpu not used: no xla-cpu environment" in output, (example, output)
     for example, name, detail in _python_examples():
         assert name == "static" and "xla-cpu not used: no xla-cpu environment" in detail, example
 
@@ -150,7 +160,9 @@ def test_every_readme_example_runs_with_the_xla_cpu_environment(tmp_path, monkey
     for example, (code, output) in results.items():
         assert code == 0, (example, output)  # auto never does worse than static
         observed = "backend xla-cpu" in output
-        if example.startswith(("tv:", "timm:")):
+        if "--backend static" in example:  # asked for: the README's first example shows the static output
+            assert not observed and "backend static" in output, (example, output)
+        elif example.startswith(("tv:", "timm:")):
             assert not observed and "auto: xla-cpu not used: " + example + " is built by torchvision/timm" in output.replace("\n", " ")
         else:
             assert observed, (example, output)
