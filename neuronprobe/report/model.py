@@ -512,7 +512,23 @@ class Report:
             return TopVerdict.RUNS_WITH_FALLBACKS
         if self.capture.nodes == 0 and self.capture.export_error:
             return TopVerdict.NOT_ANALYSED
+        if self.splits_per_call():
+            return TopVerdict.RUNS_SPLIT
         return TopVerdict.RUNS
+
+    def splits_per_call(self) -> list[str]:
+        """What in this report's own numbers says a call is not one device graph (graph breaks, host reads,
+        more than one device graph per call); empty when nothing does. The one place that keeps the top line
+        from reading "runs on Neuron as it is" next to such numbers (issue 23)."""
+        s = self.summary
+        out = []
+        if s.graph_breaks:
+            out.append(f"{s.graph_breaks} graph break(s)")
+        if self.train is not None and self.train.host_syncs_per_step:
+            out.append(f"{self.train.host_syncs_per_step} host read(s) per step")
+        if s.device_graphs > 1:
+            out.append(f"{s.device_graphs} device graphs per call")
+        return out
 
     def __repr__(self) -> str:
         """A one-line summary for the REPL: the whole tree is in ``to_json()`` and the notebook view."""
