@@ -51,6 +51,43 @@ def small_layer_overrides(model_type: str) -> list[str]:
                 out.append(f"{prefix}{name}=1")
 
     walk(config, "", 0)
+    if moe_fields(model_type):
+        out += expert_layer_overrides(config)
+    return out
+
+
+# Fields that decide which layers are mixtures of experts: with one layer, the one layer must be one, or the
+# routing is never run (deepseek's first_k_dense_replace, nllb-moe's and switch_transformers' sparse steps,
+# mlp_layer_types starting with "dense", qwen's mlp_only_layers, jamba's expert period and offset).
+EXPERT_LAYER_FIELDS: dict[str, Any] = {
+    "first_k_dense_replace": 0,
+    "num_dense_layers": 0,
+    "moe_layer_start_index": 0,
+    "encoder_sparse_step": 1,
+    "decoder_sparse_step": 1,
+    "expert_layer_offset": 0,
+    "expert_layer_period": 1,
+    "mlp_only_layers": [],
+    "mlp_layer_types": ["sparse"],
+}
+
+
+def expert_layer_overrides(config: Any) -> list[str]:
+    """``--set`` values that make the one layer of a one-layer MoE config an expert layer (dotted for sub-configs)."""
+    from transformers import PretrainedConfig
+
+    out: list[str] = []
+
+    def walk(cfg: Any, prefix: str, depth: int) -> None:
+        for name, value in vars(cfg).items():
+            if isinstance(value, PretrainedConfig) and depth < 2:
+                walk(value, f"{prefix}{name}.", depth + 1)
+            elif name in EXPERT_LAYER_FIELDS and value is not None and value != EXPERT_LAYER_FIELDS[name]:
+                if name == "mlp_layer_types" and (not isinstance(value, list) or "sparse" not in value):
+                    continue  # a stack with no expert layer at all (a vision tower): left as it is
+                out.append(f"{prefix}{name}={json.dumps(EXPERT_LAYER_FIELDS[name])}")
+
+    walk(config, "", 0)
     return out
 
 
@@ -98,6 +135,8 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     try:
         overrides = small_layer_overrides(model_type)
         row["set"] = overrides
+        if moe := moe_fields(model_type):  # listed in the MoE table even when the analysis fails
+            row["moe"] = moe
         try:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
         except InputError as exc:
@@ -115,9 +154,7 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         row["inputs"] = inputs_made(report)
         row["graph_breaks"] = report.summary.graph_breaks
         row["verdict"] = report.verdict
-        moe = moe_fields(model_type)
-        if moe:
-            row["moe"] = moe
+        if "moe" in row:
             row["routing"] = routing_findings(report)
     except Timeout as exc:
         row.update(analysed=False, strategy="timeout", reason=str(exc))
