@@ -57,11 +57,10 @@ def small_layer_overrides(model_type: str) -> list[str]:
 
 
 # Fields that decide which layers are mixtures of experts: with one layer, the one layer must be one, or the
-# routing is never run (deepseek's first_k_dense_replace, nllb-moe's and switch_transformers' sparse steps,
+# routing is never run (afmoe's num_dense_layers cannot be 0 and is left alone; deepseek's first_k_dense_replace, nllb-moe's and switch_transformers' sparse steps,
 # mlp_layer_types starting with "dense", qwen's mlp_only_layers, jamba's expert period and offset).
 EXPERT_LAYER_FIELDS: dict[str, Any] = {
     "first_k_dense_replace": 0,
-    "num_dense_layers": 0,
     "moe_layer_start_index": 0,
     "encoder_sparse_step": 1,
     "decoder_sparse_step": 1,
@@ -140,7 +139,7 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         try:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
         except InputError as exc:
-            if not overrides or "with --set" not in str(exc):
+            if not overrides or "--set" not in str(exc):
                 raise
             # The zoo's own one-layer --set broke the model (the default config captures): use the default config.
             row["set"] = []
