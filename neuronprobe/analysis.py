@@ -76,6 +76,20 @@ GRAPH_CUTTING_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE}
 GIT_TIMEOUT_S = 5
 CONTROL_FLOW_OP = "<python branch on tensor value>"
 BRANCH_RULE = "data-dependent-branch"  # built in: a branch on a tensor value (export failure or graph break)
+# Built in: a graph break on Python dynamo cannot follow (no op to put in the support table). TorchNeuron's
+# torch.compile(backend="neuron") is Dynamo -> AOTAutograd -> neuronx-cc (TorchNeuron sources, named in
+# ../shared/research/neuron_api.md), so dynamo's breaks are its graph boundaries; torch-xla's lazy trace is not dynamo.
+PYTHON_BREAK_RULE = "graph-break-python"
+PYTHON_BREAK_MESSAGE = (
+    "dynamo cannot capture this Python, so the graph breaks here: under torch.compile (TorchNeuron's neuron backend "
+    "on trn2/trn3) the forward splits at this line into separate device graphs and the code between them runs "
+    "outside any compiled graph, on every call; torch-neuronx's XLA trace (trn1/inf2) does not go through dynamo "
+    "and is not split by it"
+)
+PYTHON_BREAK_FIX = (
+    "rewrite the construct so that dynamo can follow it (tensor ops, no exception raised inside forward, no "
+    "iterator or builtin dynamo does not model), or move it out of forward; the reason names what dynamo met"
+)
 
 
 @dataclass
@@ -505,51 +519,76 @@ def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
 
 
 def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list[Finding]:
-    """Ops that broke the dynamo graph ran eagerly, so they are in no captured graph: report them here.
+    """Every graph break is a finding at its line: no break is silent (issue 23).
 
-    Which reasons count, and the rule each picks, is rule data (support/data/error_patterns.json).
+    Ops that broke the dynamo graph ran eagerly between two graphs, so they are
+    in no captured graph: the finding names them and says so. Which reasons
+    count as what (a data-dependent size, a host read of a value, a branch on a
+    value, a sparse tensor, Python dynamo cannot follow), and the rule each
+    picks, is rule data (support/data/error_patterns.json); the last pattern
+    takes every break the others do not name.
     """
     from neuronprobe.support.error_patterns import OP_ATEN, load_error_patterns
 
-    seen = {(f.file, f.line) for f in existing}
+    seen = {(f.file, f.line) for f in existing if f.file is not None}
     table = load_table()
     patterns = load_error_patterns()
+    counts = Counter((relative_path(b.file), b.line) for b in records)
     out: list[Finding] = []
+    unplaced: set[str] = set()
     for b in records:
         file = relative_path(b.file)
-        if (file, b.line) in seen and b.file is not None:
+        if file is not None and (file, b.line) in seen:
             continue
-        matched = patterns.graph_break(b.reason)
-        if matched is None:
+        if file is None and b.reason in unplaced:
+            continue
+        matched = patterns.graph_break(b.detail or b.reason)
+        if matched is None:  # only when the bundled catch-all pattern was removed
             continue
         pattern, op = matched
+        count = counts[(file, b.line)] if file is not None else 1
+        between = f"graph break on {pattern.cause.words}: {b.reason}"
         if pattern.rule == BRANCH_RULE:
-            out.append(
-                _branch_finding(
-                    file,
-                    b.line,
-                    b.source_line,
-                    message=f"a Python branch on a tensor value breaks the graph ({b.reason})",
-                    fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
-                )
+            finding = _branch_finding(
+                file,
+                b.line,
+                b.source_line,
+                message=f"a Python branch on a tensor value breaks the graph; {between}",
+                fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
+            )
+        elif pattern.rule == PYTHON_BREAK_RULE:
+            finding = Finding(
+                op=op,
+                verdict=Verdict.CPU_FALLBACK,
+                file=file,
+                line=b.line,
+                module=None,
+                message=f"{PYTHON_BREAK_MESSAGE}; {between}",
+                fix=PYTHON_BREAK_FIX,
+                rule=PYTHON_BREAK_RULE,
+                source_line=b.source_line,
             )
         else:
             rule = rule_by_id(table, pattern.rule, op)
-            out.append(
-                Finding(
-                    op=f"aten::{op}" if pattern.op == OP_ATEN else op,
-                    verdict=rule.verdict,
-                    file=file,
-                    line=b.line,
-                    module=None,
-                    message=rule.message,
-                    fix=rule.fix_for(op),
-                    rule=rule.id,
-                    ncc_code=rule.ncc_code,
-                    source_line=b.source_line,
-                )
+            named = f"aten::{op}" if pattern.op == OP_ATEN else op
+            finding = Finding(
+                op=named,
+                verdict=rule.verdict,
+                file=file,
+                line=b.line,
+                module=None,
+                message=f"{rule.message}; dynamo ran it eagerly between two graphs, so it is in no captured graph; {between}",
+                fix=rule.fix_for(op),
+                rule=rule.id,
+                ncc_code=rule.ncc_code,
+                source_line=b.source_line,
             )
-        seen.add((file, b.line))
+        finding.count = count
+        out.append(finding)
+        if file is None:
+            unplaced.add(b.reason)
+        else:
+            seen.add((file, b.line))
     return out
 
 

@@ -47,7 +47,13 @@ _TRANSFORMERS_HELPERS = re.compile(
 # belongs at the line that called into it (a detection head for tv: models, the user's own forward otherwise).
 _OP_LIBRARIES = re.compile(r"[\\/]torchvision[\\/]ops[\\/]")
 _FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
-_GRAPH_BREAK = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)\s*\n?.*?Graph Break Reason: (?P<reason>[^\n]+)", re.S)
+# torch 2.13 logs each break as "Graph break [(user stack suppressed ...)] in user code at FILE:LINE",
+# "Graph Break Reason: ...", then per break its gb_type line (torch/_dynamo/graph_break_registry.json)
+# with "Explanation:", "Hint:" and "Developer debug context:" lines; a break met while handling
+# another follows "*** While handling this graph break, another graph break occurred: ***".
+_GRAPH_BREAK = re.compile(r"Graph break (?:\([^)\n]*\) )?in user code at (?P<file>.+?):(?P<line>\d+)\s*\n?.*?Graph Break Reason: (?P<reason>[^\n]+)", re.S)
+_EXPLANATION = "  Explanation: "
+_CONTEXT = "  Developer debug context: "
 
 # Nodes that are bookkeeping of the tracer, not work that reaches the device.
 _SKIP_TARGET_PREFIXES = ("<built-in function", "<function sym_")
@@ -145,6 +151,9 @@ class BreakRecord:
     file: str | None = None
     line: int | None = None
     source_line: str | None = None
+    # dynamo's own words for what broke (gb_type, explanation, debug context; every break met at this
+    # point, the first one first): what the error patterns classify. Empty for a count without a log line.
+    detail: str = ""
 
 
 @dataclass
@@ -591,15 +600,46 @@ def _count_tensors(value: Any) -> int:
 
 
 def _parse_breaks(messages: list[str]) -> list[BreakRecord]:
+    """One record per logged break (repeats included), at its line, with dynamo's gb_type as the reason.
+
+    The "Graph Break Reason" line is often only "Failed to handle graph break
+    gracefully..."; the gb_type and explanation under it say what broke
+    ("Dynamic shape operator: Operator `aten.nonzero.default`'s output shape
+    depends on input Tensor data."), so they become the reason when present.
+    """
     out: list[BreakRecord] = []
     for msg in messages:
         m = _GRAPH_BREAK.search(msg)
         if not m:
             continue
-        reason = m.group("reason").strip()
         file, line = m.group("file"), int(m.group("line"))
-        out.append(BreakRecord(reason=reason, file=file, line=line, source_line=source_line(file, line)))
+        entries = _break_entries(msg[m.end() :].split("\nUser code traceback:", 1)[0])
+        reason = _break_reason(entries[0]) if entries else m.group("reason").strip()
+        detail = "\n".join(" | ".join(part for part in entry if part) for entry in entries) or m.group("reason").strip()
+        out.append(BreakRecord(reason=reason, file=file, line=line, source_line=source_line(file, line), detail=detail))
     return out
+
+
+BREAK_REASON_CHARS = 300
+
+
+def _break_reason(entry: tuple[str, str, str]) -> str:
+    """``gb_type: explanation (context)``: what broke, with the exception or op dynamo names."""
+    kind, explanation, context = entry
+    text = f"{kind}: {explanation}" + (f" ({context})" if context and context not in explanation else "")
+    return text if len(text) <= BREAK_REASON_CHARS else text[: BREAK_REASON_CHARS - 3] + "..."
+
+
+def _break_entries(body: str) -> list[tuple[str, str, str]]:
+    """(gb_type, explanation, developer context) of each break described in one log message, in order."""
+    lines = body.splitlines()
+    entries: list[list[str]] = []
+    for i, text in enumerate(lines):
+        if text.startswith(_EXPLANATION) and i > 0 and lines[i - 1].strip() and not lines[i - 1].startswith(" "):
+            entries.append([lines[i - 1].strip(), text[len(_EXPLANATION) :].strip(), ""])
+        elif text.startswith(_CONTEXT) and entries and not entries[-1][2]:
+            entries[-1][2] = text[len(_CONTEXT) :].strip()
+    return [(kind, explanation, context) for kind, explanation, context in entries]
 
 
 def _graph_break_log(notes: list[str]) -> contextlib.AbstractContextManager[list[str]]:
@@ -676,7 +716,7 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     logged = {b.reason for b in breaks}
     for first in counted:
         if not any(first in r or r in first for r in logged):
-            breaks.append(BreakRecord(reason=first))
+            breaks.append(BreakRecord(reason=first, detail=first))
     calls: list[OpCall] = []
     for gm in graphs:
         for call in calls_from_graph(gm.graph, strip_module_prefix):
@@ -708,7 +748,21 @@ def _check_eager(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         with quiet_torch(), torch.no_grad():
             module(*args, **kwargs)
     except Exception as exc:
+        if _on_data(exc):
+            # Fake tensors (the fake strategy) have no values: a size only the data gives (nonzero's count,
+            # iterated by MoE routing) cannot be guarded on even eagerly. That is not the model's bug.
+            return
         raise ForwardError(exc) from exc
+
+
+def _on_data(exc: BaseException) -> bool:
+    """A guard on a data-dependent size or value: the tracer's limit, not the model's error."""
+    from neuronprobe._torch.symbolic_shapes import data_dependent_error
+
+    try:
+        return isinstance(exc, data_dependent_error())
+    except MissingInternal:
+        return False
 
 
 def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "", assume_sizes: bool = False) -> OpGraph:
@@ -722,10 +776,27 @@ def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_mo
     size is followed with an assumed size instead of ending the trace, and the
     graph lists each such branch (:mod:`neuronprobe._torch.assumed_sizes`).
     """
-    with _assuming(assume_sizes) as assumed:
+    with _assuming(assume_sizes) as assumed, _fake_weights_convertible(module):
         graph = _capture(module, args, kwargs, strip_module_prefix)
     graph.assumed = _assumed_branches(assumed)
     return graph
+
+
+@contextlib.contextmanager
+def _fake_weights_convertible(module: Any) -> Iterator[None]:
+    """Fake weights (the fake strategy): a ``module.to(dtype)`` in the forward that changes nothing runs as on real weights."""
+    from neuronprobe._torch import fake_tensor
+
+    if not any(fake_tensor.is_fake(p) for p in module.parameters()):
+        yield
+        return
+    try:
+        block = fake_tensor.no_op_conversions_of_fakes()
+    except MissingInternal:  # the conversion raises as before; doctor names the degradation
+        yield
+        return
+    with block:
+        yield
 
 
 @contextlib.contextmanager

@@ -124,11 +124,31 @@ class TopVerdict(Word):
 
     RUNS = ("runs", "runs on Neuron as it is")
     RUNS_WITH_FALLBACKS = ("runs_with_fallbacks", "runs, with CPU fallbacks")
+    # Never RUNS while the report counts a graph break, a host read or more than one device graph per call (issue 23).
+    RUNS_SPLIT = ("runs_split", "runs, split into more than one device graph per call")
     WILL_NOT_COMPILE = ("will_not_compile", "will not compile on Neuron as it is")
     NOT_ANALYSED = ("not_analysed", "could not be analysed: capture recorded no ops")
     # A live backend's observation was stopped (--op-timeout, --timeout) or died: nothing failing was
     # predicted, but the run that would confirm it did not finish, so the answer is not a clean "runs".
     RUNS_UNOBSERVED = ("runs_unobserved", "predicted to run on Neuron as it is, but its observation was cut short")
+
+
+class BreakCause(Word):
+    """Why dynamo broke the graph, as the report names it (the classes of ``support/data/error_patterns.json``)."""
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> BreakCause:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    DATA_DEPENDENT_SIZE = ("data_dependent_size", "an op whose output size depends on tensor data")
+    HOST_READ = ("host_read", "a host read of a tensor value")
+    VALUE_BRANCH = ("value_branch", "a Python branch on a tensor value")
+    SPARSE = ("sparse", "a sparse tensor")
+    UNSUPPORTED_PYTHON = ("unsupported_python", "Python the graph capture cannot follow")
 
 
 class Origin(Word):

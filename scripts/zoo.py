@@ -2,6 +2,7 @@
 
     python scripts/zoo.py --out benchmarks/zoo.jsonl [--only llama,gpt2] [--timeout 120]
     python scripts/zoo.py --table benchmarks/zoo.jsonl > benchmarks/zoo.md
+    python scripts/zoo.py --out benchmarks/zoo.jsonl --replace --only $(python scripts/zoo.py --moe)
 
 Each model type gets small layer counts (every layer-count field of the config
 and its sub-configs set to 1 with ``--set``), is analysed with the static
@@ -24,6 +25,11 @@ from pathlib import Path
 from typing import Any
 
 LAYER_FIELD = re.compile(r"^(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers)$")
+# A mixture-of-experts config: an expert count above one, or any moe_* field set (issue 23).
+EXPERT_COUNT = re.compile(r"^(num_experts|num_local_experts|n_routed_experts|moe_num_experts|num_routed_experts)$")
+MOE_PREFIX = re.compile(r"^moe_")
+# A finding of the routing: its source line or module names the router, the gate, the experts or the top-k choice.
+ROUTING = re.compile(r"expert|rout|gate|gating|topk|top_k", re.I)
 
 
 class Timeout(BaseException):
@@ -45,7 +51,71 @@ def small_layer_overrides(model_type: str) -> list[str]:
                 out.append(f"{prefix}{name}=1")
 
     walk(config, "", 0)
+    if moe_fields(model_type):
+        out += expert_layer_overrides(config)
     return out
+
+
+# Fields that decide which layers are mixtures of experts: with one layer, the one layer must be one, or the
+# routing is never run (afmoe's num_dense_layers cannot be 0 and is left alone; deepseek's first_k_dense_replace, nllb-moe's and switch_transformers' sparse steps,
+# mlp_layer_types starting with "dense", qwen's mlp_only_layers, jamba's expert period and offset).
+EXPERT_LAYER_FIELDS: dict[str, Any] = {
+    "first_k_dense_replace": 0,
+    "moe_layer_start_index": 0,
+    "encoder_sparse_step": 1,
+    "decoder_sparse_step": 1,
+    "expert_layer_offset": 0,
+    "expert_layer_period": 1,
+    "mlp_only_layers": [],
+    "mlp_layer_types": ["sparse"],
+}
+
+
+def expert_layer_overrides(config: Any) -> list[str]:
+    """``--set`` values that make the one layer of a one-layer MoE config an expert layer (dotted for sub-configs)."""
+    from transformers import PretrainedConfig
+
+    out: list[str] = []
+
+    def walk(cfg: Any, prefix: str, depth: int) -> None:
+        for name, value in vars(cfg).items():
+            if isinstance(value, PretrainedConfig) and depth < 2:
+                walk(value, f"{prefix}{name}.", depth + 1)
+            elif name in EXPERT_LAYER_FIELDS and value is not None and value != EXPERT_LAYER_FIELDS[name]:
+                if name == "mlp_layer_types" and (not isinstance(value, list) or "sparse" not in value):
+                    continue  # a stack with no expert layer at all (a vision tower): left as it is
+                out.append(f"{prefix}{name}={json.dumps(EXPERT_LAYER_FIELDS[name])}")
+
+    walk(config, "", 0)
+    return out
+
+
+def moe_fields(model_type: str) -> list[str]:
+    """The config fields that make ``model_type`` a mixture of experts (dotted for sub-configs); empty when none."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    out: list[str] = []
+
+    def walk(cfg: Any, prefix: str, depth: int) -> None:
+        for name, value in vars(cfg).items():
+            if isinstance(value, PretrainedConfig) and depth < 2:
+                walk(value, f"{prefix}{name}.", depth + 1)
+            elif EXPERT_COUNT.match(name) and isinstance(value, int) and not isinstance(value, bool) and value > 1:
+                out.append(f"{prefix}{name}={value}")
+            elif MOE_PREFIX.match(name) and value not in (None, False, 0, "", [], {}):
+                out.append(f"{prefix}{name}")
+
+    walk(AutoConfig.for_model(model_type), "", 0)
+    return out
+
+
+def routing_findings(report: Any) -> list[str]:
+    """The report's problem findings in the routing (by :data:`ROUTING`), as ``op verdict file:line``."""
+    out = []
+    for f in report.findings:
+        if ROUTING.search(f.source_line or "") or ROUTING.search(f.module or ""):
+            out.append(f"{f.op} {f.verdict} {os.path.basename(f.file or '?')}:{f.line}")
+    return list(dict.fromkeys(out))
 
 
 def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
@@ -64,10 +134,12 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     try:
         overrides = small_layer_overrides(model_type)
         row["set"] = overrides
+        if moe := moe_fields(model_type):  # listed in the MoE table even when the analysis fails
+            row["moe"] = moe
         try:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
         except InputError as exc:
-            if not overrides or "with --set" not in str(exc):
+            if not overrides or "--set" not in str(exc):
                 raise
             # The zoo's own one-layer --set broke the model (the default config captures): use the default config.
             row["set"] = []
@@ -79,6 +151,10 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         row["findings"] = dict(Counter(f.verdict for f in report.findings))
         row["reason"] = "; ".join(f"{a.strategy}: {a.reason}" for a in report.capture.strategy_reasons)
         row["inputs"] = inputs_made(report)
+        row["graph_breaks"] = report.summary.graph_breaks
+        row["verdict"] = report.verdict
+        if "moe" in row:
+            row["routing"] = routing_findings(report)
     except Timeout as exc:
         row.update(analysed=False, strategy="timeout", reason=str(exc))
     except Exception as exc:
@@ -132,11 +208,31 @@ def failure_class(row: dict[str, Any]) -> str:
     return "other"
 
 
-def run_zoo(out: Path, only: list[str] | None, timeout: int) -> None:
+def moe_types() -> list[str]:
+    """Every model type of transformers' CONFIG_MAPPING whose default config is a mixture of experts."""
+    from transformers import CONFIG_MAPPING
+
+    out = []
+    for model_type in sorted(CONFIG_MAPPING.keys()):
+        try:
+            fields = moe_fields(model_type)
+        except Exception:  # a config transformers cannot make: not listed
+            continue
+        if fields:
+            out.append(model_type)
+    return out
+
+
+def run_zoo(out: Path, only: list[str] | None, timeout: int, replace: bool = False) -> None:
+    """Append a row per type; ``replace``: the rows of the ``only`` types are run again and replace the old ones
+    in place (the rest of the file is kept)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import CONFIG_MAPPING
 
     types = only or sorted(CONFIG_MAPPING.keys())
+    if replace and out.exists():
+        _replace_rows(out, types, timeout)
+        return
     done = set()
     if out.exists():
         done = {json.loads(line)["model_type"] for line in out.read_text().splitlines() if line.strip()}
@@ -148,6 +244,23 @@ def run_zoo(out: Path, only: list[str] | None, timeout: int) -> None:
             fh.write(json.dumps(row) + "\n")
             fh.flush()
             print(f"{model_type}: {row['strategy']} {row.get('ops', '')} {row['seconds']}s {row.get('reason', '')[:120]}", file=sys.stderr)
+
+
+def _replace_rows(out: Path, types: list[str], timeout: int) -> None:
+    """Run ``types`` again; each new row replaces its old one where it stood (new types go at the end).
+    The file is rewritten after every type, so a stopped run keeps what it finished."""
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    for model_type in types:
+        row = analyse_one(model_type, timeout)
+        at = next((i for i, r in enumerate(rows) if r["model_type"] == model_type), None)
+        if at is None:
+            rows.append(row)
+        else:
+            rows[at] = row
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+        tmp.replace(out)
+        print(f"{model_type}: {row['strategy']} {row.get('ops', '')} {row['seconds']}s {row.get('routing', '')}", file=sys.stderr)
 
 
 THIN_OPS = 20  # fewer captured ops than this: counted as analysed, listed as thin
@@ -201,6 +314,24 @@ def table(path: Path) -> str:
         classes = Counter(failure_class(r) for r in failed)
         lines += [f"| {name} | {count} |" for name, count in classes.most_common()]
         lines.append("")
+    moe = [r for r in rows if "moe" in r]
+    if moe:
+        lines += [
+            "## Mixture-of-experts types and their routing findings",
+            "",
+            f"{len(moe)} types have a mixture-of-experts default config (an expert count above one: num_experts, "
+            "num_local_experts, n_routed_experts, moe_num_experts; or a moe_* field set). Routing findings: the problem "
+            "findings whose source line or module names the router, gate, experts or top-k (a data-dependent `nonzero` "
+            "is `dynamic_shape`; routing that sorts or histograms expert ids meets the sort and histc rules). Rerun them "
+            "with `OMP_NUM_THREADS=1 python scripts/zoo.py --out benchmarks/zoo.jsonl --replace --only $(python scripts/zoo.py --moe)`.",
+            "",
+            "| architecture | strategy | graph breaks | verdict | routing findings |",
+            "|---|---|---|---|---|",
+        ]
+        for r in moe:
+            routing = "; ".join(r.get("routing") or []) or "-"
+            lines.append(f"| {r['model_type']} | {r['strategy']} | {r.get('graph_breaks', '-')} | {r.get('verdict', '-')} | {routing} |")
+        lines.append("")
     lines += [
         "Inputs: how the capture's inputs were made when not from the config alone (`from hf:X`: recorded at the parent "
         "model's call of this component; `config`: a field the default config leaves unset was given a value; `remade`: "
@@ -226,13 +357,21 @@ def main() -> None:
     parser.add_argument("--only", help="comma-separated model types")
     parser.add_argument("--timeout", type=int, default=120)
     parser.add_argument("--table", type=Path, help="print the markdown table of a results file")
+    parser.add_argument("--replace", action="store_true", help="with --only: run these types again and replace their rows")
+    parser.add_argument("--moe", action="store_true", help="print the mixture-of-experts model types, comma-separated")
     args = parser.parse_args()
+    if args.moe:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        print(",".join(moe_types()))
+        return
     if args.table:
         sys.stdout.write(table(args.table))
         return
     if not args.out:
         parser.error("give --out or --table")
-    run_zoo(args.out, args.only.split(",") if args.only else None, args.timeout)
+    if args.replace and not args.only:
+        parser.error("--replace needs --only")
+    run_zoo(args.out, args.only.split(",") if args.only else None, args.timeout, replace=args.replace)
 
 
 if __name__ == "__main__":

@@ -27,9 +27,28 @@ def test_the_bundled_patterns_load_and_each_says_where_its_text_comes_from():
 
 
 def test_graph_break_patterns_name_rules_the_code_can_build():
+    from neuronprobe.analysis import BRANCH_RULE, PYTHON_BREAK_RULE
+
     table_ids = {r.id for r in load_table().rules}
     for pattern in load_error_patterns().graph_breaks:
-        assert pattern.rule in table_ids | {"data-dependent-branch"}, pattern.id
+        assert pattern.rule in table_ids | {BRANCH_RULE, PYTHON_BREAK_RULE}, pattern.id
+
+
+def test_every_graph_break_is_classed_and_the_last_pattern_takes_the_rest():
+    patterns = load_error_patterns()
+    classed = {
+        "Dynamic shape operator: Operator `aten.nonzero.default`'s output shape depends on input Tensor data.": ("data_dependent_size", "nonzero"),
+        "Unsupported Tensor.item() call with capture_scalar_outputs=False: Dynamo does not support tracing `Tensor.item()`": (
+            "host_read",
+            "<host read of a tensor value>",
+        ),
+        "Data-dependent branching: generic_jump TensorVariable()": ("value_branch", "<python branch on tensor value>"),
+        "Attempted to wrap sparse Tensor with VariableTracker": ("sparse", "<sparse tensor>"),
+        "Missing tp_iternext: Dynamo does not support next() on dict_keyiterator.": ("unsupported_python", "<python the graph capture cannot follow>"),
+    }
+    for reason, (cause, op) in classed.items():
+        matched = patterns.graph_break(reason)
+        assert matched is not None and (matched[0].cause, matched[1]) == (cause, op), reason
 
 
 def test_the_patterns_pick_what_the_code_used_to_hard_code():
@@ -44,7 +63,8 @@ def test_the_patterns_pick_what_the_code_used_to_hard_code():
     assert patterns.export_failure("some other failure", "RuntimeError") is None
     broke = patterns.graph_break("Dynamic shape operator: aten.nonzero.default's output shape depends on data")
     assert broke is not None and (broke[0].rule, broke[1]) == ("dynamic-output-shape", "nonzero")
-    assert patterns.graph_break("Dynamic shape operator without an op") is None
+    no_op = patterns.graph_break("Dynamic shape operator without an op")  # still a finding, never silent
+    assert no_op is not None and no_op[0].id == "unsupported-python-break"
 
 
 @pytest.mark.parametrize(
@@ -62,7 +82,7 @@ def test_the_patterns_pick_what_the_code_used_to_hard_code():
             lambda d: d["neuronx_cc"]["failure_at"][1].update(verdict="lowered"),
             "neuronx_cc.failure_at[1] (analyze-lowering-to-hlo): verdict 'lowered' is not one of",
         ),
-        (lambda d: d["graph_breaks"].append(dict(d["graph_breaks"][0])), "graph_breaks[3] (dynamic-shape-operator): the id is used twice"),
+        (lambda d: d["graph_breaks"].append(dict(d["graph_breaks"][0])), "graph_breaks[5] (dynamic-shape-operator): the id is used twice"),
         (lambda d: d["neuronx_cc"]["diagnostic"].update(regex=r"\[(NCC_\w+)\]"), "neuronx_cc.diagnostic: regex"),
     ],
 )

@@ -46,3 +46,24 @@ def test_an_encoder_decoder_model_is_analysed_clean():
     assert report.capture.strategy is CaptureStrategy.META
     assert [f for f in report.findings if f.verdict in (Verdict.CPU_FALLBACK, Verdict.COMPILE_ERROR)] == []
     assert report.summary.ops_total > 100
+
+
+def _zoo():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zoo", Path(__file__).resolve().parent.parent / "scripts" / "zoo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_zoo_finds_mixture_of_experts_types_by_their_config_and_keeps_their_one_layer_an_expert_layer():
+    zoo = _zoo()
+    assert zoo.moe_fields("switch_transformers") and zoo.moe_fields("nllb-moe") and zoo.moe_fields("mixtral")
+    assert zoo.moe_fields("gpt2") == [] and zoo.moe_fields("llama") == []
+    # With one layer, the sparse step of 4 (switch_transformers, nllb-moe) or a first dense layer (deepseek_v3) left no expert layer.
+    assert {"encoder_sparse_step=1", "decoder_sparse_step=1"} <= set(zoo.small_layer_overrides("switch_transformers"))
+    assert {"encoder_sparse_step=1", "decoder_sparse_step=1"} <= set(zoo.small_layer_overrides("nllb-moe"))
+    assert "first_k_dense_replace=0" in zoo.small_layer_overrides("deepseek_v3")
+    assert zoo.small_layer_overrides("gpt2") == ["n_layer=1"]

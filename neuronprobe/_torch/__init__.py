@@ -56,6 +56,7 @@ def _all() -> list[Callable[[], Check]]:
         filenames.self_check,
         fake_tensor.self_check,
         fake_tensor.self_check_tolist,
+        fake_tensor.self_check_swap,
         autograd_node.self_check,
         assumed_sizes.self_check,
     ]

@@ -13,6 +13,7 @@ TOP_FINDINGS = 10
 # The banner's colour per top-line verdict (its words are TopVerdict.words).
 BANNER_COLOUR: dict[TopVerdict, str] = {
     TopVerdict.RUNS: "green",
+    TopVerdict.RUNS_SPLIT: "yellow",
     TopVerdict.RUNS_WITH_FALLBACKS: "yellow",
     TopVerdict.WILL_NOT_COMPILE: "red",
     TopVerdict.NOT_ANALYSED: "red",
@@ -73,6 +74,8 @@ def render_summary(report: Report) -> Any:
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
     elif top is TopVerdict.RUNS:
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
+    elif top is TopVerdict.RUNS_SPLIT:
+        parts.append(Text(f"every captured op lowers or decomposes, but the report counts {', '.join(report.splits_per_call())}", style="yellow"))
     elif top is TopVerdict.RUNS_UNOBSERVED:
         parts.append(Text("no findings predicted, but the observation that would confirm it was cut short (see 'not analysed')", style="yellow"))
     if report.recompiles is not None:

@@ -128,6 +128,12 @@ def banner(report: Report) -> Banner:
             f"Could not be analysed for {target}",
             "Capture failed before any op was recorded; see what could not be analysed below.",
         )
+    if verdict is TopVerdict.RUNS_SPLIT:
+        return Banner(
+            "warn",
+            f"Runs on {target}, split into more than one device graph per call",
+            f"Every captured op lowers, but the report counts {', '.join(report.splits_per_call())}: see the graph breaks and findings below.",
+        )
     notes = report.findings_with(frozenset(NOTE_VERDICTS))
     return Banner(
         "ok",

@@ -46,7 +46,9 @@ from neuronprobe.vocabulary import (
 # 4: additive, so 1 to 3 load unchanged (a reader of 3 refuses 4 by its version): the verdict set gains
 #    ``precision`` (a note: the device computes in a narrower dtype; issue 23), places in notebook cells
 #    (``cell``, In [n], on findings, graph breaks, recompile causes, mismatches and changes; issue 28),
-#    report.decode, the token-generation and batch buckets with the memory fit per TP degree (issue 24).
+#    report.decode, the token-generation and batch buckets with the memory fit per TP degree (issue 24),
+#    and two top-line verdicts: ``runs_split`` (a graph break, a host read or a second device graph per
+#    call) and ``runs_unobserved`` (the observation that would confirm "runs" was cut short).
 SCHEMA_VERSION = 4
 
 
@@ -678,9 +680,25 @@ class Report:
             return TopVerdict.RUNS_WITH_FALLBACKS
         if self.capture.nodes == 0 and self.capture.export_error:
             return TopVerdict.NOT_ANALYSED
+        if self.splits_per_call():
+            return TopVerdict.RUNS_SPLIT
         if any(step.status in (StepStatus.TIMEOUT, StepStatus.DIED) for step in self.backend.steps.values()):
             return TopVerdict.RUNS_UNOBSERVED  # the live run that would confirm "runs" was stopped or died
         return TopVerdict.RUNS
+
+    def splits_per_call(self) -> list[str]:
+        """What in this report's own numbers says a call is not one device graph (graph breaks, host reads,
+        more than one device graph per call); empty when nothing does. The one place that keeps the top line
+        from reading "runs on Neuron as it is" next to such numbers (issue 23)."""
+        s = self.summary
+        out = []
+        if s.graph_breaks:
+            out.append(f"{s.graph_breaks} graph break(s)")
+        if self.train is not None and self.train.host_syncs_per_step:
+            out.append(f"{self.train.host_syncs_per_step} host read(s) per step")
+        if s.device_graphs > 1:
+            out.append(f"{s.device_graphs} device graphs per call")
+        return out
 
     def __repr__(self) -> str:
         """A one-line summary for the REPL: the whole tree is in ``to_json()`` and the notebook view."""

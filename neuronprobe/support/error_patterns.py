@@ -21,6 +21,7 @@ from functools import lru_cache
 from importlib import resources
 
 from neuronprobe.errors import InternalError
+from neuronprobe.vocabulary import BreakCause
 
 PATTERNS_FILE = "error_patterns.json"
 SOURCE = f"support/data/{PATTERNS_FILE}"  # how messages name the bundled file
@@ -38,7 +39,7 @@ EXPORT_OP_SOURCES: tuple[str, ...] = (OP_NAMED, OP_ATEN)
 
 _COMMON_KEYS = frozenset({"id", "checked_on", "provenance", "comment"})
 _EXPORT_KEYS = _COMMON_KEYS | {"field", "regex", "ignore_case", "kind", "op"}
-_BREAK_KEYS = _COMMON_KEYS | {"regex", "ignore_case", "op", "rule"}
+_BREAK_KEYS = _COMMON_KEYS | {"regex", "ignore_case", "op", "rule", "cause"}
 _FAILURE_AT_KEYS = _COMMON_KEYS | {"text", "verdict"}
 _TOP_KEYS = frozenset({"version", "comment", "aten_op", "export_failures", "graph_breaks", "neuronx_cc"})
 _NCC_KEYS = frozenset({"diagnostic", "failure_at", "failure_at_default", "comment"})
@@ -70,8 +71,9 @@ class GraphBreakPattern:
 
     id: str
     regex: re.Pattern[str]
-    rule: str  # a rule id of the support table
+    rule: str  # a rule id of the support table (or a built-in break rule of analysis.py)
     op: str  # OP_ATEN (the aten.<name>.<overload> the reason names) or a placeholder such as "<sparse tensor>"
+    cause: BreakCause  # what kind of thing broke the graph, as the report names it
     checked_on: CheckedOn
     provenance: str
 
@@ -235,6 +237,7 @@ def _graph_break(entry: dict[str, object], source: str, where: str) -> GraphBrea
         regex=_regex(entry, source, where),
         rule=_text(entry, "rule", source, where),
         op=op,
+        cause=BreakCause(_choice(entry, "cause", BreakCause.values(), source, where)),
         checked_on=checked_on,
         provenance=provenance,
     )
