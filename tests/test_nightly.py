@@ -70,7 +70,7 @@ def serve(monkeypatch: pytest.MonkeyPatch, tonight: dict[str, Report | Exception
     monkeypatch.setattr(nightly, "analyze_model", fake)
     # These tests are about the night's logic, so the fake runs in this process (the
     # workers that isolate real models are tested in test_isolation_cli.py).
-    monkeypatch.setattr(nightly, "isolated_analyze", lambda config: fake)
+    monkeypatch.setattr(nightly, "isolated_analyze", lambda config, *rest: fake)
     return calls
 
 
