@@ -230,7 +230,7 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
         raise ConfigError(f"{path}: {where}.set applies to hf: models only; edit the model file instead")
     base = path.parent
     resolved: dict[str, Any] = {}
-    if not spec.startswith("hf:"):
+    if not is_named_spec(spec):
         resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
     files: dict[str, Any] = {}  # TrafficOptions path fields, resolved against the config's folder
     for key in _PATH_KEYS:
@@ -244,7 +244,17 @@ def _default_name(spec: str) -> str:
     """``examples/tiny_gpt.py`` -> ``tiny_gpt``; ``hf:gpt2`` -> ``gpt2``."""
     if spec.startswith("hf:"):
         return re.sub(r"[^A-Za-z0-9._-]", "-", spec[3:]) or "hf"
+    if is_named_spec(spec):  # tv:resnet18 -> resnet18
+        scheme, _, rest = spec.partition(":")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", rest).lstrip("._-") or scheme
     return Path(spec).stem
+
+
+def is_named_spec(spec: str) -> bool:
+    """An ``hf:``, ``tv:`` or ``timm:`` spec: a model built by name, no file to resolve or guard."""
+    from neuronprobe.loading import VISION_PREFIXES
+
+    return spec.startswith(("hf:", *VISION_PREFIXES))
 
 
 def _typed(cls: type, data: dict[str, Any], path: Path, where: str) -> Any:
@@ -602,7 +612,7 @@ def input_files(config: NightlyConfig) -> list[str]:
     files = [config.path]
     for m in config.models:
         traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
-        files += [p for p in (None if m.model.startswith("hf:") else m.model, *traffic) if p]
+        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic) if p]
     return files
 
 
