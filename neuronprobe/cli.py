@@ -572,7 +572,8 @@ def nightly(
             if not shard_dirs or history is None:
                 raise _fail("nightly merge SHARD_DIR... --history DIR: give the shard folders and the reports folder")
             night, outputs = merge_output_files(shard_dirs, date)
-            check_outputs([("the nightly output", history / f) for f in outputs], folders=[("--history", history)])
+            shard_inputs = [p for folder in shard_dirs for p in Path(folder).iterdir() if p.is_file()]  # merge reads them: never an output
+            check_outputs([("the nightly output", history / f) for f in outputs], shard_inputs, folders=[("--history", history)])
             result = merge_shards(shard_dirs, history, date)
             write_night(result, history, _write)
             _finish_nightly(result, history / INDEX_FILE)

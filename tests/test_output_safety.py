@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -134,6 +135,8 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("diff", "html_path"): "output",
     ("nightly", "config"): "input",
     ("nightly", "output_dir"): "output",
+    ("nightly", "shard_dirs"): "input",
+    ("nightly", "history"): "output",
     ("buckets", "lengths"): "input",
     ("buckets", "step_times"): "input",
     ("buckets", "json_path"): "output",
@@ -225,6 +228,27 @@ def _case_nightly_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
     return ["nightly", str(config), "-o", str(config), "--date", "2026-01-02"], [config, model]
 
 
+def _case_nightly_history(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    """`nightly merge SHARD --history FILE`: the history folder is a shard's own manifest."""
+    shard = tmp_path / "shard-1"
+    shard.mkdir()
+    manifest = {
+        "format": 1,
+        "config_sha256": "0" * 64,
+        "neuronprobe": "0.1.0",
+        "rules": "1",
+        "backend": "static",
+        "require_backend": None,
+        "date": "2026-01-02",
+        "history": 30,
+        "shard": [1, 1],
+        "config_models": ["m"],
+        "models": [{"name": "m", "error": "m.py: the model code raised ValueError", "internal": False, "seconds": 1.0}],
+    }
+    (shard / "_shard.json").write_text(json.dumps(manifest))
+    return ["nightly", "merge", str(shard), "--history", str(shard / "_shard.json")], [shard / "_shard.json"]
+
+
 def _case_buckets_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
     lengths = tmp_path / "L.txt"
     lengths.write_text("5\n9\n")
@@ -248,6 +272,7 @@ OUTPUT_CASES = {
     ("diff", "json_path"): _case_diff_json,
     ("diff", "html_path"): _case_diff_html,
     ("nightly", "output_dir"): _case_nightly_output_dir,
+    ("nightly", "history"): _case_nightly_history,
     ("buckets", "json_path"): _case_buckets_json,
     ("setup", "path"): _case_setup_path,
 }
