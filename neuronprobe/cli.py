@@ -543,6 +543,13 @@ def nightly(
         Path | None,
         typer.Option("--history", help="The reports folder: with --shard, balance shards by its last durations; with `merge`, write the night there."),
     ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache", help="Reuse the last report of a model whose inputs did not change (default: <output-dir>/.cache; with --shard: off unless given)."
+        ),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Analyse every model, whatever the cache holds.")] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
@@ -595,7 +602,13 @@ def nightly(
             outputs = shard_output_files([m.name for m in models])
         else:
             outputs = output_files(settings, night)
-        check_outputs([("the nightly output", output_dir / f) for f in outputs], input_files(settings), folders=[("--output-dir", output_dir)])
+        cache = None
+        if not no_cache and (cache_dir is not None or shard is None):
+            from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, ResultCache
+
+            cache = ResultCache(cache_dir if cache_dir is not None else output_dir / DEFAULT_CACHE_DIR, settings, require_backend, night)
+        folders = [("--output-dir", output_dir), *([("--cache", cache.folder)] if cache is not None else [])]
+        check_outputs([("the nightly output", output_dir / f) for f in outputs], input_files(settings), folders=folders)
         err = _err_console()
         analyze = isolated_analyze(settings, memory.per_worker_bytes)
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
@@ -605,7 +618,15 @@ def nightly(
                 from neuronprobe.nightly_shards import shard_files
 
                 analysed = analyse_models(
-                    settings, models, require_backend=require_backend, command_line=command_line, analyze=analyze, jobs=count, memory=memory, on_done=on_done
+                    settings,
+                    models,
+                    require_backend=require_backend,
+                    command_line=command_line,
+                    analyze=analyze,
+                    jobs=count,
+                    memory=memory,
+                    on_done=on_done,
+                    cache=cache,
                 )
             else:
                 result = run_nightly(
@@ -618,11 +639,14 @@ def nightly(
                     jobs=count,
                     memory=memory,
                     on_done=on_done,
+                    cache=cache,
                 )
         if shard is not None:
             # The manifest goes last: a shard folder with a manifest is complete (a killed shard has none and cannot be merged).
             for relative, content in shard_files(settings, index, of, night, require_backend, analysed).items():
                 _write(output_dir / relative, content)
+            if cache is not None:
+                cache.commit(_write)
             failed = [a for a in analysed if a.report is None]
             for a in failed:
                 err.print(f"error: {a.name}: {a.error}", markup=False, style="red")
@@ -631,6 +655,8 @@ def nightly(
         # Each file is complete or absent (write_atomic); the index goes last, so a run
         # killed while writing leaves the previous index, which links only complete reports.
         write_night(result, output_dir, _write)
+        if cache is not None:  # only now: a run killed earlier leaves no cache entry
+            cache.commit(_write)
         _finish_nightly(result, output_dir / INDEX_FILE)
 
 
@@ -650,8 +676,11 @@ def _night_progress(total: int) -> Iterator[Callable[[Any], None]]:
         def line(item: Any) -> None:
             with lock:
                 done[0] += 1
-                state = STATUS_TEXT["failed"] if item.report is None else "analysed"
-                err.print(f"[{done[0]}/{total}] {item.name}: {state} in {format_duration(item.seconds)}", markup=False)
+                if item.reused_from is not None:
+                    state = f"reused the report of {item.reused_from} (inputs unchanged)"
+                else:
+                    state = f"{STATUS_TEXT['failed'] if item.report is None else 'analysed'} in {format_duration(item.seconds)}"
+                err.print(f"[{done[0]}/{total}] {item.name}: {state}", markup=False)
 
         yield line
         return

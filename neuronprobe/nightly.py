@@ -297,6 +297,7 @@ class ModelOutcome:
     json_path: str = ""  # relative to the reports folder
     html_path: str = ""
     seconds: float = 0.0  # wall time of its analysis (a timing: the one field of the summary that differs between runs)
+    reused_from: str | None = None  # the result cache reused this night's report
 
     @property
     def diff(self) -> RunDiff | None:
@@ -354,6 +355,7 @@ class Analysed:
     error: str = ""
     internal: bool = False
     seconds: float = 0.0
+    reused_from: str | None = None  # the night whose report the result cache reused (no analysis ran)
 
 
 def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None, command_line: str, analyze: AnalyzeFn) -> Analysed:
@@ -385,6 +387,7 @@ def run_nightly(
     jobs: int = 1,
     memory: MemoryPlan | None = None,
     on_done: Callable[[Analysed], None] | None = None,
+    cache: Any = None,
 ) -> NightlyResult:
     """Analyse every model of ``config`` for the night ``date``; return the files to write.
 
@@ -407,6 +410,7 @@ def run_nightly(
         jobs=jobs,
         memory=memory,
         on_done=on_done,
+        cache=cache,
     )
     return assemble_night(analysed, Path(reports_dir), date, config.history)
 
@@ -422,12 +426,15 @@ def analyse_models(
     jobs: int = 1,
     memory: MemoryPlan | None = None,
     on_done: Callable[[Analysed], None] | None = None,
+    cache: Any = None,
 ) -> list[Analysed]:
     """Analyse ``models``, ``jobs`` at a time; the results in the order of ``models``.
 
     ``memory`` shares one memory total between the workers: a model starts only while
     the reservations of the running ones plus its own fit in it (see :class:`MemoryPlan`).
-    ``on_done`` is called once per finished model, in the order they finish.
+    ``on_done`` is called once per finished model, in the order they finish. ``cache``
+    (a :class:`neuronprobe.nightly_cache.ResultCache`) answers a model whose inputs did
+    not change without analysing it, and holds each fresh report for its commit.
     """
     analyze = analyze or analyze_model
     required = require_backend or config.require_backend
@@ -436,10 +443,14 @@ def analyse_models(
     gate = _MemoryGate(memory)
 
     def one(model: ModelConfig) -> Analysed:
-        with gate.reserve():
-            if progress:
-                progress(f"analysing {model.name} ({model.model})")
-            result = analyse_one(model, config, required, command_line, analyze)
+        result = cache.lookup(model) if cache is not None else None
+        if result is None:
+            with gate.reserve():
+                if progress:
+                    progress(f"analysing {model.name} ({model.model})")
+                result = analyse_one(model, config, required, command_line, analyze)
+            if cache is not None:
+                cache.remember(model, result)  # before the baseline diff is attached to the report
         if on_done:
             on_done(result)
         return result
@@ -540,7 +551,7 @@ def assemble_night(analysed: list[Analysed], reports_dir: Path, date: str, histo
     tonight: list[NightReport] = []
     files: dict[str, str] = {}
     for item in analysed:
-        outcome = ModelOutcome(name=item.name, error=item.error, internal=item.internal, seconds=item.seconds)
+        outcome = ModelOutcome(name=item.name, error=item.error, internal=item.internal, seconds=item.seconds, reused_from=item.reused_from)
         outcomes.append(outcome)
         report = item.report
         if report is None:
@@ -758,6 +769,7 @@ def summary_json(date: str, outcomes: list[ModelOutcome]) -> str:
                 "not_comparable_reason": d.not_comparable_reason if d is not None and not d.comparable else None,
                 "regressions": list(d.regressions) if d is not None else [],
                 "seconds": round(o.seconds, 3),
+                "reused_from": o.reused_from,
             }
         )
     return json.dumps({"date": date, "models": models}, indent=2) + "\n"

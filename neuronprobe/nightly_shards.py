@@ -134,7 +134,9 @@ def shard_files(config: NightlyConfig, index: int, count: int, date: str, requir
         "history": config.history,
         "shard": [index, count],
         "config_models": [m.name for m in config.models],
-        "models": [{"name": a.name, "error": a.error or None, "internal": a.internal, "seconds": round(a.seconds, 3)} for a in analysed],
+        "models": [
+            {"name": a.name, "error": a.error or None, "internal": a.internal, "seconds": round(a.seconds, 3), "reused_from": a.reused_from} for a in analysed
+        ],
     }
     files[MANIFEST_FILE] = json.dumps(manifest, indent=2) + "\n"
     return files
@@ -248,7 +250,9 @@ def check_shards(shards: list[Shard]) -> None:
 def _analysed(shard: Shard, entry: dict[str, Any]) -> Analysed:
     name = entry["name"]
     error = entry.get("error") or ""
+    reused = entry.get("reused_from")
     out = Analysed(name, error=str(error), internal=bool(entry.get("internal")), seconds=float(entry.get("seconds") or 0.0))
+    out.reused_from = reused if isinstance(reused, str) and DATE_RE.match(reused) else None
     if not error:
         try:
             out.report = load_report(str(shard.folder / f"{name}.json"))

@@ -137,6 +137,7 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("nightly", "output_dir"): "output",
     ("nightly", "shard_dirs"): "input",
     ("nightly", "history"): "output",
+    ("nightly", "cache_dir"): "output",
     ("buckets", "lengths"): "input",
     ("buckets", "step_times"): "input",
     ("buckets", "json_path"): "output",
@@ -249,6 +250,13 @@ def _case_nightly_history(tmp_path: Path) -> tuple[list[str], list[Path]]:
     return ["nightly", "merge", str(shard), "--history", str(shard / "_shard.json")], [shard / "_shard.json"]
 
 
+def _case_nightly_cache(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'[[models]]\nmodel = "{model.name}"\n')
+    return ["nightly", str(config), "-o", str(tmp_path / "reports"), "--cache", str(model), "--date", "2026-01-02"], [config, model]
+
+
 def _case_buckets_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
     lengths = tmp_path / "L.txt"
     lengths.write_text("5\n9\n")
@@ -273,6 +281,7 @@ OUTPUT_CASES = {
     ("diff", "html_path"): _case_diff_html,
     ("nightly", "output_dir"): _case_nightly_output_dir,
     ("nightly", "history"): _case_nightly_history,
+    ("nightly", "cache_dir"): _case_nightly_cache,
     ("buckets", "json_path"): _case_buckets_json,
     ("setup", "path"): _case_setup_path,
 }
