@@ -32,8 +32,11 @@ import dataclasses
 import datetime as dt
 import fcntl
 import json
+import os
 import re
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +74,7 @@ DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 # A model name becomes a file name: letters, digits, dot, dash, underscore; no leading dot or underscore.
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
+MAX_JOBS = 256  # parallel workers of one nightly
 REGRESSION_GATE = Gates(fail_on_regression=True)  # the nightly gates every model on regressions against its baseline
 
 
@@ -226,7 +230,7 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
         raise ConfigError(f"{path}: {where}.set applies to hf: models only; edit the model file instead")
     base = path.parent
     resolved: dict[str, Any] = {}
-    if not spec.startswith("hf:"):
+    if not is_named_spec(spec):
         resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
     files: dict[str, Any] = {}  # TrafficOptions path fields, resolved against the config's folder
     for key in _PATH_KEYS:
@@ -240,7 +244,17 @@ def _default_name(spec: str) -> str:
     """``examples/tiny_gpt.py`` -> ``tiny_gpt``; ``hf:gpt2`` -> ``gpt2``."""
     if spec.startswith("hf:"):
         return re.sub(r"[^A-Za-z0-9._-]", "-", spec[3:]) or "hf"
+    if is_named_spec(spec):  # tv:resnet18 -> resnet18
+        scheme, _, rest = spec.partition(":")
+        return re.sub(r"[^A-Za-z0-9._-]", "-", rest).lstrip("._-") or scheme
     return Path(spec).stem
+
+
+def is_named_spec(spec: str) -> bool:
+    """An ``hf:``, ``tv:`` or ``timm:`` spec: a model built by name, no file to resolve or guard."""
+    from neuronprobe.loading import VISION_PREFIXES
+
+    return spec.startswith(("hf:", *VISION_PREFIXES))
 
 
 def _typed(cls: type, data: dict[str, Any], path: Path, where: str) -> Any:
@@ -282,6 +296,8 @@ class ModelOutcome:
     baseline_date: str | None = None
     json_path: str = ""  # relative to the reports folder
     html_path: str = ""
+    seconds: float = 0.0  # wall time of its analysis (a timing: the one field of the summary that differs between runs)
+    reused_from: str | None = None  # the result cache reused this night's report
 
     @property
     def diff(self) -> RunDiff | None:
@@ -330,6 +346,35 @@ class NightlyResult:
 AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], Report]
 
 
+@dataclass
+class Analysed:
+    """One model's analysis, before its baseline diff: the report, or why there is none, and how long it took."""
+
+    name: str
+    report: Report | None = None
+    error: str = ""
+    internal: bool = False
+    seconds: float = 0.0
+    reused_from: str | None = None  # the night whose report the result cache reused (no analysis ran)
+
+
+def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None, command_line: str, analyze: AnalyzeFn) -> Analysed:
+    """Run ``analyze`` on one model; a user-facing error or a neuronprobe bug becomes that model's failure."""
+    started = time.monotonic()
+    out = Analysed(model.name)
+    try:
+        out.report = analyze(model, config, required, command_line)
+    except BackendUnavailable:
+        raise
+    except NeuronprobeError as exc:
+        out.error = str(exc)
+    except InternalError as exc:  # a neuronprobe bug on this model: the others still run, the night exits 3
+        out.error = f"internal error: {type(exc).__name__}: {exc}"
+        out.internal = True
+    out.seconds = time.monotonic() - started
+    return out
+
+
 def run_nightly(
     config: NightlyConfig,
     reports_dir: str | Path,
@@ -339,40 +384,179 @@ def run_nightly(
     command_line: str = "",
     analyze: AnalyzeFn | None = None,
     progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
+    memory: MemoryPlan | None = None,
+    on_done: Callable[[Analysed], None] | None = None,
+    cache: Any = None,
 ) -> NightlyResult:
     """Analyse every model of ``config`` for the night ``date``; return the files to write.
 
     ``require_backend`` (the CLI flag) overrides the config's. A model whose analysis
     fails with a user-facing error (model file, traffic file), or on a bug in
     neuronprobe (``internal``), is recorded as failed and the others still run; a
-    missing required backend stops the night at once.
+    missing required backend stops the night at once. With ``jobs`` > 1 the models
+    are analysed in parallel (see :func:`analyse_models`); the baselines, diffs and
+    files are then built in the config's order, so the result is the serial one.
     """
     check_date(date)
     check_required_backend(config, require_backend)
-    reports_dir = Path(reports_dir)
+    analysed = analyse_models(
+        config,
+        config.models,
+        require_backend=require_backend,
+        command_line=command_line,
+        analyze=analyze,
+        progress=progress,
+        jobs=jobs,
+        memory=memory,
+        on_done=on_done,
+        cache=cache,
+    )
+    return assemble_night(analysed, Path(reports_dir), date, config.history)
+
+
+def analyse_models(
+    config: NightlyConfig,
+    models: list[ModelConfig],
+    *,
+    require_backend: str | None = None,
+    command_line: str = "",
+    analyze: AnalyzeFn | None = None,
+    progress: Callable[[str], None] | None = None,
+    jobs: int = 1,
+    memory: MemoryPlan | None = None,
+    on_done: Callable[[Analysed], None] | None = None,
+    cache: Any = None,
+) -> list[Analysed]:
+    """Analyse ``models``, ``jobs`` at a time; the results in the order of ``models``.
+
+    ``memory`` shares one memory total between the workers: a model starts only while
+    the reservations of the running ones plus its own fit in it (see :class:`MemoryPlan`).
+    ``on_done`` is called once per finished model, in the order they finish. ``cache``
+    (a :class:`neuronprobe.nightly_cache.ResultCache`) answers a model whose inputs did
+    not change without analysing it, and holds each fresh report for its commit.
+    """
     analyze = analyze or analyze_model
     required = require_backend or config.require_backend
+    if jobs < 1:
+        raise ConfigError(f"--jobs {jobs}: use at least 1")
+    gate = _MemoryGate(memory)
+
+    def one(model: ModelConfig) -> Analysed:
+        result = cache.lookup(model) if cache is not None else None
+        if result is None:
+            with gate.reserve():
+                if progress:
+                    progress(f"analysing {model.name} ({model.model})")
+                result = analyse_one(model, config, required, command_line, analyze)
+            if cache is not None:
+                cache.remember(model, result)  # before the baseline diff is attached to the report
+        if on_done:
+            on_done(result)
+        return result
+
+    if jobs == 1 or len(models) <= 1:
+        return [one(m) for m in models]
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Each thread only waits on its model's forked worker (neuronprobe.worker); the modules a worker
+    # needs are imported here first, so that no fork happens while another thread holds an import lock.
+    import neuronprobe.backends.isolation
+    import neuronprobe.report.model
+    import neuronprobe.worker  # noqa: F401
+
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="neuronprobe-nightly") as pool:
+        futures = [pool.submit(one, m) for m in models]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:  # a missing backend (or Ctrl-C): start no further model
+            for f in futures:
+                f.cancel()
+            raise
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The memory of parallel workers: each worker's bound, and the total they share."""
+
+    per_worker_bytes: int
+    total_bytes: int
+
+
+class _MemoryGate:
+    """Admits a worker while the running ones' reservations plus its own fit in the total (one worker always runs)."""
+
+    def __init__(self, plan: MemoryPlan | None) -> None:
+        self.plan = plan
+        self.reserved = 0
+        self.running = 0
+        self.cond = threading.Condition()
+
+    @contextlib.contextmanager
+    def reserve(self) -> Iterator[None]:
+        if self.plan is None:
+            yield
+            return
+        need = self.plan.per_worker_bytes
+        with self.cond:
+            self.cond.wait_for(lambda: self.running == 0 or self.reserved + need <= self.plan.total_bytes)  # type: ignore[union-attr]
+            self.reserved += need
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self.cond:
+                self.reserved -= need
+                self.running -= 1
+                self.cond.notify_all()
+
+
+def plan_workers(config: NightlyConfig, jobs: int | None, total_memory: str | None) -> tuple[int, MemoryPlan]:
+    """How many workers, and the memory each may use, from ``--jobs`` and ``--total-memory``.
+
+    The total defaults to the single worker's default (a share of the machine). Each
+    worker is bounded by the config's ``max_memory`` or, without one, by an equal part
+    of the total. ``jobs`` defaults to one per usable core, lowered so that every
+    running worker's bound fits in the total.
+    """
+    from neuronprobe.defaults import MIN_MEMORY_BYTES
+    from neuronprobe.worker import default_max_memory, parse_memory
+
+    try:
+        total = parse_memory(total_memory, "--total-memory") if total_memory is not None else default_max_memory()
+    except NeuronprobeError as exc:
+        raise ConfigError(str(exc)) from None
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(f"--jobs {jobs}: use 1 to {MAX_JOBS}")
+    per = worker_limits(config).max_memory_bytes
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    wanted = jobs if jobs is not None else cores
+    if per is None:
+        fit = max(1, total // MIN_MEMORY_BYTES)
+        count = wanted if jobs is not None else min(wanted, fit)
+        per = max(MIN_MEMORY_BYTES, total // count)
+    else:
+        per = min(per, total)
+        count = wanted if jobs is not None else min(wanted, max(1, total // per))
+    return max(1, min(count, len(config.models))), MemoryPlan(per_worker_bytes=per, total_bytes=total)
+
+
+def assemble_night(analysed: list[Analysed], reports_dir: Path, date: str, history_nights: int) -> NightlyResult:
+    """Baselines, diffs, reports, the summary and the index for analysed models (in the config's order).
+
+    Shared by a single nightly and by ``nightly merge``: both write the same files.
+    """
     warnings: list[str] = []
     outcomes: list[ModelOutcome] = []
     tonight: list[NightReport] = []
     files: dict[str, str] = {}
-    for model in config.models:
-        if progress:
-            progress(f"analysing {model.name} ({model.model})")
-        outcome = ModelOutcome(name=model.name)
+    for item in analysed:
+        outcome = ModelOutcome(name=item.name, error=item.error, internal=item.internal, seconds=item.seconds, reused_from=item.reused_from)
         outcomes.append(outcome)
-        try:
-            report = analyze(model, config, required, command_line)
-        except BackendUnavailable:
-            raise
-        except NeuronprobeError as exc:
-            outcome.error = str(exc)
+        report = item.report
+        if report is None:
             continue
-        except InternalError as exc:  # a neuronprobe bug on this model: the others still run, the night exits 3
-            outcome.error = f"internal error: {type(exc).__name__}: {exc}"
-            outcome.internal = True
-            continue
-        baseline = find_baseline(reports_dir, model.name, report, date, warnings)
+        baseline = find_baseline(reports_dir, item.name, report, date, warnings)
         if baseline is not None:
             report.baseline_diff = diff_reports(
                 baseline.report,
@@ -382,14 +566,14 @@ def run_nightly(
             )
             outcome.baseline_date = baseline.date
         outcome.report = report
-        outcome.json_path = f"{date}/{model.name}.json"
-        outcome.html_path = f"{date}/{model.name}.html"
+        outcome.json_path = f"{date}/{item.name}.json"
+        outcome.html_path = f"{date}/{item.name}.html"
         files[outcome.json_path] = report.to_json()
         files[outcome.html_path] = _render_report_html(report)
-        tonight.append(NightReport(date, model.name, report, outcome.json_path, outcome.html_path))
+        tonight.append(NightReport(date, item.name, report, outcome.json_path, outcome.html_path))
     files[f"{date}/{SUMMARY_FILE}"] = summary_json(date, outcomes)
     replaced = {o.name for o in outcomes if o.report is not None}  # their files on disk are overwritten
-    history = load_history(reports_dir, config.history, warnings, replace=(date, replaced))
+    history = load_history(reports_dir, history_nights, warnings, replace=(date, replaced))
     history = sorted(history + tonight, key=lambda n: (n.date, n.name))
     failures = {o.name: o.error for o in outcomes if o.report is None}
     files[INDEX_FILE] = render_index(history, date, [o.name for o in outcomes], failures, warnings)
@@ -417,7 +601,7 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
     return analyze_spec(model.model, options, model.traffic)
 
 
-def isolated_analyze(config: NightlyConfig) -> AnalyzeFn:
+def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None) -> AnalyzeFn:
     """analyze_model with each model in its own killable worker (what `neuronprobe nightly` runs).
 
     A model that exits, hangs, dies or runs out of memory becomes that model's
@@ -426,6 +610,8 @@ def isolated_analyze(config: NightlyConfig) -> AnalyzeFn:
     from neuronprobe.worker import analyze_in_worker
 
     limits = worker_limits(config)
+    if max_memory_bytes is not None:  # a parallel night's share of the total (see plan_workers)
+        limits = dataclasses.replace(limits, max_memory_bytes=max_memory_bytes)
 
     def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
         return analyze_in_worker(model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits)
@@ -438,7 +624,7 @@ def input_files(config: NightlyConfig) -> list[str]:
     files = [config.path]
     for m in config.models:
         traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
-        files += [p for p in (None if m.model.startswith("hf:") else m.model, *traffic) if p]
+        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic) if p]
     return files
 
 
@@ -583,6 +769,8 @@ def summary_json(date: str, outcomes: list[ModelOutcome]) -> str:
                 "comparable": d.comparable if d is not None else None,
                 "not_comparable_reason": d.not_comparable_reason if d is not None and not d.comparable else None,
                 "regressions": list(d.regressions) if d is not None else [],
+                "seconds": round(o.seconds, 3),
+                "reused_from": o.reused_from,
             }
         )
     return json.dumps({"date": date, "models": models}, indent=2) + "\n"

@@ -70,12 +70,13 @@ def serve(monkeypatch: pytest.MonkeyPatch, tonight: dict[str, Report | Exception
     monkeypatch.setattr(nightly, "analyze_model", fake)
     # These tests are about the night's logic, so the fake runs in this process (the
     # workers that isolate real models are tested in test_isolation_cli.py).
-    monkeypatch.setattr(nightly, "isolated_analyze", lambda config: fake)
+    monkeypatch.setattr(nightly, "isolated_analyze", lambda config, *rest: fake)
     return calls
 
 
 def night(config: Path, reports: Path, date: str, *extra: str):
-    return runner.invoke(app, ["nightly", str(config), "-o", str(reports), "--date", date, *extra])
+    # The fake analysis changes a model's report without changing its file: no result cache (tests/test_nightly_cache.py).
+    return runner.invoke(app, ["nightly", str(config), "-o", str(reports), "--date", date, "--no-cache", *extra])
 
 
 def clean() -> dict[str, Report | Exception]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -135,6 +136,9 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("diff", "html_path"): "output",
     ("nightly", "config"): "input",
     ("nightly", "output_dir"): "output",
+    ("nightly", "shard_dirs"): "input",
+    ("nightly", "history"): "output",
+    ("nightly", "cache_dir"): "output",
     ("buckets", "lengths"): "input",
     ("buckets", "step_times"): "input",
     ("buckets", "json_path"): "output",
@@ -226,6 +230,34 @@ def _case_nightly_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
     return ["nightly", str(config), "-o", str(config), "--date", "2026-01-02"], [config, model]
 
 
+def _case_nightly_history(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    """`nightly merge SHARD --history FILE`: the history folder is a shard's own manifest."""
+    shard = tmp_path / "shard-1"
+    shard.mkdir()
+    manifest = {
+        "format": 1,
+        "config_sha256": "0" * 64,
+        "neuronprobe": "0.1.0",
+        "rules": "1",
+        "backend": "static",
+        "require_backend": None,
+        "date": "2026-01-02",
+        "history": 30,
+        "shard": [1, 1],
+        "config_models": ["m"],
+        "models": [{"name": "m", "error": "m.py: the model code raised ValueError", "internal": False, "seconds": 1.0}],
+    }
+    (shard / "_shard.json").write_text(json.dumps(manifest))
+    return ["nightly", "merge", str(shard), "--history", str(shard / "_shard.json")], [shard / "_shard.json"]
+
+
+def _case_nightly_cache(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'[[models]]\nmodel = "{model.name}"\n')
+    return ["nightly", str(config), "-o", str(tmp_path / "reports"), "--cache", str(model), "--date", "2026-01-02"], [config, model]
+
+
 def _case_buckets_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
     lengths = tmp_path / "L.txt"
     lengths.write_text("5\n9\n")
@@ -249,6 +281,8 @@ OUTPUT_CASES = {
     ("diff", "json_path"): _case_diff_json,
     ("diff", "html_path"): _case_diff_html,
     ("nightly", "output_dir"): _case_nightly_output_dir,
+    ("nightly", "history"): _case_nightly_history,
+    ("nightly", "cache_dir"): _case_nightly_cache,
     ("buckets", "json_path"): _case_buckets_json,
     ("setup", "path"): _case_setup_path,
 }
