@@ -54,6 +54,7 @@ BUILTIN_RULES: tuple[str, ...] = (
 # give and fails when one is missing here).
 CODE_RULES: tuple[str, ...] = (
     "data-dependent-branch",  # analysis: a Python branch on a tensor value
+    "graph-break-python",  # analysis: a graph break on Python dynamo cannot follow (analysis.PYTHON_BREAK_RULE)
     "unsupported-op",  # analysis: an op no capture strategy could classify
     "host-read",  # training: a tensor read on the host inside the step
     "branch-on-metric",  # training: a branch on a metric in the loop
