@@ -35,8 +35,12 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
+# Two workers (the machines this runs on have two cores), each taking whole test files: a file's
+# module fixtures (a notebook kernel, a browser) stay in one process. About half the serial time.
+TEST_WORKERS ?= 2
+
 test: install system-deps xla-env lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	$(PY) benchmarks/bench_analyze.py

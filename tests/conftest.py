@@ -15,6 +15,7 @@ host. They run only when the job declares it::
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -150,7 +151,14 @@ def hide_modules(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
 # and no NEURONPROBE_XLA_PYTHON, except through the `xla_env` fixture below.
 _XLA_PYTHON_ENV = "NEURONPROBE_XLA_PYTHON"
 _XLA_DIR_ENV = "NEURONPROBE_XLA_ENV"
-_REAL_XLA = {k: os.environ.get(k, "") for k in (_XLA_PYTHON_ENV, _XLA_DIR_ENV, "XDG_CACHE_HOME")}
+# pytest-xdist's workers inherit the environment this module changed in the controller: the real values
+# travel to them in one variable of their own, set before anything is changed.
+_SAVED_REAL_XLA = "NEURONPROBE_TESTS_REAL_XLA"
+if _SAVED_REAL_XLA in os.environ:
+    _REAL_XLA = json.loads(os.environ[_SAVED_REAL_XLA])
+else:
+    _REAL_XLA = {k: os.environ.get(k, "") for k in (_XLA_PYTHON_ENV, _XLA_DIR_ENV, "XDG_CACHE_HOME")}
+    os.environ[_SAVED_REAL_XLA] = json.dumps(_REAL_XLA)
 os.environ[_XLA_DIR_ENV] = str(Path(__file__).resolve().parent / ".no-xla-env")
 os.environ.pop(_XLA_PYTHON_ENV, None)
 
