@@ -275,3 +275,21 @@ def leaves_no_global_state() -> Iterator[None]:
     changed = leaks(before, global_state())
     if changed:
         pytest.fail("the test leaked global state: " + "; ".join(changed), pytrace=False)
+
+
+# --- headless Chromium (the browser tests) ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """One headless Chromium per test module; FAILS (never skips) with the install command when it is missing."""
+    from chromium_cdp import Browser, ChromiumMissing
+
+    try:
+        b = Browser()
+    except ChromiumMissing as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield b
+    finally:
+        b.close()

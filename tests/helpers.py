@@ -28,3 +28,19 @@ def marker_line(path: Path) -> int:
     marks = expectations(path)
     assert marks, f"{path} has no # EXPECT/# RAISES marker"
     return marks[0][0]
+
+
+def refused(args: list[str], *inputs: Path) -> str:
+    """Run the CLI with ``args``: exit 2, one ``error:`` line and no traceback, every input byte-identical; the line."""
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+
+    before = {p: p.read_bytes() for p in inputs}
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    for p, data in before.items():
+        assert p.read_bytes() == data, p
+    return lines[0]

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
-from chromium_cdp import Browser, ChromiumMissing
+from chromium_cdp import Browser
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,18 +169,6 @@ def test_the_magics(tmp_path: Path) -> None:
     assert not [o for o in bad["outputs"] if o["output_type"] == "error"]
     assert "does_not_exist.py" in stderr(bad) and "Traceback" not in stderr(bad)
     assert not data(bad, "text/html")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    try:
-        b = Browser()
-    except ChromiumMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 @pytest.mark.browser

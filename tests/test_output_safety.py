@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from diff_fixtures import make_report
-from helpers import MODELS
+from helpers import MODELS, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
@@ -19,17 +19,6 @@ from neuronprobe.files import check_outputs, write_atomic
 runner = CliRunner()
 
 
-def _refused(args: list[str], *inputs: Path) -> str:
-    before = {p: p.read_bytes() for p in inputs}
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    for p, data in before.items():
-        assert p.read_bytes() == data, p
-    return lines[0]
-
-
 def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp"))
 
@@ -37,7 +26,7 @@ def _leftovers(folder: Path) -> list[str]:
 def test_analyze_refuses_to_write_over_its_model_file(tmp_path):
     model = tmp_path / "m.py"
     model.write_bytes((MODELS / "mlp.py").read_bytes())
-    line = _refused(["analyze", str(model), "--json", str(model)], model)
+    line = refused(["analyze", str(model), "--json", str(model)], model)
     assert line == f"error: --json {model} is an input of this command ({model}); write the output elsewhere"
     assert _leftovers(tmp_path) == []
 
@@ -45,7 +34,7 @@ def test_analyze_refuses_to_write_over_its_model_file(tmp_path):
 def test_analyze_refuses_a_json_path_that_is_also_the_html_report(tmp_path):
     model = MODELS / "mlp.py"
     out = tmp_path / "x.html"
-    line = _refused(["analyze", str(model), "--json", str(out)], model)
+    line = refused(["analyze", str(model), "--json", str(out)], model)
     assert line == f"error: the HTML report {out} is also the --json output; give each output its own file"
     assert not out.exists()
 
@@ -53,7 +42,7 @@ def test_analyze_refuses_a_json_path_that_is_also_the_html_report(tmp_path):
 def test_buckets_refuses_to_write_over_its_lengths(tmp_path):
     lengths = tmp_path / "L.txt"
     lengths.write_text("5\n9\n12\n")
-    line = _refused(["buckets", str(lengths), "--json", str(lengths)], lengths)
+    line = refused(["buckets", str(lengths), "--json", str(lengths)], lengths)
     assert line.startswith(f"error: --json {lengths} is an input of this command")
 
 
@@ -63,7 +52,7 @@ def test_diff_refuses_to_write_over_either_report(tmp_path, flag):
     base.write_text(make_report([]).to_json())
     new.write_text(make_report([]).to_json())
     for target in (base, new):
-        line = _refused(["diff", str(base), str(new), flag, str(target)], base, new)
+        line = refused(["diff", str(base), str(new), flag, str(target)], base, new)
         assert line.startswith(f"error: {flag} {target} is an input of this command")
     assert _leftovers(tmp_path) == []
 
@@ -71,12 +60,12 @@ def test_diff_refuses_to_write_over_either_report(tmp_path, flag):
 def test_a_device_or_a_folder_is_never_a_target(tmp_path):
     run = tmp_path / "run.json"
     run.write_text(make_report([]).to_json())
-    line = _refused(["report", str(run), "-o", os.devnull], run)
+    line = refused(["report", str(run), "-o", os.devnull], run)
     assert line == f"error: --output {os.devnull} exists and is a device; give a file path"
     assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
     folder = tmp_path / "folder.html"
     folder.mkdir()
-    line = _refused(["report", str(run), "-o", str(folder)], run)
+    line = refused(["report", str(run), "-o", str(folder)], run)
     assert line == f"error: --output {folder} exists and is a folder; give a file path"
     assert folder.is_dir() and _leftovers(tmp_path) == []
 
@@ -296,5 +285,5 @@ def test_every_output_option_has_a_refusal_case():
 def test_every_output_option_is_refused_over_an_input(tmp_path, option):
     args, inputs = OUTPUT_CASES[option](tmp_path)
     before = sorted(p.name for p in tmp_path.rglob("*"))
-    _refused(args, *inputs)
+    refused(args, *inputs)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, nothing half-written

@@ -7,11 +7,10 @@ rendered page are kept under test-artifacts/report-browser/ for a human look.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chromium_cdp import Browser, ChromiumMissing
+from chromium_cdp import Browser
 from report_fixtures import clean_report, rich_report
 
 from neuronprobe.report.html import render_html
@@ -19,18 +18,6 @@ from neuronprobe.report.html import render_html
 pytestmark = pytest.mark.browser
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "report-browser"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    try:
-        b = Browser()
-    except ChromiumMissing as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield b
-    finally:
-        b.close()
 
 
 def _write(name: str, html: str) -> Path:

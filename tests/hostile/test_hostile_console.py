@@ -7,9 +7,6 @@ through :func:`neuronprobe.console_io.make_console`, whose render hook applies :
 
 from __future__ import annotations
 
-import os
-
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -85,7 +82,6 @@ def test_doctor_shows_a_hostile_environment_path_escaped_and_as_written(tmp_path
     assert f"{tmp_path}/env\\x1b[2J[/x]" in result.output and _raw_controls(result.output) == []
 
 
-@pytest.mark.skipif(os.name != "posix", reason="POSIX file names")
 def test_a_nightly_config_path_is_escaped(tmp_path):
     folder = tmp_path / f"c{CLEAR}"
     folder.mkdir()

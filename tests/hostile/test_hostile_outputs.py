@@ -12,24 +12,13 @@ import time
 from pathlib import Path
 
 from diff_fixtures import make_report
-from helpers import MODELS
+from helpers import MODELS, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.nightly import SUMMARY_FILE, night_lock, write_night
 
 runner = CliRunner()
-
-
-def _refused(args: list[str], *inputs: Path) -> str:
-    before = {p: p.read_bytes() for p in inputs}
-    result = runner.invoke(app, args)
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    for p, data in before.items():
-        assert p.read_bytes() == data, p
-    return lines[0]
 
 
 def _repo(tmp_path: Path) -> Path:
@@ -46,28 +35,28 @@ def test_audit_never_writes_over_a_file_it_audits(tmp_path):
     files = [repo / "train.py", repo / "sub" / "requirements.txt", repo / "sub" / ".gitignore"]
     for target in files:
         for flag in ("--json", "--sarif"):
-            line = _refused(["audit", str(repo), flag, str(target)], *files)
+            line = refused(["audit", str(repo), flag, str(target)], *files)
             assert line == f"error: {flag} {target} is an input of this command ({target}); write the output elsewhere"
 
 
 def test_audit_of_one_file_never_writes_over_it(tmp_path):
     a = tmp_path / "a.py"
     a.write_text("import torch\nx = torch.zeros(2).cuda()\n")
-    assert _refused(["audit", str(a), "--json", str(a)], a).startswith(f"error: --json {a} is an input")
+    assert refused(["audit", str(a), "--json", str(a)], a).startswith(f"error: --json {a} is an input")
 
 
 def test_audit_json_never_overwrites_its_baseline(tmp_path):
     repo = _repo(tmp_path)
     baseline = tmp_path / "baseline.json"
     assert runner.invoke(app, ["audit", str(repo), "--json", str(baseline)]).exit_code == 0
-    line = _refused(["audit", str(repo), "--baseline", str(baseline), "--json", str(baseline)], baseline)
+    line = refused(["audit", str(repo), "--baseline", str(baseline), "--json", str(baseline)], baseline)
     assert line.startswith(f"error: --json {baseline} is an input of this command")
 
 
-def test_audit_json_and_sarif_into_one_file_is_refused(tmp_path):
+def test_audit_json_and_sarif_into_one_file_isrefused(tmp_path):
     repo = _repo(tmp_path)
     out = tmp_path / "X"
-    line = _refused(["audit", str(repo), "--json", str(out), "--sarif", str(out)])
+    line = refused(["audit", str(repo), "--json", str(out), "--sarif", str(out)])
     assert line == f"error: --sarif {out} is also the --json output; give each output its own file"
     assert not out.exists()
 
@@ -82,24 +71,24 @@ def test_audit_into_the_audited_folder_is_fine_when_the_report_is_a_new_file(tmp
 def test_analyze_never_writes_over_an_audited_file_or_its_rule_file(tmp_path):
     repo = _repo(tmp_path)
     model = MODELS / "mlp.py"
-    line = _refused(["analyze", str(model), "--audit", str(repo), "--json", str(repo / "train.py")], repo / "train.py")
+    line = refused(["analyze", str(model), "--audit", str(repo), "--json", str(repo / "train.py")], repo / "train.py")
     assert line.startswith(f"error: --json {repo / 'train.py'} is an input of this command")
     rules = tmp_path / "r.json"
     rules.write_text('{"rules": []}\n')
-    line = _refused(["analyze", str(model), "--rules", str(rules), "--json", str(rules)], rules)
+    line = refused(["analyze", str(model), "--rules", str(rules), "--json", str(rules)], rules)
     assert line.startswith(f"error: --json {rules} is an input of this command")
     # The HTML report beside the JSON is an output too: x.json writes x.html.
     html = tmp_path / "r.html"
     html.write_text("{}")
-    line = _refused(["analyze", str(model), "--rules", str(html), "--json", str(tmp_path / "r.json")], html)
+    line = refused(["analyze", str(model), "--rules", str(html), "--json", str(tmp_path / "r.json")], html)
     assert line.startswith(f"error: the HTML report {html} is an input of this command")
 
 
-def test_an_empty_output_path_is_the_current_folder_and_refused(tmp_path, monkeypatch):
+def test_an_empty_output_path_is_the_current_folder_andrefused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     lengths = tmp_path / "L.txt"
     lengths.write_text("5\n")
-    assert _refused(["buckets", str(lengths), "--json", ""], lengths) == "error: --json . exists and is a folder; give a file path"
+    assert refused(["buckets", str(lengths), "--json", ""], lengths) == "error: --json . exists and is a folder; give a file path"
 
 
 # --- two nightlies, one folder and date --------------------------------------------------------
