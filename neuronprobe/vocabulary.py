@@ -111,6 +111,27 @@ PROBLEM_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_problem
 NOTE_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_note)
 
 
+class Confirmation(Word):
+    """What the parity run's emulation says of a risky low-precision construct found statically (issue 25)."""
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> Confirmation:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    # the module holding the line is where the emulated output first turns non-finite or exceeds the tolerance
+    MATTERS = ("matters", "measured to matter on these inputs")
+    # the module ran and its output stayed finite and within the tolerance
+    NO_EFFECT = ("no_effect", "reached, no measurable effect on these inputs")
+    # the module's output is off, but an earlier module's already was: this line's share cannot be told apart
+    UPSTREAM = ("upstream", "reached; the error arrives from an earlier module, so this line's own effect is not measured")
+    # no per-module row for the module holding the line: these inputs never ran it
+    NOT_REACHED = ("not_reached", "not reached by these inputs")
+
+
 class TopVerdict(Word):
     """The report's one-word answer, with the words the console and the JSON give it."""
 

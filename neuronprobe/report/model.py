@@ -27,6 +27,7 @@ from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.vocabulary import (
     CaptureStrategy,
     CauseKind,
+    Confirmation,
     Fit,
     Origin,
     Phase,
@@ -91,11 +92,15 @@ class Finding:
     shapes: str = ""
     phase: Phase = Phase.FORWARD  # schema 2 (loop: a host read in the training loop)
     cell: int | None = None  # schema 4: the notebook cell (In [n]) when ``file`` is a cell; see neuronprobe.cells
+    # schema 4 (issue 25): a risky low-precision construct, as the parity run's emulation judged it (None: not judged)
+    confirmation: Confirmation | None = None
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
         self.origin = Origin(self.origin)
         self.phase = Phase(self.phase)
+        if self.confirmation is not None:
+            self.confirmation = Confirmation(self.confirmation)
 
     @property
     def location(self) -> SourceLocation:

@@ -194,15 +194,16 @@ def rule_by_id(table: SupportTable, rule_id: str, op: str | None = None) -> Rule
 def code_rule_ids() -> frozenset[str]:
     """Every rule id a finding can carry that is not a rule of the support table.
 
-    :data:`BUILTIN_RULES`, :data:`CODE_RULES`, the training rules and the HLO rules
-    of the xla-cpu backend. A user's rule may not take one of these ids (nor a bundled
+    :data:`BUILTIN_RULES`, :data:`CODE_RULES`, the training rules, the HLO rules
+    of the xla-cpu backend and the risky low-precision constructs of ``parity``. A user's rule may not take one of these ids (nor a bundled
     rule's id, unless it declares ``"override": true``).
     """
     from neuronprobe.backends.hlo_checks import load_rules as load_hlo_rules
+    from neuronprobe.support.precision_rules import precision_rule_ids
     from neuronprobe.training import training_rules
 
     hlo = {r.id for r in load_hlo_rules().rules}
-    return frozenset({*BUILTIN_RULES, *CODE_RULES, *hlo, *(r.id for r in training_rules()[0])})
+    return frozenset({*BUILTIN_RULES, *CODE_RULES, *hlo, *(r.id for r in training_rules()[0]), *precision_rule_ids()})
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,606 @@
+"""Risky low-precision constructs at the user's line, found on the captured op graph (issue 25, point 3).
+
+A model that is right in float32 can go wrong in float16, bfloat16 or float8 for
+reasons that sit on one line of the user's code: an epsilon that is 0 in the low
+type, a ``-1e9`` mask that is ``-inf``, a softmax summed in bfloat16, a float32
+constant the low type cannot hold, positions past the low type's exact integers.
+:func:`find_risky` finds them on an :class:`~neuronprobe.capture.OpGraph` (each
+call's constants by schema name, its dtypes, its producers, the user's file:line)
+and returns ``precision`` findings (a note, never a blocker) with the rule ids of
+``support/data/precision_rules.json``. Every threshold is read from ``torch.finfo``
+of the low type: the largest value, the smallest normal and subnormal, and the
+exact integer range ``2 / eps``; a constant's value in the low type is torch's own
+conversion of it.
+
+:func:`confirm` then says, for each finding, what the parity run's emulation
+measured at the module that holds the line (:class:`~neuronprobe.vocabulary.Confirmation`).
+
+Which calls compute in the low type follows the precision being checked
+(:class:`LowPrecision`): a model served in the low type is captured cast to it, so
+its graph's dtypes say where the user upcast; ``--auto-cast all`` computes every
+float32 op in the low type too. The accumulations (softmax, norms, reductions)
+count only when mixed-precision accumulation is off or the model is served in the
+low type. ``tf32`` is no storage type (torch has no ``finfo`` for it) and only
+touches matmul inputs, which none of these constructs are: it finds nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, Protocol, TypeGuard
+
+from neuronprobe.capture import OpCall, OpGraph, relative_path
+from neuronprobe.report.model import Finding
+from neuronprobe.support.precision_rules import load_precision_rules
+from neuronprobe.vocabulary import Confirmation, Phase, Verdict
+
+# The rule ids (support/data/precision_rules.json).
+EPS_RULE = "precision-eps-underflow"
+MASK_RULE = "precision-mask-overflow"
+ACCUMULATION_RULE = "precision-low-accumulation"
+CONSTANT_RULE = "precision-constant-range"
+INTEGERS_RULE = "precision-inexact-integers"
+
+# parity's low-type names (vocabulary.LowType, ServedDtype) -> torch dtype names.
+LOW_DTYPES: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp8_e4m3": "float8_e4m3fn"}
+_LABELS = {v: k for k, v in LOW_DTYPES.items()}
+
+# --- the ops each rule reads (aten names; the overload does not matter) ----------------------------
+
+# Fused norms and the schema name of their epsilon.
+_NORMS = frozenset(
+    {
+        "layer_norm",
+        "native_layer_norm",
+        "group_norm",
+        "native_group_norm",
+        "rms_norm",
+        "_fused_rms_norm",
+        "batch_norm",
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_no_training",
+        "instance_norm",
+    }
+)
+# Ops whose result divides by, or takes the root or log of, what an epsilon protects.
+_EPS_CONSUMERS = frozenset({"rsqrt", "sqrt", "reciprocal", "div", "log", "log2", "log10", "log1p", "pow"})
+# Ops that write a constant into a tensor (the constant's schema names).
+_FILLS: dict[str, tuple[str, ...]] = {
+    "masked_fill": ("value",),
+    "masked_fill_": ("value",),
+    "where": ("self", "other"),
+    "fill": ("value",),
+    "fill_": ("value",),
+    "full": ("fill_value",),
+    "full_like": ("fill_value",),
+    "new_full": ("fill_value",),
+    "index_fill": ("value",),
+    "index_fill_": ("value",),
+    "scalar_tensor": ("s",),
+}
+# Arithmetic with a Python number (``other`` is the number when it is no tensor).
+_ARITHMETIC: dict[str, str] = {"add": "+", "add_": "+", "sub": "-", "sub_": "-", "rsub": "-", "mul": "*", "mul_": "*", "div": "/", "div_": "/"}
+# Where a mask value ends up: an overflowed mask constant matters when it reaches one of these.
+_MASK_USERS = ("softmax", "logsumexp", "scaled_dot_product", "amax", "amin", "max", "min", "topk", "sort", "argmax", "argmin")
+_MASK_REACH = 8  # ops followed from the constant towards its softmax (mask arithmetic is a few elementwise ops)
+# Accumulations that are risky in the low type at any length ...
+_ALWAYS_ACCUMULATE = frozenset(
+    {"softmax", "_softmax", "_safe_softmax", "log_softmax", "_log_softmax", "logsumexp", "exp", "var", "std", "var_mean", "std_mean"}
+)
+# ... and the ones that are risky when they add more terms than the low type can count (2 / eps).
+_LONG_ACCUMULATE = frozenset({"sum", "mean", "nansum", "cumsum", "linalg_vector_norm", "norm"})
+# Ops that keep the values of their first tensor input (views, copies, casts): integer ranges pass through.
+_KEEPS_VALUES = frozenset(
+    {
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "unsqueeze",
+        "squeeze",
+        "expand",
+        "expand_as",
+        "permute",
+        "transpose",
+        "t",
+        "slice",
+        "select",
+        "narrow",
+        "clone",
+        "contiguous",
+        "alias",
+        "detach",
+        "_to_copy",
+        "to",
+        "type_as",
+        "flatten",
+        "unflatten",
+        "repeat",
+        "index_select",
+        "flip",
+        "roll",
+        "lift_fresh_copy",
+    }
+)
+
+
+@dataclass(frozen=True)
+class LowPrecision:
+    """The low type a parity run checks, and where the model computes in it."""
+
+    dtype: str  # torch dtype name: float16 | bfloat16 | float8_e4m3fn
+    served: bool = False  # the model's weights and inputs are cast to it (its graph was captured cast)
+    auto_cast_all: bool = False  # neuronx-cc --auto-cast all: every float32 op computes in it too
+    fp32_accumulation: bool = True  # neuronx-cc mixed-precision accumulation (on by default since Neuron 2.27)
+
+    @property
+    def label(self) -> str:
+        return _LABELS.get(self.dtype, self.dtype)
+
+    def computes_low(self, dtype: str | None) -> bool:
+        """Whether a value of ``dtype`` is computed in the low type under this precision."""
+        return dtype == self.dtype or (self.auto_cast_all and dtype == "float32")
+
+    @property
+    def accumulates_low(self) -> bool:
+        """Whether softmax, norms and reductions in the low type stay there (brief: MPA off, or served low)."""
+        return self.served or not self.fp32_accumulation
+
+    def why_low(self) -> str:
+        if self.served:
+            return f"the model is served in {self.label}"
+        return "mixed-precision accumulation is off"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a low type can hold, from ``torch.finfo``."""
+
+    dtype: str
+    max: float
+    normal: float  # smallest normal
+    subnormal: float  # smallest subnormal: smallest normal * eps
+    eps: float
+    exact: int  # every integer up to this is exact: 2 / eps
+
+    def rounded(self, value: float) -> float:
+        """``value`` as the low type holds it (torch's round-to-nearest-even conversion, saturating where torch does)."""
+        return _rounded(self.dtype, float(value))
+
+
+@lru_cache(maxsize=8)
+def limits(dtype: str) -> Limits:
+    import torch
+
+    info = torch.finfo(getattr(torch, dtype))
+    return Limits(dtype, float(info.max), float(info.smallest_normal), float(info.smallest_normal * info.eps), float(info.eps), round(2 / info.eps))
+
+
+@lru_cache(maxsize=1024)
+def _rounded(dtype: str, value: float) -> float:
+    import torch
+
+    return float(torch.tensor(value, dtype=torch.float64).to(getattr(torch, dtype)).item())
+
+
+# --- the scan ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    rule: str
+    call: OpCall
+    values: dict[str, Any]  # what fills the rule's message and fix frames
+
+
+def find_risky(graph: OpGraph, precision: LowPrecision) -> list[Finding]:
+    """The risky constructs of ``graph`` for ``precision``: one ``precision`` finding per rule and line."""
+    if precision.dtype not in _LABELS:
+        return []
+    calls = graph.calls
+    users: dict[int, list[int]] = defaultdict(list)
+    for c in calls:
+        for s in c.sources:
+            if s is not None:
+                users[s].append(c.index)
+    scan = _Scan(calls, users, precision, limits(precision.dtype))
+    hits: list[_Hit] = []
+    for call in calls:
+        if call.phase != Phase.FORWARD:
+            continue
+        hits.extend(scan.call(call))
+    hits.extend(scan.integers())
+    return _findings(hits, precision, scan.lim)
+
+
+class _Scan:
+    def __init__(self, calls: list[OpCall], users: dict[int, list[int]], precision: LowPrecision, lim: Limits) -> None:
+        self.calls = calls
+        self.by_index = {c.index: c for c in calls}
+        self.users = users
+        self.p = precision
+        self.lim = lim
+
+    def low(self, call: OpCall) -> bool:
+        """Whether ``call`` computes in the low type: its first float input (else its output) is low."""
+        floats = [t.dtype for t in call.inputs if t.dtype.startswith(("float", "bfloat"))]
+        first = floats[0] if floats else next((t.dtype for t in call.outputs if t.dtype.startswith(("float", "bfloat"))), None)
+        return self.p.computes_low(first)
+
+    def call(self, call: OpCall) -> list[_Hit]:
+        name = call.name
+        if name in _NORMS:
+            return self._norm(call)
+        if name in ("clamp_min", "clamp") and self.low(call):
+            return self._clamp(call)
+        if name in _FILLS and self.low(call):
+            return self._fill(call)
+        if name in _ARITHMETIC and self.low(call):
+            return self._arithmetic(call)
+        if (name in _ALWAYS_ACCUMULATE or name in _LONG_ACCUMULATE) and self.p.accumulates_low:
+            return self._accumulation(call)
+        return []
+
+    # 1. epsilons
+    def _norm(self, call: OpCall) -> list[_Hit]:
+        eps = call.constants.get("eps")
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or eps <= 0 or not self.low(call) or not self.p.accumulates_low:
+            return []
+        if self.lim.rounded(eps) != 0:
+            return []
+        effect = f"a row of equal values (zero variance) divides by zero in {self.p.label}: rsqrt(0) is inf, and the row turns inf or nan"
+        return [_Hit(EPS_RULE, call, {"what": f"{name_of(call)}'s eps", "value": float(eps), "effect": effect})]
+
+    def _clamp(self, call: OpCall) -> list[_Hit]:
+        low_bound = call.constants.get("min")
+        if not isinstance(low_bound, float) or low_bound <= 0 or self.lim.rounded(low_bound) != 0:
+            return []
+        after = self._eps_consumer(call)
+        effect = (
+            f"the clamp lets 0 through, and {after} divides by zero: a zero row (a zero vector) becomes inf or nan"
+            if after
+            else "the clamp lets 0 through: what it guards becomes 0"
+        )
+        return [_Hit(EPS_RULE, call, {"what": f"{name_of(call)}'s min", "value": low_bound, "effect": effect})]
+
+    def _eps_consumer(self, call: OpCall) -> str | None:
+        """The first op downstream of ``call`` (a few hops) that divides by it, roots or logs it, as ``op at line``."""
+        seen: set[int] = set()
+        frontier = [call.index]
+        for _ in range(3):
+            nxt = []
+            for i in frontier:
+                for u in self.users.get(i, ()):
+                    if u in seen:
+                        continue
+                    seen.add(u)
+                    user = self.by_index.get(u)
+                    if user is None:
+                        continue
+                    if user.name in _EPS_CONSUMERS:
+                        return f"{name_of(user)}{_at_line(user, call)}"
+                    nxt.append(u)
+            frontier = nxt
+        return None
+
+    # 2. mask constants, 4. constants mixed into the low type
+    def _fill(self, call: OpCall) -> list[_Hit]:
+        hits = []
+        for arg in _FILLS[call.name]:
+            value = call.constants.get(arg)
+            if not _number(value) or abs(value) <= self.lim.max:
+                continue
+            rounded = self.lim.rounded(value)
+            effect = self._mask_effect(call, rounded)
+            if self.p.served and call.name.startswith(("masked_fill", "full", "new_full", "fill", "index_fill")):
+                effect += f"; torch itself refuses it in {self.p.label} ('value cannot be converted to type ... without overflow')"
+            hits.append(
+                _Hit(MASK_RULE, call, {"what": f"the {name_of(call)} value", "value": float(value), "max": self.lim.max, "rounded": rounded, "effect": effect})
+            )
+        return hits
+
+    def _mask_effect(self, call: OpCall, rounded: float) -> str:
+        if math.isinf(rounded):
+            user = self._mask_user(call)
+            where = f" ({name_of(user)}{_at_line(user, call)})" if user else ""
+            times = "; and where the mask is 0, 0 * inf is nan" if name_of(call) == "mul" else ""
+            return f"a row where every position is masked makes softmax{where} compute -inf - -inf = nan{times}"
+        return f"it saturates at {rounded:g}, so the mask no longer dominates every score"
+
+    def _mask_user(self, call: OpCall) -> OpCall | None:
+        """The softmax-like op the value reaches within a few ops, if any."""
+        seen: set[int] = set()
+        frontier = [call.index]
+        for _ in range(_MASK_REACH):
+            nxt = []
+            for i in frontier:
+                for u in self.users.get(i, ()):
+                    if u in seen:
+                        continue
+                    seen.add(u)
+                    user = self.by_index.get(u)
+                    if user is None:
+                        continue
+                    if any(m in user.name for m in _MASK_USERS):
+                        return user
+                    nxt.append(u)
+            frontier = nxt
+        return None
+
+    def _arithmetic(self, call: OpCall) -> list[_Hit]:
+        value = call.constants.get("other")
+        if not _number(value) or value == 0:
+            return []
+        sym = _ARITHMETIC[call.name]
+        rounded = self.lim.rounded(value)
+        what = f"{name_of(call)} (x {sym} {value:g})"
+        base = {"value": float(value), "rounded": rounded, "max": self.lim.max, "eps": self.lim.eps, "sym": sym, "what": what}
+        if abs(value) > self.lim.max:
+            user = self._mask_user(call)
+            if user is not None:  # an additive or multiplicative mask
+                effect = self._mask_effect(call, rounded)
+                return [_Hit(MASK_RULE, call, {**base, "what": f"the {name_of(call)} mask constant", "effect": effect})]
+            effect = f"the result is {'inf' if math.isinf(rounded) else f'saturated at {rounded:g}'} in {self.p.label} wherever x is not 0"
+            return [_Hit(CONSTANT_RULE, call, {**base, "effect": effect})]
+        if rounded == 0:
+            if sym in "+-":  # an epsilon: adding it does nothing in the low type
+                after = self._eps_consumer(call)
+                effect = (
+                    f"x {sym} eps is x, so where x is 0, {after} divides by zero (a zero-variance row becomes inf or nan)"
+                    if after
+                    else f"x {sym} eps is x: the epsilon protects nothing"
+                )
+                return [_Hit(EPS_RULE, call, {"what": "the epsilon", "value": float(value), "effect": effect})]
+            effect = "the product is 0" if sym == "*" else "the division is by 0: inf or nan"
+            return [_Hit(CONSTANT_RULE, call, {**base, "effect": f"{effect} in {self.p.label}"})]
+        if sym in "*/" and abs(rounded) == 1 and abs(value) != 1:
+            return [_Hit(CONSTANT_RULE, call, {**base, "effect": f"the scaling does nothing in {self.p.label} (its relative precision is {self.lim.eps:.3g})"})]
+        return []
+
+    # 3. accumulations without an upcast
+    def _accumulation(self, call: OpCall) -> list[_Hit]:
+        if not call.inputs or not self.p.computes_low(call.inputs[0].dtype):
+            return []
+        if call.outputs and not self.p.computes_low(call.outputs[0].dtype):
+            return []  # asked for a wider result (dtype=torch.float32): upcast
+        name = call.name
+        lab = self.p.label
+        if name in _LONG_ACCUMULATE:
+            terms = _reduced_terms(call)
+            if terms is None or terms <= self.lim.exact:
+                return []
+            effect = (
+                f"it adds {terms} terms, and a running sum in {lab} stops growing once it holds about {self.lim.exact} equal terms "
+                f"(2 / eps, eps = {self.lim.eps:g})"
+            )
+        elif "softmax" in name or name == "logsumexp":
+            effect = f"the exponentials are summed in {lab} (relative precision {self.lim.eps:.3g}): close scores lose their order and the row sum is inexact"
+        elif name == "exp":
+            effect = (
+                f"exp is inf above {math.log(self.lim.max):.4g} in {lab}, and each value carries {lab}'s relative error {self.lim.eps:.3g} into what follows"
+            )
+        else:
+            effect = f"the mean and the squared deviations are accumulated in {lab}: a large mean cancels a small variance"
+        return [_Hit(ACCUMULATION_RULE, call, {"what": name_of(call), "why": self.p.why_low(), "effect": effect, "fix_call": _upcast_fix(call, self.p)})]
+
+    # 5. integers past the exact range
+    def integers(self) -> list[_Hit]:
+        bounds: dict[int, int] = {}
+        hits: list[_Hit] = []
+        for call in self.calls:
+            out = call.outputs[0].dtype if call.outputs else None
+            bound = self._bound(call, bounds)
+            if bound is None:
+                continue
+            bounds[call.index] = bound
+            if out is None or not out.startswith(("float", "bfloat")) or not self.p.computes_low(out) or bound <= self.lim.exact:
+                continue
+            source = call.sources[0] if call.sources else None
+            source_call = self.by_index.get(source) if source is not None else None
+            if source_call is not None and source_call.outputs and self.p.computes_low(source_call.outputs[0].dtype):
+                continue  # already low upstream: reported where it entered the low type
+            hits.append(_Hit(INTEGERS_RULE, call, self._integer_values(call, bound)))
+        return hits
+
+    def _bound(self, call: OpCall, bounds: dict[int, int]) -> int | None:
+        """The largest magnitude of the integer values ``call`` produces, when they are known."""
+        if call.name == "arange":
+            return _arange_bound(call.constants)
+        source = call.sources[0] if call.sources else None
+        if source is None or source not in bounds:
+            return None
+        if call.name in _KEEPS_VALUES:
+            return bounds[source]
+        other = call.constants.get("other")
+        if call.name in ("add", "sub") and isinstance(other, int) and not isinstance(other, bool):
+            return bounds[source] + abs(other)
+        if call.name == "mul" and isinstance(other, int) and not isinstance(other, bool):
+            return bounds[source] * abs(other)
+        return None
+
+    def _integer_values(self, call: OpCall, bound: int) -> dict[str, Any]:
+        first = self.lim.exact + 1
+        example = f"{first} is {self.lim.rounded(first):g} there"
+        if self.lim.rounded(bound) != bound:
+            example += f", and {bound} is {self.lim.rounded(bound):g}"
+        example += "; positions past it collapse onto their neighbours (rotary angles and position embeddings of distinct positions become equal)"
+        if call.name == "arange":
+            what = "this arange"
+        elif call.name in ("_to_copy", "to", "type_as"):
+            what = "the arange cast here"
+        else:
+            what = f"this {name_of(call)} of an arange"
+        return {"what": what, "bound": bound, "exact": self.lim.exact, "example": example}
+
+
+def name_of(call: OpCall) -> str:
+    return call.name.rstrip("_").lstrip("_") or call.name
+
+
+def _at_line(user: OpCall, origin: OpCall) -> str:
+    if user.line is None or (user.file, user.line) == (origin.file, origin.line):
+        return " on this line"
+    return f" at line {user.line}" if user.file == origin.file else f" at {relative_path(user.file)}:{user.line}"
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _arange_bound(constants: dict[str, Any]) -> int | None:
+    values = [constants.get("start", 0), constants.get("end"), constants.get("step", 1)]
+    numbers = [int(v) for v in values if _number(v) and float(v).is_integer()]
+    if len(numbers) != 3 or numbers[2] == 0:
+        return None
+    start, end, step = numbers
+    count = max(0, math.ceil((end - start) / step))
+    if count == 0:
+        return None
+    return max(abs(start), abs(start + step * (count - 1)))
+
+
+def _reduced_terms(call: OpCall) -> int | None:
+    """How many elements one output element adds up (None when a size is symbolic)."""
+    shape = call.inputs[0].shape
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    sizes = [int(s) for s in shape]
+    dim = call.constants.get("dim")
+    dims = list(range(len(sizes))) if dim is None or dim == [] else [dim] if isinstance(dim, int) else list(dim)
+    try:
+        return math.prod(sizes[d] for d in dims) if sizes else 1
+    except (IndexError, TypeError):
+        return None
+
+
+def _upcast_fix(call: OpCall, precision: LowPrecision) -> str:
+    name = name_of(call)
+    if "softmax" in name:
+        how = f"{name}(x, dim, dtype=torch.float32), then .to(x.dtype)"
+    elif name in ("sum", "cumsum", "nansum", "mean"):
+        how = f"x.{name}(dim, dtype=torch.float32), then .to(x.dtype)"
+    else:
+        how = "compute it on x.float() and cast the result back (.to(x.dtype))"
+    if not precision.served:
+        how += "; or keep mixed-precision accumulation on (neuronx-cc's default since Neuron 2.27)"
+    return how
+
+
+def _findings(hits: list[_Hit], precision: LowPrecision, lim: Limits) -> list[Finding]:
+    rules = load_precision_rules().rules
+    groups: dict[tuple[str, str | None, int | None], list[_Hit]] = defaultdict(list)
+    for h in hits:
+        groups[(h.rule, h.call.file, h.call.line)].append(h)
+    out = []
+    for (rule_id, file, line), items in groups.items():
+        first = items[0]
+        rule = rules[rule_id]
+        values = {
+            "low": precision.label,
+            "dtype": precision.dtype,
+            "max": lim.max,
+            "normal": lim.normal,
+            "subnormal": lim.subnormal,
+            "eps": lim.eps,
+            "sym": "*",
+            "value": 0.0,
+            **first.values,
+        }
+        others = sorted({name_of(h.call) for h in items[1:]} - {name_of(first.call)})
+        message = rule.message.format(**values) + (f" (also on this line: {', '.join(others)})" if others else "")
+        out.append(
+            Finding(
+                op=first.call.op,
+                verdict=Verdict.PRECISION,
+                file=relative_path(file),
+                line=line,
+                module=first.call.module,
+                message=message,
+                fix=rule.fix.format(**values),
+                rule=rule_id,
+                source_line=first.call.source_line,
+                count=len(items),
+                shapes=first.call.shapes(),
+                phase=Phase(first.call.phase),
+            )
+        )
+    return out
+
+
+# --- confirmation by the emulation -----------------------------------------------------------------
+
+
+class DriftRow(Protocol):
+    """What :func:`confirm` reads of one module's row of the parity run's drift table."""
+
+    module: str
+    nonfinite: Any
+    exceeds: bool
+
+
+def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_type: str) -> list[Finding]:
+    """Each finding with what the emulated ``low_type`` run measured at the module holding its line.
+
+    ``drift_rows`` are in execution order (a module's row after its children's). A finding
+    whose module's output is non-finite or beyond the tolerance, where no earlier module's
+    (other than its own submodules) already was, *matters*; off but already off upstream is
+    *upstream*; a row within tolerance is *no effect*; no row for the module is *not reached*.
+    Findings of other rules pass through unchanged.
+    """
+    rows = list(drift_rows)
+    position = {_module_key(r.module): i for i, r in enumerate(rows)}
+    rule_ids = set(load_precision_rules().rules)
+    out = []
+    for f in findings:
+        if f.rule not in rule_ids:
+            out.append(f)
+            continue
+        key = _module_key(f.module)
+        i = position.get(key)
+        if i is None:
+            state = Confirmation.NOT_REACHED
+            upstream = None
+        else:
+            state, upstream = _judge(rows, i, key)
+        words = state.words if upstream is None else f"{state.words} (first at {upstream or 'the model'})"
+        out.append(replace(f, confirmation=state, message=f"{f.message} [{low_type} emulation: {words}]"))
+    return out
+
+
+def _module_key(module: str | None) -> str:
+    return module or ""
+
+
+def _bad(row: DriftRow, nonfinite: bool) -> bool:
+    return bool(row.nonfinite) if nonfinite else bool(row.exceeds)
+
+
+def _judge(rows: list[DriftRow], i: int, key: str) -> tuple[Confirmation, str | None]:
+    row = rows[i]
+    nonfinite = bool(row.nonfinite)
+    if not nonfinite and not row.exceeds:
+        return Confirmation.NO_EFFECT, None
+    for earlier in rows[:i]:
+        inside = key == "" or _module_key(earlier.module).startswith(key + ".")
+        if not inside and _bad(earlier, nonfinite):
+            return Confirmation.UPSTREAM, _module_key(earlier.module)
+    return Confirmation.MATTERS, None
+
+
+__all__ = [
+    "ACCUMULATION_RULE",
+    "CONSTANT_RULE",
+    "EPS_RULE",
+    "INTEGERS_RULE",
+    "LOW_DTYPES",
+    "MASK_RULE",
+    "Limits",
+    "LowPrecision",
+    "confirm",
+    "find_risky",
+    "limits",
+]

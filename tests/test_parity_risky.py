@@ -1,0 +1,125 @@
+"""Risky low-precision constructs at the user's line (issue 25, point 3), found on the captured graph.
+
+Each model file marks the line a finding must name (``# EXPECT precision <op>``); the
+thresholds come from ``torch.finfo``, so the same construct is a finding in one low type
+and not in another (1e-12 is 0 in float16 but not in bfloat16; 511 is exact in float16
+but not in bfloat16).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from helpers import MODELS, expectations
+
+from neuronprobe.capture import capture
+from neuronprobe.loading import load_model_file
+from neuronprobe.parity.risky import (
+    ACCUMULATION_RULE,
+    EPS_RULE,
+    INTEGERS_RULE,
+    MASK_RULE,
+    LowPrecision,
+    find_risky,
+    limits,
+)
+from neuronprobe.support import code_rule_ids
+from neuronprobe.support.precision_rules import precision_rule_ids
+from neuronprobe.vocabulary import Verdict
+
+
+def _scan(name: str, precision: LowPrecision):
+    """The findings for model file ``name`` under ``precision`` (served: the model and inputs cast to the low type)."""
+    loaded = load_model_file(MODELS / f"{name}.py")
+    module, args = loaded.module, loaded.args
+    if precision.served:
+        dtype = getattr(torch, precision.dtype)
+        module = copy.deepcopy(module).to(dtype)
+        args = tuple(a.to(dtype) if a.is_floating_point() else a for a in args)
+    return find_risky(capture(module, args, {}), precision)
+
+
+def _marked(name: str) -> list[tuple[int, str | None]]:
+    return [(line, op) for line, _, op in expectations(MODELS / f"{name}.py")]
+
+
+def _where(findings) -> list[tuple[str, str | None, int | None, str]]:
+    return [(f.rule, f.file, f.line, f.op) for f in findings]
+
+
+def test_eps_underflow_in_fp16_at_the_add_line():
+    findings = _scan("precision_eps", LowPrecision("float16", served=True))
+    ((line, op),) = _marked("precision_eps")
+    assert _where(findings) == [(EPS_RULE, "tests/models/precision_eps.py", line, op)]
+    (f,) = findings
+    assert f.verdict == Verdict.PRECISION and f.module == "norm" and f.count == 1
+    assert f.message.startswith("the epsilon 1e-12 is 0 in fp16 (the smallest fp16 subnormal is 5.96e-08)")
+    assert "rsqrt on this line divides by zero" in f.message
+    assert "at least 6.1e-05" in f.fix and "float32" in f.fix
+
+
+def test_eps_is_no_finding_where_the_low_type_holds_it():
+    assert _scan("precision_eps", LowPrecision("bfloat16", served=True)) == []
+
+
+def test_mask_overflow_in_fp16_names_the_softmax_it_reaches():
+    findings = _scan("precision_mask", LowPrecision("float16", served=True))
+    ((line, op),) = _marked("precision_mask")
+    assert _where(findings) == [(MASK_RULE, "tests/models/precision_mask.py", line, op)]
+    (f,) = findings
+    assert f.module == "attn"
+    assert "-1e+09 is beyond the largest fp16 value 65504: it becomes -inf in fp16" in f.message
+    assert "(softmax at line 14)" in f.message and "0 * inf is nan" in f.message
+    assert f.fix.startswith("use torch.finfo(x.dtype).min")
+    assert _scan("precision_mask", LowPrecision("bfloat16", served=True)) == []
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_clean_model_has_no_findings(dtype):
+    assert _scan("precision_clean", LowPrecision(dtype, served=True)) == []
+
+
+def test_float32_finfo_min_is_minus_inf_when_the_compiler_casts_it():
+    """finfo(x.dtype).min is safe in the dtype the model runs in; --auto-cast all rounds float32's min to -inf, even in bf16."""
+    findings = _scan("precision_clean", LowPrecision("bfloat16", auto_cast_all=True))
+    assert [(f.rule, f.line, f.op) for f in findings] == [(MASK_RULE, 15, "aten::masked_fill.Scalar")]
+    assert "-3.40282e+38 is beyond the largest bf16 value 3.38953e+38: it becomes -inf in bf16" in findings[0].message
+
+
+def test_positions_past_the_exact_integers_of_bf16():
+    ((line, op),) = _marked("precision_positions")
+    findings = _scan("precision_positions", LowPrecision("bfloat16", served=True))
+    assert _where(findings) == [(INTEGERS_RULE, "tests/models/precision_positions.py", line, op)]
+    assert "integers up to 511 in bf16, which is exact only up to 256" in findings[0].message
+    assert "257 is 256 there, and 511 is 512" in findings[0].message
+    # float16 counts exactly to 2048; --auto-cast all casts the float32 positions of an fp32 model
+    assert _scan("precision_positions", LowPrecision("float16", served=True)) == []
+    assert _where(_scan("precision_positions", LowPrecision("bfloat16", auto_cast_all=True))) == _where(findings)
+
+
+def test_accumulations_without_an_upcast_follow_mixed_precision_accumulation():
+    marked = _marked("precision_softmax")
+    served = _scan("precision_softmax", LowPrecision("bfloat16", served=True))
+    assert [(f.rule, f.line, f.op) for f in served] == [(ACCUMULATION_RULE, line, op) for line, op in marked]
+    assert "adds 4096 terms" in served[1].message and "about 256 equal terms" in served[1].message
+    assert served[0].fix.startswith("softmax(x, dim, dtype=torch.float32)")
+    # an fp32 model under --auto-cast all: only when mixed-precision accumulation is off
+    assert _scan("precision_softmax", LowPrecision("bfloat16", auto_cast_all=True)) == []
+    off = _scan("precision_softmax", LowPrecision("bfloat16", auto_cast_all=True, fp32_accumulation=False))
+    assert [(f.line, f.op) for f in off] == marked
+    assert "mixed-precision accumulation is off" in off[0].message
+
+
+def test_limits_come_from_finfo():
+    fp16, bf16, fp8 = limits("float16"), limits("bfloat16"), limits("float8_e4m3fn")
+    assert (fp16.max, fp16.subnormal, fp16.exact) == (65504.0, 2.0**-24, 2048)
+    assert (bf16.exact, fp8.max, fp8.subnormal) == (256, 448.0, 2.0**-9)
+    assert fp16.rounded(1e-12) == 0.0 and fp16.rounded(-1e9) == float("-inf") and fp8.rounded(-1e9) == -448.0
+
+
+def test_rule_ids_are_registered_for_fail_on():
+    ids = precision_rule_ids()
+    assert ids == {EPS_RULE, MASK_RULE, ACCUMULATION_RULE, INTEGERS_RULE, "precision-constant-range"}
+    assert ids <= code_rule_ids()
