@@ -734,8 +734,10 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
             breaks.append(BreakRecord(reason=first, detail=first))
     calls: list[OpCall] = []
     for gm in graphs:
+        offset = len(calls)  # each graph numbers its calls from 0: so do their producers
         for call in calls_from_graph(gm.graph, strip_module_prefix):
             call.index = len(calls)
+            call.sources = [None if s is None else s + offset for s in call.sources]
             calls.append(call)
     return OpGraph(
         calls=calls,

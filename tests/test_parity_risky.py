@@ -18,6 +18,7 @@ from neuronprobe.capture import capture
 from neuronprobe.loading import load_model_file
 from neuronprobe.parity.risky import (
     ACCUMULATION_RULE,
+    CONSTANT_RULE,
     EPS_RULE,
     INTEGERS_RULE,
     MASK_RULE,
@@ -121,5 +122,16 @@ def test_limits_come_from_finfo():
 
 def test_rule_ids_are_registered_for_fail_on():
     ids = precision_rule_ids()
-    assert ids == {EPS_RULE, MASK_RULE, ACCUMULATION_RULE, INTEGERS_RULE, "precision-constant-range"}
+    assert ids == {EPS_RULE, MASK_RULE, ACCUMULATION_RULE, INTEGERS_RULE, CONSTANT_RULE}
     assert ids <= code_rule_ids()
+
+
+def test_constants_beyond_the_range_or_precision_of_the_low_type():
+    (big, big_op), (near_one, near_one_op) = _marked("precision_constant")
+    fp16 = _scan("precision_constant", LowPrecision("float16", served=True))
+    assert [(f.rule, f.line, f.op) for f in fp16] == [(CONSTANT_RULE, big, big_op), (CONSTANT_RULE, near_one, near_one_op)]
+    assert "the constant 100000 in mul (x * 100000) is inf in fp16: the result is inf in fp16 wherever x is not 0" in fp16[0].message
+    assert "the constant 1.0001 in mul (x * 1.0001) is 1 in fp16: the scaling does nothing in fp16" in fp16[1].message
+    # bfloat16 has float32's range (1e5 is 99840 there) but less precision
+    bf16 = _scan("precision_constant", LowPrecision("bfloat16", served=True))
+    assert [(f.rule, f.line) for f in bf16] == [(CONSTANT_RULE, near_one)]
