@@ -545,38 +545,45 @@ class DriftRow(Protocol):
 def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_type: str) -> list[Finding]:
     """Each finding with what the emulated ``low_type`` run measured at the module holding its line.
 
-    ``drift_rows`` are in execution order (a module's row after its children's). A finding
-    whose module's output is non-finite or beyond the tolerance, where no earlier module's
-    (other than its own submodules) already was, *matters*; off but already off upstream is
-    *upstream*; a row within tolerance is *no effect*; no row for the module is *not reached*.
-    Findings of other rules pass through unchanged.
+    ``drift_rows`` are in execution order (a module's row after its children's; the model
+    itself is ``""``; a module called again is ``"path (call 2)"``). A finding whose module's
+    output is non-finite (or beyond the tolerance) where no earlier module's, other than its
+    own submodules', already was *matters*; off but already off upstream is *upstream*; a
+    row within tolerance is *no effect*; no row for the module is *not reached*. ``low_type``
+    names the run in the message (``fp16``, or a precision's label). Findings of other rules
+    pass through unchanged.
     """
     rows = list(drift_rows)
-    position = {_module_key(r.module): i for i, r in enumerate(rows)}
+    positions: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        positions[_base(r.module)].append(i)
     rule_ids = set(load_precision_rules().rules)
     out = []
     for f in findings:
         if f.rule not in rule_ids:
             out.append(f)
             continue
-        key = _module_key(f.module)
-        i = position.get(key)
-        if i is None:
-            state = Confirmation.NOT_REACHED
-            upstream = None
-        else:
-            state, upstream = _judge(rows, i, key)
-        words = state.words if upstream is None else f"{state.words} (first at {upstream or 'the model'})"
+        key = f.module or ""
+        judged = [_judge(rows, i, key) for i in positions.get(key, ())]
+        state, upstream = max(judged, key=lambda j: _STRENGTH[j[0]]) if judged else (Confirmation.NOT_REACHED, None)
+        words = state.words if upstream is None else f"{state.words} (first at {upstream or 'the model itself'})"
         out.append(replace(f, confirmation=state, message=f"{f.message} [{low_type} emulation: {words}]"))
     return out
 
 
-def _module_key(module: str | None) -> str:
-    return module or ""
+# How much a confirmation says, for a module called more than once (the strongest call wins).
+_STRENGTH = {Confirmation.NOT_REACHED: 0, Confirmation.NO_EFFECT: 1, Confirmation.UPSTREAM: 2, Confirmation.MATTERS: 3}
 
 
-def _bad(row: DriftRow, nonfinite: bool) -> bool:
-    return bool(row.nonfinite) if nonfinite else bool(row.exceeds)
+def strongest(states: Iterable[Confirmation | None]) -> Confirmation | None:
+    """The most telling of several runs' confirmations of one finding (None: none judged it)."""
+    present = [s for s in states if s is not None]
+    return max(present, key=lambda s: _STRENGTH[s]) if present else None
+
+
+def _base(module: str | None) -> str:
+    """A drift row's module path without its ``(call n)`` suffix."""
+    return (module or "").split(" (call ")[0]
 
 
 def _judge(rows: list[DriftRow], i: int, key: str) -> tuple[Confirmation, str | None]:
@@ -585,9 +592,10 @@ def _judge(rows: list[DriftRow], i: int, key: str) -> tuple[Confirmation, str | 
     if not nonfinite and not row.exceeds:
         return Confirmation.NO_EFFECT, None
     for earlier in rows[:i]:
-        inside = key == "" or _module_key(earlier.module).startswith(key + ".")
-        if not inside and _bad(earlier, nonfinite):
-            return Confirmation.UPSTREAM, _module_key(earlier.module)
+        path = _base(earlier.module)
+        inside = key == "" or path == key or path.startswith(key + ".")
+        if not inside and (bool(earlier.nonfinite) if nonfinite else bool(earlier.exceeds)):
+            return Confirmation.UPSTREAM, earlier.module
     return Confirmation.MATTERS, None
 
 
@@ -603,4 +611,5 @@ __all__ = [
     "confirm",
     "find_risky",
     "limits",
+    "strongest",
 ]
