@@ -16,6 +16,7 @@ from helpers import MODELS, expectations
 
 from neuronprobe.capture import capture
 from neuronprobe.loading import load_model_file
+from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.risky import (
     ACCUMULATION_RULE,
     CONSTANT_RULE,
@@ -23,12 +24,19 @@ from neuronprobe.parity.risky import (
     INTEGERS_RULE,
     MASK_RULE,
     LowPrecision,
+    RiskyScan,
+    add_risky,
+    confirm,
     find_risky,
     limits,
+    low_precision,
+    scan_parity,
 )
+from neuronprobe.parity.run import run_parity_full
+from neuronprobe.report.model import Finding, ModuleDrift, PrecisionInfo, Report
 from neuronprobe.support import code_rule_ids
 from neuronprobe.support.precision_rules import precision_rule_ids
-from neuronprobe.vocabulary import Verdict
+from neuronprobe.vocabulary import AutoCast, Confirmation, LowType, ServedDtype, Verdict
 
 
 def _scan(name: str, precision: LowPrecision):
@@ -135,3 +143,92 @@ def test_constants_beyond_the_range_or_precision_of_the_low_type():
     # bfloat16 has float32's range (1e5 is 99840 there) but less precision
     bf16 = _scan("precision_constant", LowPrecision("bfloat16", served=True))
     assert [(f.rule, f.line) for f in bf16] == [(CONSTANT_RULE, near_one)]
+
+
+# --- confirmed by the emulation -------------------------------------------------------------------
+
+
+def _row(module: str, nonfinite: int = 0, exceeds: bool = False) -> ModuleDrift:
+    return ModuleDrift(module, "M", "m.py", 1, 0.0, 0.0, 0.0, nonfinite, exceeds or bool(nonfinite))
+
+
+def _finding(module: str | None, rule: str = EPS_RULE) -> Finding:
+    return Finding("aten::add.Tensor", Verdict.PRECISION, "m.py", 7, module, "eps", "fix", rule)
+
+
+def test_confirm_judges_the_module_that_holds_the_line():
+    rows = [_row("proj"), _row("norm", nonfinite=8), _row("head", nonfinite=8), _row("", nonfinite=8)]
+    got = confirm([_finding("norm"), _finding("head"), _finding("proj"), _finding("gone"), _finding(None)], rows, "fp16")
+    assert [f.confirmation for f in got] == [
+        Confirmation.MATTERS,  # the first non-finite module
+        Confirmation.UPSTREAM,  # non-finite, but norm already was
+        Confirmation.NO_EFFECT,
+        Confirmation.NOT_REACHED,
+        Confirmation.MATTERS,  # the model itself: everything before it is inside it
+    ]
+    assert got[0].message == "eps [fp16 emulation: measured to matter on these inputs]"
+    assert got[1].message.endswith("(first at norm)]")
+    # a submodule's own error does not make its parent's line "upstream"; a second call of a module counts
+    rows = [_row("block.inner", nonfinite=2), _row("block", nonfinite=2), _row("shared"), _row("shared (call 2)", exceeds=True)]
+    assert [f.confirmation for f in confirm([_finding("block"), _finding("shared")], rows, "bf16")] == [Confirmation.MATTERS, Confirmation.UPSTREAM]
+    # other rules' findings pass through untouched
+    other = _finding("norm", rule="device-dtype")
+    assert confirm([other], rows, "fp16") == [other]
+
+
+def _parity(name: str, *precisions: Precision):
+    torch.manual_seed(0)
+    return run_parity_full(load_model_file(MODELS / f"{name}.py"), list(precisions))
+
+
+def test_eps_1e12_in_fp16_is_found_and_measured_to_matter():
+    fp16 = Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, True)
+    result = _parity("precision_eps", fp16)
+    norm = next(r for r in result.section.runs[0].modules if r.module == "norm")
+    assert norm.nonfinite == 8  # the zero row of 8 features: rsqrt(0 + 0) * 0 is nan under fp16
+    ((line, op),) = _marked("precision_eps")
+    (f,) = scan_parity(result).findings
+    assert (f.rule, f.file, f.line, f.op, f.module, f.confirmation) == (EPS_RULE, "tests/models/precision_eps.py", line, op, "norm", Confirmation.MATTERS)
+    assert f.message.endswith("[fp16 (no-cast fp16 mpa-on) emulation: measured to matter on these inputs]")
+
+
+def test_minus_1e9_mask_in_fp16_is_found_and_measured_to_matter():
+    fp16 = Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, True)
+    result = _parity("precision_mask", fp16)
+    ((line, op),) = _marked("precision_mask")
+    (f,) = scan_parity(result).findings
+    assert (f.rule, f.line, f.op, f.module, f.confirmation) == (MASK_RULE, line, op, "attn", Confirmation.MATTERS)
+
+
+def test_clean_model_has_no_findings_under_the_served_runs():
+    runs = [Precision(AutoCast.NONE, LowType.BF16, d, m) for d in (ServedDtype.FP16, ServedDtype.BF16) for m in (True, False)]
+    result = _parity("precision_clean", *runs)
+    assert all(not r.error and not any(m.nonfinite for m in r.modules) for r in result.section.runs)
+    assert scan_parity(result) == RiskyScan([], [])
+
+
+def test_positions_past_256_unused_by_these_inputs_have_no_measured_effect():
+    result = _parity("precision_positions", Precision(AutoCast.NONE, LowType.BF16, ServedDtype.BF16, True))
+    (f,) = scan_parity(result).findings
+    assert (f.rule, f.confirmation) == (INTEGERS_RULE, Confirmation.NO_EFFECT)
+
+
+def test_add_risky_puts_the_findings_in_the_report_and_they_round_trip():
+    result = _parity("precision_eps", Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, True))
+    report = Report(model="precision_eps", target="trn1")
+    add_risky(report, result)
+    assert [(f.rule, f.confirmation) for f in report.findings] == [(EPS_RULE, Confirmation.MATTERS)]
+    assert report.summary.findings_total == 1 and report.verdict == "runs"  # a note: the verdict does not change
+    again = Report.from_json(report.to_json())
+    assert again.findings == report.findings and again.findings[0].confirmation is Confirmation.MATTERS
+
+
+def test_only_storage_low_types_are_scanned():
+    def info(cast: str, low: str, dtype: str, mpa: bool = True) -> PrecisionInfo:
+        return PrecisionInfo(AutoCast(cast), LowType(low), ServedDtype(dtype), mpa, "label")
+
+    assert low_precision(info("matmult", "bf16", "fp32")) is None  # only matmul inputs: none of the constructs
+    assert low_precision(info("all", "tf32", "fp32")) is None  # no storage type
+    assert low_precision(info("all", "fp8_e4m3", "fp32", False)) == LowPrecision("float8_e4m3fn", auto_cast_all=True, fp32_accumulation=False)
+    assert low_precision(info("none", "bf16", "bf16")) == LowPrecision("bfloat16", served=True)
+    assert low_precision(info("all", "fp16", "fp16")) == LowPrecision("float16", served=True, auto_cast_all=True)

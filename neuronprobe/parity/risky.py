@@ -31,12 +31,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from neuronprobe.capture import OpCall, OpGraph, relative_path
-from neuronprobe.report.model import Finding
+from neuronprobe.capture import ForwardError, OpCall, OpGraph, capture, relative_path
+from neuronprobe.report.model import Finding, PrecisionInfo, Report
 from neuronprobe.support.precision_rules import load_precision_rules
-from neuronprobe.vocabulary import Confirmation, Phase, Verdict
+from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, Verdict
+
+if TYPE_CHECKING:
+    from neuronprobe.parity.run import ParityResult
 
 # The rule ids (support/data/precision_rules.json).
 EPS_RULE = "precision-eps-underflow"
@@ -599,6 +602,94 @@ def _judge(rows: list[DriftRow], i: int, key: str) -> tuple[Confirmation, str | 
     return Confirmation.MATTERS, None
 
 
+# --- the parity run's risky constructs ------------------------------------------------------------
+
+
+def low_precision(info: PrecisionInfo) -> LowPrecision | None:
+    """Where a parity precision computes in a storage low type, for the scan (None: nowhere it can find).
+
+    A model served in bf16/fp16 computes in that type (and ``--auto-cast all`` of the same type changes
+    nothing more); an fp32 model under ``--auto-cast all`` computes every fp32 op in the auto-cast type.
+    ``matmult`` casts only matmul inputs, which none of the constructs are, and ``tf32`` is no storage type.
+    """
+    mpa = info.mixed_precision_accumulation
+    cast_all = str(info.auto_cast) == "all" and str(info.auto_cast_type) in LOW_DTYPES
+    if str(info.dtype) in LOW_DTYPES:
+        dtype = LOW_DTYPES[str(info.dtype)]
+        return LowPrecision(dtype, served=True, auto_cast_all=cast_all and LOW_DTYPES[str(info.auto_cast_type)] == dtype, fp32_accumulation=mpa)
+    if cast_all:
+        return LowPrecision(LOW_DTYPES[str(info.auto_cast_type)], auto_cast_all=True, fp32_accumulation=mpa)
+    return None
+
+
+@dataclass
+class RiskyScan:
+    """The risky constructs of a parity run, each confirmed by the run of its precision, and what was not scanned."""
+
+    findings: list[Finding]
+    notes: list[str]
+
+
+def scan_parity(result: ParityResult) -> RiskyScan:
+    """The risky constructs for every emulated precision of ``result``, confirmed by that precision's drift rows.
+
+    The graph is captured once per served dtype, from the model as it ran and its first input (cast as
+    served, so its dtypes show where the user upcast). One finding per rule and line: found under several
+    precisions, it keeps the most telling confirmation, whose run its message names.
+    """
+    from neuronprobe.parity import emulate
+    from neuronprobe.parity.precision import Precision
+
+    graphs: dict[str, OpGraph | None] = {}
+    notes: list[str] = []
+    kept: dict[tuple[str, str | None, int | None], Finding] = {}
+    args, kwargs = result.inputs[0]
+    for run in result.section.runs:
+        info = run.precision
+        low = low_precision(info) if run.run is ParityRun.EMULATED else None
+        if low is None:
+            continue
+        served = str(info.dtype)
+        if served not in graphs:
+            precision = Precision(info.auto_cast, info.auto_cast_type, info.dtype, info.mixed_precision_accumulation)
+            module, a, k = emulate.served(result.loaded.module, args, kwargs, precision)
+            try:
+                graphs[served] = capture(module, a, k)
+            except ForwardError as exc:
+                graphs[served] = None
+                notes.append(f"risky low-precision constructs not scanned in {served}: the forward raises there ({exc})")
+        graph = graphs[served]
+        if graph is None:
+            continue
+        found = find_risky(graph, low)
+        name = f"{low.label} ({info.label})"
+        if run.error and not run.modules:
+            found = [replace(f, message=f"{f.message} [{name} emulation: no numbers, {run.error}]") for f in found]
+        else:
+            found = confirm(found, run.modules, name)
+        for f in found:
+            key = (f.rule, f.file, f.line)
+            if key not in kept or strongest([kept[key].confirmation, f.confirmation]) != kept[key].confirmation:
+                kept[key] = f
+    return RiskyScan(list(kept.values()), notes)
+
+
+def add_risky(report: Report, result: ParityResult) -> Report:
+    """``report`` with the parity run's risky constructs among its findings (notes: the verdict does not change)."""
+    from neuronprobe.report.model import Limitation, place_cells
+
+    scan = scan_parity(result)
+    report.findings.extend(scan.findings)
+    report.findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
+    report.summary.findings_total = len(report.findings)
+    forward = report.summary.phases.get(Phase.FORWARD)
+    if forward is not None:
+        forward.findings += len(scan.findings)
+    report.not_analysed.extend(Limitation(what="parity: risky constructs", why=n) for n in scan.notes)
+    place_cells(report)
+    return report
+
+
 __all__ = [
     "ACCUMULATION_RULE",
     "CONSTANT_RULE",
@@ -608,8 +699,12 @@ __all__ = [
     "MASK_RULE",
     "Limits",
     "LowPrecision",
+    "RiskyScan",
+    "add_risky",
     "confirm",
     "find_risky",
     "limits",
+    "low_precision",
+    "scan_parity",
     "strongest",
 ]

@@ -100,7 +100,7 @@ class Finding:
     shapes: str = ""
     phase: Phase = Phase.FORWARD  # schema 2 (loop: a host read in the training loop)
     cell: int | None = None  # schema 4: the notebook cell (In [n]) when ``file`` is a cell; see neuronprobe.cells
-    # schema 4 (issue 25): a risky low-precision construct, as the parity run's emulation judged it (None: not judged)
+    # schema 5 (issue 25): a risky low-precision construct, as the parity run's emulation judged it (None: not judged)
     confirmation: Confirmation | None = None
 
     def __post_init__(self) -> None:
