@@ -300,7 +300,10 @@ class _Scan:
             rounded = self.lim.rounded(value)
             effect = self._mask_effect(call, rounded)
             if self.p.served and call.name.startswith(("masked_fill", "full", "new_full", "fill", "index_fill")):
-                effect += f"; torch itself refuses it in {self.p.label} ('value cannot be converted to type ... without overflow')"
+                effect += (
+                    f"; torch's CPU kernels refuse it in {self.p.label} ('value cannot be converted to type ... without overflow'), "
+                    "while torch-xla writes the infinity"
+                )
             hits.append(
                 _Hit(MASK_RULE, call, {"what": f"the {name_of(call)} value", "value": float(value), "max": self.lim.max, "rounded": rounded, "effect": effect})
             )
@@ -310,8 +313,7 @@ class _Scan:
         if math.isinf(rounded):
             user = self._mask_user(call)
             where = f" ({name_of(user)}{_at_line(user, call)})" if user else ""
-            times = "; and where the mask is 0, 0 * inf is nan" if name_of(call) == "mul" else ""
-            return f"a row where every position is masked makes softmax{where} compute -inf - -inf = nan{times}"
+            return f"a row where every position is masked makes softmax{where} compute -inf - -inf = nan"
         return f"it saturates at {rounded:g}, so the mask no longer dominates every score"
 
     def _mask_user(self, call: OpCall) -> OpCall | None:
@@ -347,7 +349,13 @@ class _Scan:
             if user is not None:  # an additive or multiplicative mask
                 effect = self._mask_effect(call, rounded)
                 return [_Hit(MASK_RULE, call, {**base, "what": f"the {name_of(call)} mask constant", "effect": effect})]
-            effect = f"the result is {'inf' if math.isinf(rounded) else f'saturated at {rounded:g}'} in {self.p.label} wherever x is not 0"
+            if sym == "/":
+                return []  # dividing by a large number shrinks x: nothing overflows
+            out = "inf" if math.isinf(rounded) else f"saturated at {rounded:g}"
+            if sym == "*":  # torch and torch-xla multiply in float32 and round the product
+                effect = f"the product is {out} in {self.p.label} wherever |x| > {self.lim.max / abs(value):.3g}"
+            else:
+                effect = f"the result is {out} in {self.p.label} unless x cancels the constant"
             return [_Hit(CONSTANT_RULE, call, {**base, "effect": effect})]
         if rounded == 0:
             if sym in "+-":  # an epsilon: adding it does nothing in the low type
