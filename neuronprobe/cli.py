@@ -461,6 +461,9 @@ def parity(
         console.print(f"{report.model}: numerical parity on the CPU (no op analysis: `analyze --parity` adds it)", markup=False, highlight=False)
         assert report.parity is not None
         console.print(render_parity(report.parity))
+        from neuronprobe.report.console_risky import render_risky
+
+        console.print(render_risky(report))
         _write(outputs[0][1], report.to_json())
         written = [str(outputs[0][1])]
         if html:

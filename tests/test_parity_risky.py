@@ -13,8 +13,10 @@ import copy
 import pytest
 import torch
 from helpers import MODELS, expectations
+from typer.testing import CliRunner
 
 from neuronprobe.capture import capture
+from neuronprobe.cli import app
 from neuronprobe.loading import load_model_file
 from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.risky import (
@@ -33,10 +35,10 @@ from neuronprobe.parity.risky import (
     scan_parity,
 )
 from neuronprobe.parity.run import run_parity_full
-from neuronprobe.report.model import Finding, ModuleDrift, PrecisionInfo, Report
+from neuronprobe.report.model import Finding, ModuleDrift, PrecisionInfo, Report, load_report
 from neuronprobe.support import code_rule_ids
 from neuronprobe.support.precision_rules import precision_rule_ids
-from neuronprobe.vocabulary import AutoCast, Confirmation, LowType, ServedDtype, Verdict
+from neuronprobe.vocabulary import AutoCast, Confirmation, LowType, ServedDtype, TopVerdict, Verdict
 
 
 def _scan(name: str, precision: LowPrecision):
@@ -232,3 +234,33 @@ def test_only_storage_low_types_are_scanned():
     assert low_precision(info("all", "fp8_e4m3", "fp32", False)) == LowPrecision("float8_e4m3fn", auto_cast_all=True, fp32_accumulation=False)
     assert low_precision(info("none", "bf16", "bf16")) == LowPrecision("bfloat16", served=True)
     assert low_precision(info("all", "fp16", "fp16")) == LowPrecision("float16", served=True, auto_cast_all=True)
+
+
+# --- the command line -------------------------------------------------------------------------------
+
+
+def test_parity_command_prints_and_writes_the_confirmed_finding(tmp_path):
+    out = tmp_path / "eps.json"
+    result = CliRunner().invoke(app, ["parity", str(MODELS / "precision_eps.py"), "--dtype", "fp16", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    ((line, op),) = _marked("precision_eps")
+    text = " ".join(result.output.split())
+    assert "risky low-precision constructs: 1" in text
+    assert f"precision_eps.py:{line} {EPS_RULE} {op}" in text and "measured to matter on these inputs" in text
+    (f,) = load_report(str(out)).findings
+    assert (f.rule, f.line, f.confirmation, f.verdict) == (EPS_RULE, line, Confirmation.MATTERS, Verdict.PRECISION)
+    assert EPS_RULE in out.with_suffix(".html").read_text(encoding="utf-8")
+
+
+def test_analyze_parity_lists_them_with_the_findings_and_fail_on_gates_on_their_rule(tmp_path):
+    out = tmp_path / "softmax.json"
+    args = ["analyze", str(MODELS / "precision_softmax.py"), "--backend", "static", "--max-compiles", "0", "--parity", "--no-html", "--json", str(out)]
+    result = CliRunner().invoke(app, [*args, "--fail-on", ACCUMULATION_RULE])
+    assert result.exit_code == 1, result.output  # the gate on the rule id; the verdict itself stays "runs"
+    assert "parity: reached, no measurable effect on these inputs" in result.output
+    report = load_report(str(out))
+    assert report.verdict is TopVerdict.RUNS
+    # found under the served-bf16 run (mixed-precision accumulation on computes them in fp32: no effect)
+    assert [(f.rule, f.line, f.confirmation) for f in report.findings] == [
+        (ACCUMULATION_RULE, line, Confirmation.NO_EFFECT) for line, _ in _marked("precision_softmax")
+    ]

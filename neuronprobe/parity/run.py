@@ -316,6 +316,13 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
 NUMBERS_ONLY = "`neuronprobe parity` compares numbers only; `neuronprobe analyze MODEL --parity` adds the op analysis and its verdict"
 
 
+def _with_risky(report: Report, result: ParityResult) -> Report:
+    """The risky low-precision constructs each emulated precision reaches, as findings of ``report`` (:mod:`.risky`)."""
+    from neuronprobe.parity import risky
+
+    return risky.add_risky(report, result)
+
+
 def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.DEFAULT_TARGET, command_line: str = "") -> Report:
     """A report holding only the parity section (``neuronprobe parity``); the op analysis is named as not run."""
     from neuronprobe.analysis import AnalyzeOptions, _metadata
@@ -326,13 +333,14 @@ def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.D
     report.metadata = _metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
     report.not_analysed.append(Limitation(what="op analysis", why=NUMBERS_ONLY))
     report.parity = result.section
-    return report
+    return _with_risky(report, result)
 
 
 def add_parity(report: Report, spec: str, options: ParityOptions) -> Report:
     """``analyze --parity``: the analysis report with the parity section (its verdict is unchanged)."""
-    report.parity = parity_for_spec(spec, options).section
-    return report
+    result = parity_for_spec(spec, options)
+    report.parity = result.section
+    return _with_risky(report, result)
 
 
 __all__ = [

@@ -71,6 +71,8 @@ def render_summary(report: Report) -> Any:
             parts.append(line)
             if f.source_line:
                 parts.append(Text(f"      {f.source_line}", style="cyan"))
+            if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
+                parts.append(Text(f"      parity: {f.confirmation.words}", style=verdict_style(f.verdict)))
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
     elif top is TopVerdict.RUNS:
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
