@@ -264,3 +264,13 @@ def test_analyze_parity_lists_them_with_the_findings_and_fail_on_gates_on_their_
     assert [(f.rule, f.line, f.confirmation) for f in report.findings] == [
         (ACCUMULATION_RULE, line, Confirmation.NO_EFFECT) for line, _ in _marked("precision_softmax")
     ]
+
+
+def test_a_line_shared_by_blocks_is_one_finding_judged_where_it_matters():
+    result = _parity("precision_blocks", Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, True))
+    ((line, op),) = _marked("precision_blocks")
+    (f,) = scan_parity(result).findings
+    assert (f.rule, f.line, f.op, f.count) == (EPS_RULE, line, op, 2)
+    assert (f.module, f.confirmation) == ("norms.1", Confirmation.MATTERS)  # norms.0 ran clean: no effect there
+    rows = {r.module: r.nonfinite for r in result.section.runs[0].modules}
+    assert rows["norms.0"] == 0 and rows["norms.1"] == 16

@@ -200,8 +200,9 @@ class _Hit:
     values: dict[str, Any]  # what fills the rule's message and fix frames
 
 
-def find_risky(graph: OpGraph, precision: LowPrecision) -> list[Finding]:
-    """The risky constructs of ``graph`` for ``precision``: one ``precision`` finding per rule and line."""
+def find_risky(graph: OpGraph, precision: LowPrecision, *, per_call: bool = False) -> list[Finding]:
+    """The risky constructs of ``graph`` for ``precision``: one ``precision`` finding per rule and line
+    (``per_call``: one per op call, to be confirmed module by module, then :func:`group_findings`)."""
     if precision.dtype not in _LABELS:
         return []
     calls = graph.calls
@@ -217,7 +218,8 @@ def find_risky(graph: OpGraph, precision: LowPrecision) -> list[Finding]:
             continue
         hits.extend(scan.call(call))
     hits.extend(scan.integers())
-    return _findings(hits, precision, scan.lim)
+    found = [_finding(h, precision, scan.lim) for h in hits]
+    return found if per_call else group_findings(found)
 
 
 class _Scan:
@@ -501,45 +503,59 @@ def _upcast_fix(call: OpCall, precision: LowPrecision) -> str:
     return how
 
 
-def _findings(hits: list[_Hit], precision: LowPrecision, lim: Limits) -> list[Finding]:
-    rules = load_precision_rules().rules
-    groups: dict[tuple[str, str | None, int | None], list[_Hit]] = defaultdict(list)
-    for h in hits:
-        groups[(h.rule, h.call.file, h.call.line)].append(h)
+def _finding(hit: _Hit, precision: LowPrecision, lim: Limits) -> Finding:
+    """One call's finding, its rule's frames filled with the low type's limits and the hit's numbers."""
+    rule = load_precision_rules().rules[hit.rule]
+    values = {
+        "low": precision.label,
+        "dtype": precision.dtype,
+        "max": lim.max,
+        "normal": lim.normal,
+        "subnormal": lim.subnormal,
+        "eps": lim.eps,
+        "sym": "*",
+        "value": 0.0,
+        **hit.values,
+    }
+    call = hit.call
+    return Finding(
+        op=call.op,
+        verdict=Verdict.PRECISION,
+        file=relative_path(call.file),
+        line=call.line,
+        module=call.module,
+        message=rule.message.format(**values),
+        fix=rule.fix.format(**values),
+        rule=hit.rule,
+        source_line=call.source_line,
+        shapes=call.shapes(),
+        phase=Phase(call.phase),
+    )
+
+
+def group_findings(found: Iterable[Finding]) -> list[Finding]:
+    """One finding per rule and line (a line in a block repeated 12 times is one thing to fix), counting the calls.
+
+    The finding kept is the call whose confirmation says most (its module is where it was measured);
+    the other ops of the group are named.
+    """
+    groups: dict[tuple[str, str | None, int | None], list[Finding]] = defaultdict(list)
+    for f in found:
+        groups[(f.rule, f.file, f.line)].append(f)
     out = []
-    for (rule_id, file, line), items in groups.items():
-        first = items[0]
-        rule = rules[rule_id]
-        values = {
-            "low": precision.label,
-            "dtype": precision.dtype,
-            "max": lim.max,
-            "normal": lim.normal,
-            "subnormal": lim.subnormal,
-            "eps": lim.eps,
-            "sym": "*",
-            "value": 0.0,
-            **first.values,
-        }
-        others = sorted({name_of(h.call) for h in items[1:]} - {name_of(first.call)})
-        message = rule.message.format(**values) + (f" (also on this line: {', '.join(others)})" if others else "")
-        out.append(
-            Finding(
-                op=first.call.op,
-                verdict=Verdict.PRECISION,
-                file=relative_path(file),
-                line=line,
-                module=first.call.module,
-                message=message,
-                fix=rule.fix.format(**values),
-                rule=rule_id,
-                source_line=first.call.source_line,
-                count=len(items),
-                shapes=first.call.shapes(),
-                phase=Phase(first.call.phase),
-            )
-        )
+    for items in groups.values():
+        best = items[0]
+        for f in items[1:]:
+            if _strength(f.confirmation) > _strength(best.confirmation):
+                best = f
+        others = sorted({_short(f.op) for f in items} - {_short(best.op)})
+        message = best.message + (f" (also on this line: {', '.join(others)})" if others else "")
+        out.append(replace(best, count=sum(f.count for f in items), message=message))
     return out
+
+
+def _short(op: str) -> str:
+    return op.split("::")[-1].split(".")[0].strip("_")
 
 
 # --- confirmation by the emulation -----------------------------------------------------------------
@@ -584,6 +600,10 @@ def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_typ
 
 # How much a confirmation says, for a module called more than once (the strongest call wins).
 _STRENGTH = {Confirmation.NOT_REACHED: 0, Confirmation.NO_EFFECT: 1, Confirmation.UPSTREAM: 2, Confirmation.MATTERS: 3}
+
+
+def _strength(state: Confirmation | None) -> int:
+    return -1 if state is None else _STRENGTH[state]
 
 
 def strongest(states: Iterable[Confirmation | None]) -> Confirmation | None:
@@ -669,13 +689,13 @@ def scan_parity(result: ParityResult) -> RiskyScan:
         graph = graphs[served]
         if graph is None:
             continue
-        found = find_risky(graph, low)
+        found = find_risky(graph, low, per_call=True)
         name = f"{low.label} ({info.label})"
         if run.error and not run.modules:
             found = [replace(f, message=f"{f.message} [{name} emulation: no numbers, {run.error}]") for f in found]
         else:
             found = confirm(found, run.modules, name)
-        for f in found:
+        for f in group_findings(found):
             key = (f.rule, f.file, f.line)
             if key not in kept or strongest([kept[key].confirmation, f.confirmation]) != kept[key].confirmation:
                 kept[key] = f
@@ -711,6 +731,7 @@ __all__ = [
     "add_risky",
     "confirm",
     "find_risky",
+    "group_findings",
     "limits",
     "low_precision",
     "scan_parity",
