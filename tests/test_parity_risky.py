@@ -274,3 +274,19 @@ def test_a_line_shared_by_blocks_is_one_finding_judged_where_it_matters():
     assert (f.module, f.confirmation) == ("norms.1", Confirmation.MATTERS)  # norms.0 ran clean: no effect there
     rows = {r.module: r.nonfinite for r in result.section.runs[0].modules}
     assert rows["norms.0"] == 0 and rows["norms.1"] == 16
+
+
+def test_tensor_constants_are_read_from_the_source_line():
+    (fill, fill_op), (eps, eps_op) = _marked("precision_tensor_constant")
+    findings = _scan("precision_tensor_constant", LowPrecision("float16", served=True))
+    assert [(f.rule, f.line, f.op) for f in findings] == [(MASK_RULE, fill, fill_op), (EPS_RULE, eps, eps_op)]
+    assert findings[0].message.startswith("the masked_fill value (a tensor constant: its value read from the source line) -1e+09")
+    assert _scan("precision_tensor_constant", LowPrecision("bfloat16", served=True)) == []
+
+
+def test_literals_keep_a_sign_but_not_a_subtraction():
+    from neuronprobe.parity.risky import _literals
+
+    assert _literals("x.masked_fill(m, torch.tensor(-1e9))  # -3") == [-1e9]
+    assert _literals("y = a - 1e-12 + b[0] -2 + f(-1_000.5)") == [1e-12, 0.0, 2.0, -1000.5]
+    assert _literals("return (a +") == []  # a continuation line: nothing read, no error

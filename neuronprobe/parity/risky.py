@@ -242,13 +242,52 @@ class _Scan:
             return self._norm(call)
         if name in ("clamp_min", "clamp") and self.low(call):
             return self._clamp(call)
-        if name in _FILLS and self.low(call):
-            return self._fill(call)
-        if name in _ARITHMETIC and self.low(call):
-            return self._arithmetic(call)
+        if (name in _FILLS or name in _ARITHMETIC) and self.low(call):
+            hits = self._fill(call) if name in _FILLS else self._arithmetic(call)
+            return hits or self._from_source(call)
         if (name in _ALWAYS_ACCUMULATE or name in _LONG_ACCUMULATE) and self.p.accumulates_low:
             return self._accumulation(call)
         return []
+
+    # where the graph cannot show the constant: a tensor made from a literal, read from the user's line
+    def _from_source(self, call: OpCall) -> list[_Hit]:
+        """A fill or arithmetic whose constant the graph holds as a tensor (``torch.tensor(-1e9)``): its literal, from the line."""
+        arg = self._lifted_argument(call)
+        if arg is None or not call.source_line:
+            return []
+        wanted = [v for v in _literals(call.source_line) if abs(v) > self.lim.max or (v != 0 and self.lim.rounded(v) == 0)]
+        hits: list[_Hit] = []
+        for value in dict.fromkeys(wanted):
+            as_constant = replace(call, constants={**call.constants, arg: value})
+            found = self._fill(as_constant) if call.name in _FILLS else self._arithmetic(as_constant)
+            for h in found:
+                h.call = call
+                h.values["what"] = f"{h.values['what']} (a tensor constant: its value read from the source line)"
+            hits.extend(found)
+        return hits
+
+    def _lifted_argument(self, call: OpCall) -> str | None:
+        """The schema name of a 0-dim tensor argument made from a constant in the forward (export's lift_fresh_copy)."""
+        position = 0
+        for name, metas in call.arg_tensors.items():
+            for meta in metas:
+                source = call.sources[position] if position < len(call.sources) else None
+                position += 1
+                if meta.shape == [] and self._is_lifted(source):
+                    return name
+        return None
+
+    def _is_lifted(self, index: int | None) -> bool:
+        for _ in range(4):  # lift_fresh_copy, then detach_ (or a copy) on the way to the op
+            call = self.by_index.get(index) if index is not None else None
+            if call is None:
+                return False
+            if call.name == "lift_fresh_copy":
+                return True
+            if call.name not in ("detach", "detach_", "alias", "clone", "_to_copy", "to"):
+                return False
+            index = call.sources[0] if call.sources else None
+        return False
 
     # 1. epsilons
     def _norm(self, call: OpCall) -> list[_Hit]:
@@ -462,6 +501,31 @@ def _at_line(user: OpCall, origin: OpCall) -> str:
 
 def _number(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _literals(line: str) -> list[float]:
+    """The numeric literals of one line of Python, with their unary minus (``-1e9``); none when it does not tokenize."""
+    import io
+    import tokenize
+
+    out: list[float] = []
+    previous: list[tokenize.TokenInfo] = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line.strip() + "\n").readline):
+            if token.type == tokenize.NUMBER:
+                try:
+                    value = float(token.string.replace("_", ""))
+                except ValueError:  # 1j, 0x10
+                    value = None
+                if value is not None:
+                    unary = len(previous) >= 1 and previous[-1].string == "-"
+                    if unary and len(previous) >= 2 and (previous[-2].type in (tokenize.NAME, tokenize.NUMBER) or previous[-2].string in ")]"):
+                        unary = False  # a subtraction, not a sign
+                    out.append(-value if unary else value)
+            previous.append(token)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return out
+    return out
 
 
 def _arange_bound(constants: dict[str, Any]) -> int | None:
