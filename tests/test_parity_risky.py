@@ -35,6 +35,7 @@ from neuronprobe.parity.risky import (
     scan_parity,
 )
 from neuronprobe.parity.run import run_parity_full
+from neuronprobe.report.markdown import render_text
 from neuronprobe.report.model import Finding, ModuleDrift, PrecisionInfo, Report, load_report
 from neuronprobe.support import code_rule_ids
 from neuronprobe.support.precision_rules import precision_rule_ids
@@ -290,3 +291,10 @@ def test_literals_keep_a_sign_but_not_a_subtraction():
     assert _literals("x.masked_fill(m, torch.tensor(-1e9))  # -3") == [-1e9]
     assert _literals("y = a - 1e-12 + b[0] -2 + f(-1_000.5)") == [1e-12, 0.0, 2.0, -1000.5]
     assert _literals("return (a +") == []  # a continuation line: nothing read, no error
+
+
+def test_the_findings_frame_and_the_notebook_text_have_the_confirmation():
+    result = _parity("precision_eps", Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, True))
+    report = add_risky(Report(model="precision_eps", target="trn1"), result)
+    assert report.findings_df()[["rule", "confirmation"]].values.tolist() == [[EPS_RULE, "matters"]]
+    assert "      parity: measured to matter on these inputs\n" in render_text(report)

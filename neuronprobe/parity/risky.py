@@ -629,7 +629,7 @@ class DriftRow(Protocol):
     """What :func:`confirm` reads of one module's row of the parity run's drift table."""
 
     module: str
-    nonfinite: Any
+    nonfinite: int
     exceeds: bool
 
 
