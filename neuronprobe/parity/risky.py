@@ -407,8 +407,12 @@ class _Scan:
                     else f"x {sym} eps is x: the epsilon protects nothing"
                 )
                 return [_Hit(EPS_RULE, call, {"what": "the epsilon", "value": float(value), "effect": effect})]
-            effect = "the product is 0" if sym == "*" else "the division is by 0: inf or nan"
-            return [_Hit(CONSTANT_RULE, call, {**base, "effect": f"{effect} in {self.p.label}"})]
+            # torch and torch-xla compute in float32 and round the result: it is what leaves the range
+            if sym == "*":
+                effect = f"the product is 0 in {self.p.label} wherever |x| < {self.lim.subnormal / 2 / abs(value):.3g}"
+            else:
+                effect = f"the quotient is inf in {self.p.label} wherever |x| > {self.lim.max * abs(value):.3g}"
+            return [_Hit(CONSTANT_RULE, call, {**base, "effect": effect})]
         if sym in "*/" and abs(rounded) == 1 and abs(value) != 1:
             return [_Hit(CONSTANT_RULE, call, {**base, "effect": f"the scaling does nothing in {self.p.label} (its relative precision is {self.lim.eps:.3g})"})]
         return []
