@@ -214,4 +214,26 @@ def test_top1_flips_under_bf16_matmult_and_not_under_none() -> None:
     assert [m.module for m in cast.modules] == ["pre", "score", ""] and not cast.modules[0].exceeds
     assert plain.agreement is not None and plain.agreement.top1_same == 1
     assert plain.first_exceeding is None and plain.output is not None and plain.output.max_abs == 0.0
+    assert plain.note  # it narrows nothing: the reference's own forward; and that forward under the mode agrees:
+    loaded = load_model(str(FLIP))
+    with emulated(NONE, loaded.module):
+        assert int(loaded.module(*loaded.args).argmax()) == 0
+    with emulated(MATMULT_BF16, loaded.module):
+        assert int(loaded.module(*loaded.args).argmax()) == 1
     assert section.inputs == "get_example_inputs()" and section.shrunk is None
+
+
+def test_an_hf_config_runs_with_real_random_weights_and_reads_as_a_language_model() -> None:
+    tiny = ["n_layer=2", "n_embd=64", "n_head=4", "vocab_size=512", "n_positions=64"]
+    loaded = load_model("hf:gpt2", tiny)
+    assert loaded.on_meta  # as analyze builds it: parity builds it again on the CPU from the seed
+    section = run_parity(loaded, [MATMULT_BF16])
+    run = section.runs[0]
+    names = [m.module for m in run.modules]
+    assert names[:3] == ["transformer.wte", "transformer.wpe", "transformer.drop"] and names[-3:] == ["lm_head", "model", ""]
+    assert run.modules[0].file is not None and run.modules[0].file.endswith("modeling_gpt2.py")  # the line that called it
+    assert run.agreement is not None and run.agreement.kind is OutputKind.LANGUAGE_MODEL and run.agreement.rows == 32
+    assert [c.k for c in run.agreement.topk] == [5, 50, 1000, None] and run.agreement.topk[2].checked == 32 * 512
+    assert 0 < run.output.rel < 0.05 and section.shrunk is None  # bf16 matmul inputs: a small, real error
+    again = run_parity(load_model("hf:gpt2", tiny), [MATMULT_BF16])
+    assert again.runs[0].output == run.output  # the same seed: the same weights, inputs and numbers

@@ -95,7 +95,9 @@ def ulp(magnitude: float, low: str) -> float:
 
 
 def _max_abs(t: Any) -> float:
-    return float(t.abs().max()) if t.numel() else 0.0
+    import torch
+
+    return float(torch.linalg.vector_norm(t, ord=math.inf)) if t.numel() else 0.0  # one pass, no temporary
 
 
 def reference_scale(tensors: list[Any]) -> float:
@@ -124,14 +126,14 @@ def drift_stats(reference: list[Any], actual: list[Any], low: str, tolerance: To
     for ref, got in zip(reference, actual, strict=False):
         if got.shape != ref.shape:
             continue
-        diff = (got.detach().float() - ref).abs()
-        worst = float(diff.max()) if diff.numel() else 0.0
+        diff = got.detach().float() - ref
+        worst = _max_abs(diff)
         if not math.isfinite(worst):  # inf or nan somewhere: count the new ones, compare the rest
             finite_ref = torch.isfinite(ref)
             finite_got = torch.isfinite(got)
             nonfinite += int((finite_ref & ~finite_got).sum())
             both = finite_ref & finite_got
-            worst = float(torch.where(both, diff, torch.zeros((), dtype=diff.dtype)).max())
+            worst = _max_abs(torch.where(both, diff, torch.zeros((), dtype=diff.dtype)))
         max_abs = max(max_abs, worst)
     max_ref = reference_scale(reference) if scale is None else scale
     rel = max_abs / max_ref if max_ref > 0 else (math.inf if max_abs > 0 else 0.0)
@@ -146,8 +148,8 @@ def drift_stats(reference: list[Any], actual: list[Any], low: str, tolerance: To
 class _Names:
     """Module call keys: the path, and ``(call n)`` for a module called again in one forward."""
 
-    def __init__(self, module: Any) -> None:
-        self.path = {id(m): name for name, m in module.named_modules(remove_duplicate=False)}
+    def __init__(self, module: Any, strip: str = "") -> None:
+        self.path = {id(m): name.removeprefix(strip) for name, m in module.named_modules(remove_duplicate=False)}
         self.counts: dict[int, int] = {}
 
     def key(self, m: Any) -> str:
@@ -183,22 +185,34 @@ def _hooks(module: Any, on_enter: Callable[[Any], None] | None, on_exit: Callabl
             h.remove()
 
 
-def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = True) -> Reference:
-    """Run ``forward`` (the fp32 model on its inputs) with hooks that record every module call's output."""
-    names = _Names(module)
+def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = True, strip: str = "", copy: bool = False) -> Reference:
+    """Run ``forward`` (the fp32 model on its inputs) with hooks that record every module call's output.
+
+    The outputs are kept as they are (no copy) unless the forward later changes one in place (its version
+    counter moves): then the forward runs again keeping copies (``copy``). ``strip``: a prefix of every
+    module path (an ``hf:`` model's wrapper, ``model.``) left out of the names.
+    """
+    names = _Names(module, strip)
     ref = Reference()
     pending: dict[int, list[tuple[str | None, int | None]]] = {}
+    versions: list[tuple[Any, int]] = []
 
     def enter(m: Any) -> None:
         pending.setdefault(id(m), []).append(_caller() if lines else (None, None))
 
     def exit_(m: Any, out: Any) -> None:
         file, line = pending[id(m)].pop() if pending.get(id(m)) else (None, None)
-        tensors = [t.detach().float().clone() for t in float_tensors(out)]
+        tensors = [t.detach().float() for t in float_tensors(out)]
+        if copy:
+            tensors = [t.clone() for t in tensors]
+        else:
+            versions.extend((t, t._version) for t in tensors)
         ref.calls.append(_Call(names.key(m), type(m).__name__, file, line, tensors, reference_scale(tensors)))
 
     with _hooks(module, enter, exit_):
         value = forward()
+    if any(t._version != v for t, v in versions):  # an in-place op changed a recorded output: record copies
+        return record_reference(module, forward, lines=lines, strip=strip, copy=True)
     ref.final_value = value
     ref.final = [t.detach().float() for t in float_tensors(value)]
     ref.final_scale = reference_scale(ref.final)
@@ -214,9 +228,9 @@ class Comparison:
     final_value: Any
 
 
-def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: str, tolerance: Tolerance = DEFAULT_TOLERANCE) -> Comparison:
+def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: str, tolerance: Tolerance = DEFAULT_TOLERANCE, strip: str = "") -> Comparison:
     """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns."""
-    names = _Names(module)
+    names = _Names(module, strip)
     by_key = reference.by_key()
     rows: list[ModuleDrift] = []
 
@@ -240,14 +254,14 @@ def first_exceeding(rows: list[ModuleDrift]) -> ModuleDrift | None:
     return next((r for r in rows if r.exceeds), None)
 
 
-def dominant_op(module: Any, target: str, forward: Callable[[], Any], emulator: Any) -> str | None:
+def dominant_op(module: Any, target: str, forward: Callable[[], Any], emulator: Any, strip: str = "") -> str | None:
     """Run ``forward`` again and name the aten op that adds the most error inside the call ``target``.
 
     Inside that call each emulated op is also computed in fp32 on the same inputs; the op whose
     result differs most from its fp32 value (relative to that value's largest magnitude) is named.
     This measures the error an op introduces, not how later ops amplify it.
     """
-    names = _Names(module)
+    names = _Names(module, strip)
     inside: list[Any] = []  # the target module while its call runs
     worst: dict[str, float] = {}
 

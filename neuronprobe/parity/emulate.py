@@ -128,19 +128,22 @@ class Emulator:
         self.precision = precision
         self.plan = _Plan(precision)
         self._param_storages = {p.untyped_storage().data_ptr() for p in parameters}
-        self._cache: dict[tuple[Any, ...], Any] = {}  # rounded weights (and their views), per storage/offset/shape/stride
+        self._cache: dict[tuple[Any, ...], Any] = {}  # rounded weight storages (a tied weight once), per dtype and low type
         self.observer: Callable[[str, Any, Any], None] | None = None
 
     # -- rounding -----------------------------------------------------------------------------
     def _rounded(self, t: Any, low: str) -> Any:
         if not _is_float(t):
             return t
-        if t.untyped_storage().data_ptr() in self._param_storages:
-            key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype, t._version, low)
-            hit = self._cache.get(key)
-            if hit is None:
-                hit = self._cache[key] = round_to(t, low)
-            return hit
+        storage = t.untyped_storage()
+        if storage.data_ptr() in self._param_storages:  # a weight: its whole storage rounded once, every view of it shared
+            import torch
+
+            key = (storage.data_ptr(), t.dtype, t._version, low)  # views share the version counter of their base
+            flat = self._cache.get(key)
+            if flat is None:
+                flat = self._cache[key] = round_to(torch.empty(0, dtype=t.dtype).set_(storage), low)
+            return flat.as_strided(t.shape, t.stride(), t.storage_offset())
         return round_to(t, low)
 
     def _map(self, value: Any, fn: Callable[[Any], Any]) -> Any:
@@ -154,7 +157,7 @@ class Emulator:
         plan = self.plan
         if name in MATMUL_OPS and plan.matmul_type:
             out = self._matmul(func, args, kwargs, plan.matmul_type)
-        elif name in ATTENTION_OPS and (plan.matmul_type or plan.reduce_type):
+        elif name in ATTENTION_OPS and (plan.matmul_type or (plan.reduce_type and not plan.mpa)):  # else torch's kernel keeps fp32 inside
             out = self._attention(args, kwargs)
         elif name in REDUCTION_OPS and plan.reduce_type and bool(args) and _is_float(args[0]):
             out = self._reduction(name, func, args, kwargs, plan.reduce_type)
@@ -377,6 +380,22 @@ def served_inputs(args: tuple[Any, ...], kwargs: dict[str, Any], precision: Prec
     return _cast_value(args, dtype), _cast_value(kwargs, dtype)
 
 
+def served_state(module: Any, precision: Precision) -> dict[str, Any] | None:
+    """The module's parameters and buffers as served in ``precision.dtype`` (floating-point ones cast), for
+    ``torch.func.functional_call``; None when served in fp32. Half the fp32 weights' memory, and no copy of the module."""
+    if precision.dtype is ServedDtype.FP32:
+        return None
+    dtype = torch_dtype(str(precision.dtype))
+    tensors = {**dict(module.named_parameters(remove_duplicate=False)), **dict(module.named_buffers(remove_duplicate=False))}
+    cast: dict[int, Any] = {}  # a tied weight is cast once and stays tied
+    out = {}
+    for name, t in tensors.items():
+        if id(t) not in cast:
+            cast[id(t)] = t.detach().to(dtype) if t.is_floating_point() else t
+        out[name] = cast[id(t)]
+    return out
+
+
 def served(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], precision: Precision) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
     """The model and inputs as served in ``precision.dtype``: a cast copy (the fp32 model is left as it is)."""
     if precision.dtype is ServedDtype.FP32:
@@ -386,8 +405,9 @@ def served(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], precision
 
 
 @contextlib.contextmanager
-def emulated(precision: Precision, module: Any) -> Iterator[Emulator]:
-    """Run the forward inside under ``precision`` (the module must already be cast as served: :func:`served`).
+def emulated(precision: Precision, module: Any, state: dict[str, Any] | None = None) -> Iterator[Emulator]:
+    """Run the forward inside under ``precision`` (the module cast as served, :func:`served`, or run with
+    ``state``, :func:`served_state`, whose tensors are then the weights the emulation knows).
 
     Yields the :class:`Emulator`, whose ``observer`` may be set to see each emulated op. Nothing is
     changed for an fp32 precision with no auto-cast: the mode is not even entered.
@@ -396,7 +416,7 @@ def emulated(precision: Precision, module: Any) -> Iterator[Emulator]:
 
     from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 
-    emulator = Emulator(precision, list(module.parameters()))
+    emulator = Emulator(precision, list(module.parameters()) + (list(state.values()) if state else []))
     if precision.is_fp32:  # nothing to emulate: fp32 ops are the reference's own
         with torch.no_grad():
             yield emulator

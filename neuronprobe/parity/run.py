@@ -120,11 +120,14 @@ def _merge_agreements(items: list[OutputAgreement | None]) -> OutputAgreement | 
     return out
 
 
-def _call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seed: int) -> Callable[[], Any]:
+def _call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seed: int, state: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """The forward on these inputs from ``seed``; ``state``: the weights and buffers to run with instead (served dtype)."""
     import torch
 
     def forward() -> Any:
         torch.manual_seed(seed)
+        if state is not None:
+            return torch.func.functional_call(module, state, args, kwargs)
         return module(*args, **kwargs)
 
     return forward
@@ -140,20 +143,25 @@ def run_precision(
     tolerance: Tolerance = drift.DEFAULT_TOLERANCE,
     attribute: bool = True,
     first_output: list[Any] | None = None,
+    strip: str = "",
 ) -> PrecisionRun:
     """The model (fp32, on the CPU) under ``precision``, each input compared with its reference.
 
-    ``first_output``: a list that receives the first input's output tensors (fp32), for the xla-cpu comparison."""
+    ``first_output``: a list that receives the first input's output tensors (fp32), for the xla-cpu comparison.
+    A precision that narrows nothing (no auto-cast, served in fp32) computes exactly what the reference computed:
+    it is not run again; its rows are the reference's, with no error, and its ``note`` says so."""
+    if precision.is_fp32:
+        return _as_reference(precision, references)
     start = time.perf_counter()
     low = precision.low_type
     rows_per_input: list[list[ModuleDrift]] = []
     outputs: list[ModuleDrift] = []
     agreements: list[OutputAgreement | None] = []
-    run_module, _, _ = emulate.served(module, (), {}, precision)  # a cast copy when served in bf16/fp16
+    state = emulate.served_state(module, precision)  # the weights cast when served in bf16/fp16 (the model is not copied)
     for (args, kwargs), ref in zip(inputs, references, strict=True):
         a, k = emulate.served_inputs(args, kwargs, precision)
-        with emulate.emulated(precision, run_module):
-            got = drift.compare(run_module, _call(run_module, a, k, seed), ref, low, tolerance)
+        with emulate.emulated(precision, module, state):
+            got = drift.compare(module, _call(module, a, k, seed, state), ref, low, tolerance, strip)
         if first_output is not None and not first_output:
             first_output.extend(t.detach().float() for t in drift.float_tensors(got.final_value))
         rows_per_input.append(got.modules)
@@ -165,8 +173,8 @@ def run_precision(
     if first is not None and attribute:
         args, kwargs = inputs[first_bad[first.module]]
         a, k = emulate.served_inputs(args, kwargs, precision)
-        with emulate.emulated(precision, run_module) as emulator:
-            first.dominant_op = drift.dominant_op(run_module, first.module, _call(run_module, a, k, seed), emulator)
+        with emulate.emulated(precision, module, state) as emulator:
+            first.dominant_op = drift.dominant_op(module, first.module, _call(module, a, k, seed, state), emulator, strip)
     return PrecisionRun(
         precision_info(precision),
         modules=rows,
@@ -175,6 +183,23 @@ def run_precision(
         agreement=_merge_agreements(agreements),
         seconds=round(time.perf_counter() - start, 3),
     )
+
+
+# An fp32 precision's note: the same forward as the reference, bit for bit (the emulation narrows nothing).
+SAME_AS_REFERENCE = "narrows nothing: the fp32 reference's own forward, so not run again (no error by construction)"
+
+
+def _as_reference(precision: Precision, references: list[drift.Reference]) -> PrecisionRun:
+    first = references[0]
+    rows = [ModuleDrift(c.key, c.module_type, c.file, c.line, 0.0, 0.0, 0.0, 0, False) for c in first.calls]
+    output = ModuleDrift("", rows[-1].module_type if rows else "", None, None, 0.0, 0.0, 0.0, 0, False)
+    agreements = [metrics.agreement(r.final_value, r.final_value) for r in references]
+    return PrecisionRun(precision_info(precision), modules=rows, output=output, agreement=_merge_agreements(agreements), note=SAME_AS_REFERENCE)
+
+
+def module_prefix(loaded: LoadedModel) -> str:
+    """The part of every module path that is neuronprobe's wrapper, not the user's model (``hf:``: ``model.``)."""
+    return "model." if loaded.source.startswith(HF_PREFIX) else ""
 
 
 def run_parity_full(
@@ -240,12 +265,16 @@ def _run_parity_full(
     references = []
     with torch.no_grad():
         for args, kwargs in inputs:
-            references.append(drift.record_reference(real.module, _call(real.module, args, kwargs, seed)))
+            references.append(drift.record_reference(real.module, _call(real.module, args, kwargs, seed), strip=module_prefix(real)))
     section.reference_seconds = round(time.perf_counter() - start, 3)
     emulated_bf16: list[Any] = []
     for precision in precisions:
         keep = emulated_bf16 if xla and precision == xla_run.XLA_PRECISION else None
-        section.runs.append(run_precision(real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute, first_output=keep))
+        section.runs.append(
+            run_precision(
+                real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute, first_output=keep, strip=module_prefix(real)
+            )
+        )
     if xla:
         row, tensors = xla_run.run_xla_bf16(real, inputs[0], references[0], tolerance=tolerance, timeout=xla_timeout, env=env)
         section.runs.append(row)

@@ -54,6 +54,8 @@ def _run_lines(run: PrecisionRun) -> list[Any]:
     if run.error:
         return [head, Text(f"    no numbers: {run.error}", style="yellow")]
     lines = [head]
+    if run.note:
+        return [head, Text(f"    {run.note}", style="green")]
     if run.output is not None:
         style = "red" if run.output.exceeds else ""
         lines.append(Text(f"    output: {error_words(run.output)}" + (f" ({format_duration(run.seconds)})" if run.seconds else ""), style=style))

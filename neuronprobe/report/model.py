@@ -734,6 +734,7 @@ class PrecisionRun:
     agreement: OutputAgreement | None = None
     seconds: float = 0.0
     error: str = ""  # why this run has no numbers (the xla-cpu environment missing, the forward raised)
+    note: str = ""  # how the numbers were obtained where it is not a run of its own (an fp32 precision is the reference)
 
     def __post_init__(self) -> None:
         self.run = ParityRun(self.run)

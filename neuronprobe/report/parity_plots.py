@@ -16,7 +16,7 @@ def drift_svg(section: ParitySection | None) -> str | None:
     module past it marked."""
     if section is None:
         return None
-    runs = [r for r in section.runs if r.run is ParityRun.EMULATED and r.modules]
+    runs = [r for r in section.runs if r.run is ParityRun.EMULATED and r.modules and not r.note]
     if not runs:
         return None
     with _figure("parity-drift") as (fig, ax):
