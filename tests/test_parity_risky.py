@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from neuronprobe.capture import capture
 from neuronprobe.cli import app
-from neuronprobe.loading import load_model_file
+from neuronprobe.loading import load_model, load_model_file
 from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.risky import (
     ACCUMULATION_RULE,
@@ -298,3 +298,15 @@ def test_the_findings_frame_and_the_notebook_text_have_the_confirmation():
     report = add_risky(Report(model="precision_eps", target="trn1"), result)
     assert report.findings_df()[["rule", "confirmation"]].values.tolist() == [[EPS_RULE, "matters"]]
     assert "      parity: measured to matter on these inputs\n" in render_text(report)
+
+
+def test_an_hf_model_is_judged_under_the_drift_rows_names():
+    """hf:bert's layer_norm_eps=1e-12 in fp16: found in transformers' file, named as the drift table names modules."""
+    tiny = ["num_hidden_layers=2", "hidden_size=32", "num_attention_heads=2", "intermediate_size=64", "vocab_size=256"]
+    torch.manual_seed(0)
+    result = run_parity_full(load_model("hf:bert", tiny), [Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, False)])
+    rows = {r.module for r in result.section.runs[0].modules}
+    found = scan_parity(result).findings
+    assert {f.rule for f in found} == {EPS_RULE} and sum(f.count for f in found) == 6  # embeddings, 2 x 2 layers, the head
+    assert all(f.file is not None and f.file.endswith("transformers/models/bert/modeling_bert.py") for f in found)
+    assert all(f.module in rows and f.confirmation is Confirmation.NO_EFFECT for f in found)  # random inputs: no constant row

@@ -735,6 +735,7 @@ def scan_parity(result: ParityResult) -> RiskyScan:
     """
     from neuronprobe.parity import emulate
     from neuronprobe.parity.precision import Precision
+    from neuronprobe.parity.run import module_prefix
 
     graphs: dict[str, OpGraph | None] = {}
     notes: list[str] = []
@@ -750,7 +751,7 @@ def scan_parity(result: ParityResult) -> RiskyScan:
             precision = Precision(info.auto_cast, info.auto_cast_type, info.dtype, info.mixed_precision_accumulation)
             module, a, k = emulate.served(result.loaded.module, args, kwargs, precision)
             try:
-                graphs[served] = capture(module, a, k)
+                graphs[served] = capture(module, a, k, strip_module_prefix=module_prefix(result.loaded))  # the drift rows' names
             except ForwardError as exc:
                 graphs[served] = None
                 notes.append(f"risky low-precision constructs not scanned in {served}: the forward raises there ({exc})")
