@@ -87,6 +87,20 @@ class RegisteredRule:
         """The usual verdict (None for an audit rule, which has a severity instead)."""
         return self.verdicts[0] if self.verdicts else None
 
+    def as_json(self) -> dict[str, Any]:
+        """The entry as JSON-native values (``neuronprobe rules --json``)."""
+        return {
+            "id": self.id,
+            "kind": str(self.kind),
+            "verdicts": [str(v) for v in self.verdicts],
+            "severity": str(self.severity),
+            "message": self.message,
+            "fix": self.fix,
+            "provenance": self.provenance,
+            "source": self.source,
+            "where": self.where,
+        }
+
 
 class UnknownRule(InternalError):
     """The code gave a finding a rule id (or a verdict for it) the registry does not have: a bug, exit 3."""

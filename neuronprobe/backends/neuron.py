@@ -302,7 +302,7 @@ class _Builder:
                 op,
                 message,
                 verdict=verdict,
-                fix=FIX.get(verdict, FIX[Verdict.COMPILE_ERROR]),
+                fix=FIX.get(Verdict(verdict), FIX[Verdict.COMPILE_ERROR]),
                 ncc_code=ncc_code,
                 count=count,
                 origin=Origin.OBSERVED,
