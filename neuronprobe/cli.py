@@ -1019,7 +1019,7 @@ def list_rules(
             table.add_column(column, no_wrap=True)
         table.add_column("provenance", overflow="fold")
         for r in entries:
-            verdicts = "|".join(r.verdicts) or "-"
+            verdicts = f"{r.verdicts[0]} +{len(r.verdicts) - 1}" if len(r.verdicts) > 1 else (r.verdict or "-")  # all in --json
             table.add_row(Text(r.id), Text(verdicts), Text(str(r.severity)), Text(str(r.kind)), Text(r.provenance))
         _out_console().print(table)
 
