@@ -617,7 +617,7 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
         counts=counts,
         findings_total=len(findings),
         device_graphs=device_graphs,
-        fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == "cpu_fallback"),
+        fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == Verdict.CPU_FALLBACK),
         graph_breaks=len(graph.graph_breaks),  # every recorded break, repeats included
     )
 
