@@ -221,3 +221,16 @@ def test_the_rules_command_lists_a_user_file_and_refuses_a_bad_one(tmp_path):
     bad.write_text(json.dumps({"rules": [{"id": "host-read", "verdict": "cpu_fallback", "ops": ["x"], "message": "m", "fix": "f"}]}))
     result = CliRunner().invoke(app, ["rules", "--rules", str(bad)])
     assert result.exit_code == 2 and "host-read" in result.output
+
+
+def test_a_finding_with_an_unregistered_id_is_exit_3_with_one_line(tmp_path, monkeypatch):
+    import neuronprobe.registry as registry_module
+
+    full = bundled_registry()
+    without = registry_module.RuleRegistry({k: v for k, v in full.rules.items() if k != "host-read"})
+    monkeypatch.setattr(registry_module, "bundled_registry", lambda: without)  # the forked worker inherits it
+    args = ["analyze", str(MODELS / "train_item_logging.py"), "--train", "--backend", "static", "-o", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 3, result.output
+    assert "'host-read', which no rule catalogue registers" in result.output and "Traceback" not in result.output
+    assert not list(tmp_path.iterdir())
