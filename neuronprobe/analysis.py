@@ -65,7 +65,7 @@ from neuronprobe.support import (
 )
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.usercode import user_exit_guard
-from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, Verdict
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.training import TrainOptions
@@ -86,10 +86,7 @@ PYTHON_BREAK_MESSAGE = (
     "outside any compiled graph, on every call; torch-neuronx's XLA trace (trn1/inf2) does not go through dynamo "
     "and is not split by it"
 )
-PYTHON_BREAK_FIX = (
-    "rewrite the construct so that dynamo can follow it (tensor ops, no exception raised inside forward, no "
-    "iterator or builtin dynamo does not model), or move it out of forward; the reason names what dynamo met"
-)
+# Its fix is the registry's (support/data/builtin_rules.json).
 
 
 @dataclass
@@ -411,19 +408,18 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
         others = sorted({i.call.op for i in items} - {first.call.op})
         message = first.verdict.reason + (f" (also on this line: {', '.join(others)})" if others else "")
         out.append(
-            Finding(
-                op=first.call.op,
+            Finding.at(
+                rule,
+                SourceLocation(relative_path(file), line),
+                first.call.op,
+                message,
                 verdict=verdict,
-                file=relative_path(file),
-                line=line,
-                module=first.call.module,
-                message=message,
                 fix=first.verdict.fix,
-                rule=rule,
+                module=first.call.module,
                 ncc_code=first.verdict.ncc_code,
                 source_line=first.call.source_line,
                 count=len(items),
-                bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == "cpu_fallback" else 0,
+                bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == Verdict.CPU_FALLBACK else 0,
                 shapes=first.call.shapes(),
                 phase=phase,
             )
@@ -441,35 +437,31 @@ def _failure_findings(failure: CaptureFailure | None) -> list[Finding]:
         return []
     if failure.kind == "control_flow":
         return [
-            Finding(
-                op=CONTROL_FLOW_OP,
-                verdict=Verdict.CONTROL_FLOW,
-                file=relative_path(failure.file),
-                line=failure.line,
-                module=None,
-                message=f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
+            Finding.at(
+                BRANCH_RULE,
+                SourceLocation(relative_path(failure.file), failure.line),
+                CONTROL_FLOW_OP,
+                f"a Python branch on a tensor value: torch.export cannot trace it ({failure.exception}), "
                 "and a Neuron trace freezes whichever branch the example input took",
-                fix="make the branch a tensor op: torch.where(cond, a, b) for values, or torch.cond for sub-graphs; or move the decision out of forward",
-                rule=BRANCH_RULE,
                 source_line=failure.source_line,
             )
         ]
     custom = failure.op is not None and failure.op != "" and not failure.op.startswith("aten::")
+    if custom:
+        rule, fix = (
+            "custom-op",
+            "register a fake kernel (@op.register_fake) so the op can be traced, and a Neuron lowering "
+            "(an NKI kernel) so it runs on the device; or express it with aten ops",
+        )
+    else:
+        rule, fix = "unsupported-op", None  # the registry's fix
     return [
-        Finding(
-            op=failure.op or "<unsupported op>",
-            verdict=Verdict.CPU_FALLBACK,
-            file=relative_path(failure.file),
-            line=failure.line,
-            module=None,
-            message=f"capture failed on an op without a tracing (fake) kernel: {failure.message}",
-            fix=(
-                "register a fake kernel (@op.register_fake) so the op can be traced, and a Neuron lowering "
-                "(an NKI kernel) so it runs on the device; or express it with aten ops"
-                if custom
-                else "replace the op with aten ops that have a Neuron lowering, or run it outside the traced forward"
-            ),
-            rule="custom-op" if custom else "unsupported-op",
+        Finding.at(
+            rule,
+            SourceLocation(relative_path(failure.file), failure.line),
+            failure.op or "<unsupported op>",
+            f"capture failed on an op without a tracing (fake) kernel: {failure.message}",
+            fix=fix,
             source_line=failure.source_line,
         )
     ]
@@ -499,17 +491,7 @@ def _assumed_findings(branches: list[AssumedBranch], existing: list[Finding]) ->
 
 def _branch_finding(file: str | None, line: int | None, source_line: str | None, message: str, fix: str) -> Finding:
     """A ``control_flow`` finding of the branch rule at the user's line."""
-    return Finding(
-        op=CONTROL_FLOW_OP,
-        verdict=Verdict.CONTROL_FLOW,
-        file=file,
-        line=line,
-        module=None,
-        message=message,
-        fix=fix,
-        rule=BRANCH_RULE,
-        source_line=source_line,
-    )
+    return Finding.at(BRANCH_RULE, SourceLocation(file, line), CONTROL_FLOW_OP, message, fix=fix, source_line=source_line)
 
 
 def _graph_breaks(records: list[BreakRecord]) -> list[GraphBreak]:
@@ -557,29 +539,17 @@ def _break_findings(records: list[BreakRecord], existing: list[Finding]) -> list
                 fix="make the branch a tensor op: torch.where(cond, a, b), or torch.cond",
             )
         elif pattern.rule == PYTHON_BREAK_RULE:
-            finding = Finding(
-                op=op,
-                verdict=Verdict.CPU_FALLBACK,
-                file=file,
-                line=b.line,
-                module=None,
-                message=f"{PYTHON_BREAK_MESSAGE}; {between}",
-                fix=PYTHON_BREAK_FIX,
-                rule=PYTHON_BREAK_RULE,
-                source_line=b.source_line,
-            )
+            finding = Finding.at(PYTHON_BREAK_RULE, SourceLocation(file, b.line), op, f"{PYTHON_BREAK_MESSAGE}; {between}", source_line=b.source_line)
         else:
             rule = rule_by_id(table, pattern.rule, op)
             named = f"aten::{op}" if pattern.op == OP_ATEN else op
-            finding = Finding(
-                op=named,
+            finding = Finding.at(
+                rule.id,
+                SourceLocation(file, b.line),
+                named,
+                f"{rule.message}; dynamo ran it eagerly between two graphs, so it is in no captured graph; {between}",
                 verdict=rule.verdict,
-                file=file,
-                line=b.line,
-                module=None,
-                message=f"{rule.message}; dynamo ran it eagerly between two graphs, so it is in no captured graph; {between}",
                 fix=rule.fix_for(op),
-                rule=rule.id,
                 ncc_code=rule.ncc_code,
                 source_line=b.source_line,
             )
@@ -647,7 +617,7 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
         counts=counts,
         findings_total=len(findings),
         device_graphs=device_graphs,
-        fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == "cpu_fallback"),
+        fallback_bytes_per_call=sum(f.bytes_per_call for f in findings if f.verdict == Verdict.CPU_FALLBACK),
         graph_breaks=len(graph.graph_breaks),  # every recorded break, repeats included
     )
 

@@ -14,6 +14,7 @@ recompile gate of a report without traffic is an :class:`InputError`.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -62,8 +63,9 @@ class GateFailure:
 def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
     """``gates`` when every setting is usable, else an :class:`InputError` (exit 2) naming the first bad one.
 
-    ``rule_ids`` gives the rule ids ``--fail-on`` may name; it is called only when a
-    value is not a verdict, so a plain verdict gate loads no rule table.
+    ``rule_ids`` gives the rule ids ``--fail-on`` may name (:func:`known_rule_ids`); it is
+    called only when a value is not a verdict, so a plain verdict gate loads no rule data.
+    An unknown value is refused with the registered ids and verdicts closest to it.
     """
     verdicts = Verdict.values()
     others = [v for v in gates.fail_on if v not in verdicts]
@@ -71,23 +73,26 @@ def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
         known = rule_ids()
         unknown = [v for v in others if v not in known]
         if unknown:
-            raise InputError(f"--fail-on: unknown verdict {unknown[0]!r}; use {', '.join(verdicts)}, or the id of a rule (e.g. dynamic-output-shape)")
+            raise InputError(unknown_fail_on(unknown[0], known))
     if gates.fail_on_recompiles is not None and gates.fail_on_recompiles < 0:
         raise InputError(f"--fail-on-recompiles {gates.fail_on_recompiles}: use a number of graphs >= 0")
     return gates
 
 
+def unknown_fail_on(value: str, known: Collection[str]) -> str:
+    """The one sentence that refuses a ``--fail-on`` value, naming the closest verdicts and rule ids."""
+    close = difflib.get_close_matches(value, [*Verdict.values(), *sorted(known)], n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"use a verdict ({', '.join(Verdict.values())}) or a rule id"
+    return f"--fail-on: unknown verdict {value!r}, and no rule has that id; {hint} (`neuronprobe rules` lists every id)"
+
+
 def known_rule_ids(table: SupportTable) -> frozenset[str]:
-    """Every rule id the report can print, so ``--fail-on`` takes each.
+    """Every rule id the report can print, so ``--fail-on`` takes each: the registry's
+    (:mod:`neuronprobe.registry`: the table, training, HLO, built-in and audit rules, and
+    any user rules loaded) and the rules of ``table`` (with its ``--rules``)."""
+    from neuronprobe.registry import registry
 
-    The rules of ``table`` (with any user rules), the ids the code gives
-    (:func:`neuronprobe.support.code_rule_ids`: built-ins, training, observed, HLO)
-    and the audit's rule ids (``analyze --audit`` findings).
-    """
-    from neuronprobe.audit.rules import load_rules as load_audit_rules
-    from neuronprobe.support import code_rule_ids
-
-    return frozenset({r.id for r in table.rules} | code_rule_ids() | set(load_audit_rules()))
+    return frozenset(registry().ids() | {r.id for r in table.rules})
 
 
 def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) -> list[GateFailure]:
@@ -166,4 +171,5 @@ __all__ = [
     "check_gates",
     "evaluate_gates",
     "known_rule_ids",
+    "unknown_fail_on",
 ]

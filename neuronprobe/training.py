@@ -106,20 +106,6 @@ HOST_READ_OP: dict[str, str] = {
     "tolist": "<tensor.tolist()>",
     "grad_scaler": "aten::_local_scalar_dense",
 }
-HOST_READ_FIX = (
-    "keep the value on the device and read it every N steps (total += loss.detach(); print(total.item() / N) "
-    "when step % N == 0), or defer the read with torch_xla.core.xla_model.add_step_closure(lambda: print(loss.item())), "
-    "which runs after the step's graph has executed (measured: no extra graph execution); or at least move the read "
-    "after torch_xla.sync() so that it no longer splits the step's graph (it still waits for the device every step)"
-)
-GRAD_SCALER_FIX = (
-    "Trainium trains in bf16, which has float32's exponent range and needs no loss scaling: autocast to "
-    "torch.bfloat16 and drop the GradScaler (scaler.scale/step/update become loss.backward() and optimizer.step())"
-)
-BRANCH_FIX = (
-    "decide on the device (torch.where on the metric) or every N steps after torch_xla.sync(); "
-    "a Python branch on a device value syncs every step and, when it changes what the step runs, compiles one graph per branch"
-)
 
 
 @dataclass
@@ -223,9 +209,9 @@ def classify_training(call: OpCall, base: Callable[[OpCall], Classification]) ->
         if call.phase in rule.phases and (call.key in rule.ops or call.name in rule.ops):
             return Classification(rule.verdict, rule.id, rule.message, rule.fix_for(call.name))
     result = base(call)
-    if call.phase == "backward" and result.verdict not in ("lowered", "decomposed"):
+    if call.phase == Phase.BACKWARD and result.verdict not in (Verdict.LOWERED, Verdict.DECOMPOSED):
         result = dataclasses.replace(result, reason=f"in the gradient of this line: {result.reason}")
-    elif call.phase == "optimizer" and result.verdict not in ("lowered", "decomposed"):
+    elif call.phase == Phase.OPTIMIZER and result.verdict not in (Verdict.LOWERED, Verdict.DECOMPOSED):
         result = dataclasses.replace(result, reason=f"in the optimizer step: {result.reason}")
     return result
 
@@ -398,18 +384,18 @@ def _record_read(state: _State, kind: str, tensor: Any) -> None:
 def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
     node: Any = current_autograd_node()
     if node is not None or state.in_backward:
-        phase = "backward"
+        phase = Phase.BACKWARD
         site = node.metadata.get(_SITE_KEY) if node is not None else None
         site = site or state.backward_site
     elif state.backward_done:
-        phase = "optimizer"
+        phase = Phase.OPTIMIZER
         site = state.user_site()
         if site.file is None and state.optimizer_site is not None:
             site = state.optimizer_site
     else:
         if state.modules:
             return  # the model's own forward: captured by torch.export with its graph and lines
-        phase, site = "forward", state.user_site()
+        phase, site = Phase.FORWARD, state.user_site()
     call = _bare_call(func, len(state.calls))
     for i, arg in enumerate(func._schema.arguments):
         if i < len(args):
@@ -607,7 +593,7 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()
-        if not any(c.phase == "backward" for c in state.calls):
+        if not any(c.phase == Phase.BACKWARD for c in state.calls):
             notes.append("the training step ran no backward: train_step() never called loss.backward()")
     return TrainCapture(
         calls=state.calls,
@@ -678,18 +664,14 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
     for r in reads:
         if r.kind == "grad_scaler":
             out.append(
-                Finding(
-                    op=HOST_READ_OP[r.kind],
-                    verdict=Verdict.CPU_FALLBACK,
-                    file=relative_path(r.file),
-                    line=r.line,
-                    module=None,
-                    message="GradScaler.step reads found_inf on the host every step to decide whether to step "
+                Finding.at(
+                    "grad-scaler-sync",
+                    SourceLocation(relative_path(r.file), r.line),
+                    HOST_READ_OP[r.kind],
+                    "GradScaler.step reads found_inf on the host every step to decide whether to step "
                     f"(measured on torch-xla 2.9: one aten::_local_scalar_dense per step, with AdamW and with "
                     f"torch_xla.amp.syncfree.AdamW): a device sync, so each step runs as {graphs_without_reads + syncs} "
                     f"graph executions instead of {graphs_without_reads}",
-                    fix=GRAD_SCALER_FIX,
-                    rule="grad-scaler-sync",
                     source_line=r.source_line,
                     count=r.count,
                     bytes_per_call=r.nbytes,
@@ -715,15 +697,11 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
         )
         if r.branch:
             out.append(
-                Finding(
-                    op=HOST_READ_OP[r.kind] if r.kind != "bool" else "<python branch on tensor value>",
-                    verdict=Verdict.CONTROL_FLOW,
-                    file=relative_path(r.file),
-                    line=r.line,
-                    module=None,
-                    message=f"a Python branch on a device value in the training step: {cost}",
-                    fix=BRANCH_FIX,
-                    rule="branch-on-metric",
+                Finding.at(
+                    "branch-on-metric",
+                    SourceLocation(relative_path(r.file), r.line),
+                    HOST_READ_OP[r.kind] if r.kind != "bool" else "<python branch on tensor value>",
+                    f"a Python branch on a device value in the training step: {cost}",
                     source_line=r.source_line,
                     count=r.count,
                     bytes_per_call=r.nbytes,
@@ -733,15 +711,11 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
             )
         else:
             out.append(
-                Finding(
-                    op=HOST_READ_OP[r.kind],
-                    verdict=Verdict.CPU_FALLBACK,
-                    file=relative_path(r.file),
-                    line=r.line,
-                    module=None,
-                    message=cost,
-                    fix=HOST_READ_FIX,
-                    rule="host-read",
+                Finding.at(
+                    "host-read",
+                    SourceLocation(relative_path(r.file), r.line),
+                    HOST_READ_OP[r.kind],
+                    cost,
                     source_line=r.source_line,
                     count=r.count,
                     bytes_per_call=r.nbytes,
@@ -916,26 +890,26 @@ def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead
             f.op = "<training step on the XLA device>"
             f.message = f.message.replace("the forward runs on torch 2.9's CPU but fails on the XLA device", "the training step fails on the XLA device")
             if fused is not None and "fused" in f.message:
-                f.op, f.phase = fused.op, "optimizer"
+                f.op, f.phase = fused.op, Phase.OPTIMIZER
                 f.fix = fused_fix()
                 if f.line is None:
                     f.file, f.line, f.source_line = relative_path(fused.file), fused.line, fused.source_line
                 observation.op_verdicts[fused.op] = f.verdict
             continue
         if (f.file, f.line) in reads:
-            f.phase = "loop"
+            f.phase = Phase.LOOP
             continue
         candidates = [c for c in by_op.get(f.op, []) or by_op.get(f.op.split(".", 1)[0], []) if c.file]
         if candidates:
             first = candidates[0]
             f.phase = first.phase
-            if first.phase == "backward":
+            if first.phase == Phase.BACKWARD:
                 f.file, f.line, f.source_line = relative_path(first.file), first.line, first.source_line
                 f.module = first.module
         elif "_backward" in f.op:
-            f.phase = "backward"
+            f.phase = Phase.BACKWARD
         elif "_foreach_" in f.op or "_fused_" in f.op:
-            f.phase = "optimizer"
+            f.phase = Phase.OPTIMIZER
 
 
 def fused_fix() -> str:

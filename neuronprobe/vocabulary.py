@@ -98,6 +98,21 @@ class Verdict(Word):
         """True for verdicts that become findings: the problems and the notes."""
         return self.is_problem or self.is_note
 
+    @property
+    def severity(self) -> Severity:
+        """How bad a finding of this verdict is: the compile stops, the model runs slower, or worth knowing."""
+        if self.blocks_compile:
+            return Severity.ERROR
+        return Severity.WARNING if self.is_problem else Severity.INFO
+
+
+class Severity(Word):
+    """How bad a rule's finding is, worst first: the same three words as the audit's catalogue."""
+
+    ERROR = "error"  # stops the Neuron compile (or, in the audit, fails silently on a Neuron host)
+    WARNING = "warning"  # runs, but slower or split (a host fallback, a sync)
+    INFO = "info"  # compiles and runs: worth knowing (a precision note, a lowering)
+
 
 def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     """The most severe of ``verdicts`` (at least one)."""

@@ -14,7 +14,8 @@ from helpers import MODELS, ROOT, expectations
 import neuronprobe
 from neuronprobe.capture import OpCall, TensorMeta
 from neuronprobe.errors import InputError
-from neuronprobe.support import BUILTIN_RULES, classify, load_table
+from neuronprobe.registry import RuleKind, bundled_registry
+from neuronprobe.support import classify, load_table
 from neuronprobe.support.conditions import ConditionError, holds, parse_condition
 from neuronprobe.support.rulefile import check_rule_arguments, load_rules_file
 
@@ -178,7 +179,7 @@ def test_inventories_and_the_table_agree():
     inv = _inventory_module()
     table = load_table()
     notes = json.loads((INVENTORIES / "notes.json").read_text())
-    known = {r.id for r in table.rules} | set(BUILTIN_RULES)
+    known = {r.id for r in table.rules} | bundled_registry().ids([RuleKind.BUILTIN])
     xla = json.loads((INVENTORIES / "xla_fallbacks.json").read_text())
     ncc = json.loads((INVENTORIES / "ncc_error_codes.json").read_text())
     fields = ("file", "line", "function", "function_line", "fallback_op")

@@ -107,6 +107,7 @@ def test_an_interrupted_write_removes_its_temp_file_and_keeps_the_old_file(tmp_p
 FILE_PARAMS: dict[tuple[str, str], str] = {
     ("analyze", "model"): "input",
     ("analyze", "rules"): "input",
+    ("rules", "rules"): "input",
     ("analyze", "shapes"): "input",
     ("analyze", "lengths"): "input",
     ("analyze", "decode_trace"): "input",

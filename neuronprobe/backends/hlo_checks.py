@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.backends.xla_observe import TAG_PREFIX, is_library_path
+from neuronprobe.vocabulary import Verdict
 
 RULES_FILE = Path(__file__).parent / "data" / "hlo_rules.json"
 INTEGER_TYPES = frozenset({"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
@@ -283,7 +284,7 @@ class HloRule:
     message: str
     fix: str
     ncc_code: str | None = None
-    verdict: str = "compile_error"  # or "precision" (a note: compiles, results differ)
+    verdict: str = Verdict.COMPILE_ERROR  # or Verdict.PRECISION (a note: compiles, results differ)
     opcodes: list[str] = field(default_factory=list)
     operand_dtypes: list[str] = field(default_factory=list)
     any_dtypes: list[str] = field(default_factory=list)

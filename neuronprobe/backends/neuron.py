@@ -49,7 +49,7 @@ from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
-from neuronprobe.vocabulary import Origin, StepStatus, Verdict
+from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
 
 ALLOW_FAKE_ENV = "NEURONPROBE_ALLOW_FAKE_SDK"  # "1": --backend auto|neuron may drive the test fake
 CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neuron cache instead of a temporary one
@@ -71,10 +71,10 @@ _ATEN = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
 _SDK_FRAME = re.compile(r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]")
 
 FIX = {
-    "compile_error": "the Neuron compiler rejects this op: rewrite it with ops it supports "
+    Verdict.COMPILE_ERROR: "the Neuron compiler rejects this op: rewrite it with ops it supports "
     "(neuronx-cc list-operators --framework XLA), or keep it on the CPU with "
     "torch_neuronx.trace(..., partitioner_config=torch_neuronx.PartitionerConfig())",
-    "cpu_fallback": "torch-xla has no lowering for it, so it runs on the host with a device round trip per call: "
+    Verdict.CPU_FALLBACK: "torch-xla has no lowering for it, so it runs on the host with a device round trip per call: "
     "replace it with ops that lower, or move it out of the traced forward",
 }
 
@@ -296,15 +296,13 @@ class _Builder:
         if op.startswith("<"):
             file = self.model_file
         self.findings.append(
-            Finding(
-                op=op,
-                verdict=Verdict(verdict),
-                file=file,
-                line=line,
-                module=None,
-                message=message,
-                fix=FIX.get(verdict, FIX["compile_error"]),
-                rule=rule,
+            Finding.at(
+                rule,
+                SourceLocation(file, line),
+                op,
+                message,
+                verdict=verdict,
+                fix=FIX.get(Verdict(verdict), FIX[Verdict.COMPILE_ERROR]),
                 ncc_code=ncc_code,
                 count=count,
                 origin=Origin.OBSERVED,
@@ -356,7 +354,7 @@ class _Builder:
             said = "; ".join(f"[{c}] {m}" for c, m in unattributed) or result.error
             self.add(
                 whole,
-                "compile_error",
+                Verdict.COMPILE_ERROR,
                 f"{what} failed{status}: {said}"[:2000],
                 f"observed-{step}",
                 unattributed[0][0] if unattributed else None,
@@ -381,7 +379,7 @@ def apply_analyze(builder: _Builder, report: Any) -> None:
     builder.support_percentage = result.support_percentage
     patterns = load_error_patterns()  # failureAt -> verdict (a compiler rejection, or a host fallback)
     for kind in result.supported:
-        builder.verdict(kind, "lowered")
+        builder.verdict(kind, Verdict.LOWERED)
     sites: dict[tuple[str, str, str | None, int | None], int] = {}
     for u in result.unsupported:
         builder.verdict(u.kind, patterns.failure_at_verdict(u.failure_at))
@@ -404,8 +402,8 @@ def apply_fallbacks(builder: _Builder, counts: dict[str, int], source: str) -> N
     for op, n in sorted(counts.items()):
         if op in NOT_A_FALLBACK:
             continue
-        builder.verdict(op, "cpu_fallback")
-        builder.add(op, "cpu_fallback", f"{op} ran on the CPU ({source}: {n} call(s) in one forward)", "observed-fallback", count=max(int(n), 1))
+        builder.verdict(op, Verdict.CPU_FALLBACK)
+        builder.add(op, Verdict.CPU_FALLBACK, f"{op} ran on the CPU ({source}: {n} call(s) in one forward)", "observed-fallback", count=max(int(n), 1))
 
 
 def apply_xla_observation(builder: _Builder, value: dict[str, Any]) -> None:
@@ -427,7 +425,7 @@ def apply_xla_observation(builder: _Builder, value: dict[str, Any]) -> None:
 def apply_native(builder: _Builder, value: dict[str, Any]) -> None:
     fallback = set(value.get("fallback", []))
     for op in sorted(set(value.get("executed", [])) - fallback):
-        builder.verdict(op, "lowered")
+        builder.verdict(op, Verdict.LOWERED)
     apply_fallbacks(builder, {op: 1 for op in fallback}, "torch_neuronx.get_fallback_ops()")
 
 

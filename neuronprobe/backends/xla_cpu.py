@@ -43,7 +43,7 @@ from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.device_dtypes import device_dtypes
-from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
+from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus
 
 BACKEND_NAME = "xla-cpu"
 POLL_S = 0.05
@@ -354,15 +354,11 @@ class XlaCpuBackend:
                     f"not even on its CPU: {step.extra.get('cpu_error') or step.error}"
                 )
             obs.findings.append(
-                Finding(
-                    op="<forward on the XLA device>",
-                    verdict=Verdict.COMPILE_ERROR,
-                    file=rel_path(step.file),
-                    line=step.line,
-                    module=None,
-                    message=f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
-                    fix="every tensor the model creates must be on the input's device (pass device=x.device), and ops must have an XLA lowering",
-                    rule="observed-xla-error",
+                Finding.at(
+                    "observed-xla-error",
+                    SourceLocation(rel_path(step.file), step.line),
+                    "<forward on the XLA device>",
+                    f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
                     origin=Origin.OBSERVED,
                 )
             )

@@ -12,13 +12,9 @@ from typing import Any
 from neuronprobe.backends.hlo_checks import check_hlo, summarize_hits
 from neuronprobe.backends.xla_observe import HOST_SYNC_OP
 from neuronprobe.report.model import Finding, Limitation
-from neuronprobe.vocabulary import Origin, Verdict
+from neuronprobe.vocabulary import Origin, SourceLocation, Verdict
 
-FIX_FALLBACK = (
-    "torch-xla has no lowering for this call, so it runs on the host with a device round trip each time: "
-    "replace it with ops that lower (for pooling: an output size that divides the input), or move it out of the model"
-)
-FIX_HOST_SYNC = "keep the value on the device: use it in tensor arithmetic or torch.where instead of .item(), a Python if on a tensor, or printing it"
+# The fixes of observed-fallback and observed-host-sync are the registry's (support/data/builtin_rules.json).
 
 
 def rel_path(path: str | None) -> str | None:
@@ -49,16 +45,12 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
             else ""
         )
         findings.append(
-            Finding(
-                op=op,
-                verdict=Verdict.CPU_FALLBACK,
-                file=rel_path(site.get("file")),
-                line=site.get("line"),
-                module=None,
-                message=f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
+            Finding.at(
+                "observed-fallback",
+                SourceLocation(rel_path(site.get("file")), site.get("line")),
+                op,
+                f"{op} ran on the CPU under torch-xla ({source}: {count} call(s) in one run of the program, "
                 f"{per_call} bytes to and from the host per call; called as {site.get('called_as', op)}{unplaced})",
-                fix=FIX_FALLBACK,
-                rule="observed-fallback",
                 count=count,
                 origin=Origin.OBSERVED,
                 bytes_per_call=per_call,
@@ -72,16 +64,12 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
         missing = int(total) - placed.get(op, 0)
         if missing > 0:
             findings.append(
-                Finding(
-                    op=op,
-                    verdict=Verdict.CPU_FALLBACK,
-                    file=None,
-                    line=None,
-                    module=None,
-                    message=f"{op} ran on the CPU under torch-xla ({source}: {missing} call(s) that no aten call of the "
+                Finding.at(
+                    "observed-fallback",
+                    SourceLocation(None),
+                    op,
+                    f"{op} ran on the CPU under torch-xla ({source}: {missing} call(s) that no aten call of the "
                     "program accounts for: placed by op name, not by the call)",
-                    fix=FIX_FALLBACK,
-                    rule="observed-fallback",
                     count=missing,
                     origin=Origin.OBSERVED,
                 )
@@ -94,16 +82,12 @@ def host_sync_findings(value: dict[str, Any]) -> list[Finding]:
     for site in value.get("host_syncs", []):
         count = int(site.get("count", 1))
         out.append(
-            Finding(
-                op=HOST_SYNC_OP,
-                verdict=Verdict.DYNAMIC_SHAPE,
-                file=rel_path(site.get("file")),
-                line=site.get("line"),
-                module=None,
-                message=f"a host read of a tensor value ({HOST_SYNC_OP}, {count} per run): torch-xla runs the "
+            Finding.at(
+                "observed-host-sync",
+                SourceLocation(rel_path(site.get("file")), site.get("line")),
+                HOST_SYNC_OP,
+                f"a host read of a tensor value ({HOST_SYNC_OP}, {count} per run): torch-xla runs the "
                 "pending graph here and starts a new one, and a Neuron trace freezes the value",
-                fix=FIX_HOST_SYNC,
-                rule="observed-host-sync",
                 count=count,
                 origin=Origin.OBSERVED,
                 source_line=line_text(site.get("file"), site.get("line")),
@@ -183,15 +167,13 @@ def hlo_findings(
         if verdict.is_problem:
             ops.update(e["aten_ops"])
         out.append(
-            Finding(
-                op=_hlo_name(e),
+            Finding.at(
+                e["rule"],
+                SourceLocation(rel_path(e["file"]), e["line"]),
+                _hlo_name(e),
+                f"{e['message']} (HLO: {e['example']}; {e['count']} instruction(s))",
                 verdict=verdict,
-                file=rel_path(e["file"]),
-                line=e["line"],
-                module=None,
-                message=f"{e['message']} (HLO: {e['example']}; {e['count']} instruction(s))",
                 fix=e["fix"],
-                rule=e["rule"],
                 ncc_code=e["ncc_code"],
                 count=1,
                 origin=Origin.OBSERVED,
@@ -219,12 +201,12 @@ def run_verdicts(value: dict[str, Any], findings: list[Finding], rejected_ops: s
     """
     verdicts = observed_verdicts(findings)
     for op in rejected_ops:
-        verdicts.setdefault(op, "compile_error")
+        verdicts.setdefault(op, Verdict.COMPILE_ERROR)
     triggered = {s.get("called_as") for s in [*value.get("fallbacks", []), *value.get("host_syncs", [])]}
     problems = {op.split(".", 1)[0] for op in verdicts}
     for op in value.get("ops_seen", []):
         if op not in triggered and op.split(".", 1)[0] not in problems:
-            verdicts.setdefault(op, "lowered")
+            verdicts.setdefault(op, Verdict.LOWERED)
     return verdicts
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 from neuronprobe.capture import ForwardError, OpCall, OpGraph, capture, relative_path
 from neuronprobe.report.model import Finding, PrecisionInfo, Report
 from neuronprobe.support.precision_rules import load_precision_rules
-from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, Verdict
+from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, SourceLocation
 
 if TYPE_CHECKING:
     from neuronprobe.parity.run import ParityResult
@@ -586,15 +586,13 @@ def _finding(hit: _Hit, precision: LowPrecision, lim: Limits) -> Finding:
         **hit.values,
     }
     call = hit.call
-    return Finding(
-        op=call.op,
-        verdict=Verdict.PRECISION,
-        file=relative_path(call.file),
-        line=call.line,
-        module=call.module,
-        message=rule.message.format(**values),
+    return Finding.at(
+        hit.rule,
+        SourceLocation(relative_path(call.file), call.line),
+        call.op,
+        rule.message.format(**values),
         fix=rule.fix.format(**values),
-        rule=hit.rule,
+        module=call.module,
         source_line=call.source_line,
         shapes=call.shapes(),
         phase=Phase(call.phase),

@@ -24,6 +24,7 @@ from typing import Any, Union
 
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import InputError, ReportFormatError
+from neuronprobe.registry import UnknownRule, lookup
 from neuronprobe.vocabulary import (
     AutoCast,
     CaptureStrategy,
@@ -109,6 +110,56 @@ class Finding:
         self.phase = Phase(self.phase)
         if self.confirmation is not None:
             self.confirmation = Confirmation(self.confirmation)
+
+    @classmethod
+    def at(
+        cls,
+        rule: str,
+        site: SourceLocation,
+        op: str,
+        message: str,
+        *,
+        verdict: Verdict | str | None = None,
+        fix: str | None = None,
+        module: str | None = None,
+        source_line: str | None = None,
+        ncc_code: str | None = None,
+        count: int = 1,
+        origin: Origin = Origin.PREDICTED,
+        bytes_per_call: int = 0,
+        shapes: str = "",
+        phase: Phase = Phase.FORWARD,
+    ) -> Finding:
+        """A finding of the registered rule ``rule`` at ``site``: how the code makes every finding.
+
+        ``verdict`` and ``fix`` default to the rule's (``neuronprobe/registry.py``); a site
+        that knows a better fix for this case passes it. A rule id the registry does not
+        know, or a verdict the rule does not give, is an :class:`~neuronprobe.registry.UnknownRule`
+        (a bug, exit 3). :meth:`Report.from_dict` builds findings directly: a saved report
+        may name the rules of another version or of a user's file.
+        """
+        registered = lookup(rule, verdict)
+        chosen = verdict if verdict is not None else registered.verdict
+        if chosen is None:
+            raise UnknownRule(f"rule {rule!r} is an audit rule ({registered.source}): a finding cannot carry it")
+        return cls(
+            op=op,
+            verdict=Verdict(chosen),
+            file=site.file,
+            line=site.line,
+            module=module,
+            message=message,
+            fix=registered.fix if fix is None else fix,
+            rule=rule,
+            ncc_code=ncc_code,
+            source_line=source_line,
+            count=count,
+            origin=origin,
+            bytes_per_call=bytes_per_call,
+            shapes=shapes,
+            phase=phase,
+            cell=site.cell,
+        )
 
     @property
     def location(self) -> SourceLocation:

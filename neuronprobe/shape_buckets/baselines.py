@@ -18,6 +18,7 @@ import numpy as np
 
 from neuronprobe.defaults import DEFAULT_FIT
 from neuronprobe.shape_buckets.optimal import round_up
+from neuronprobe.vocabulary import Fit
 
 # NxD Inference's default smallest bucket (modules/autobucketing.py generate_buckets
 # callers use min_length=128 for context encoding and token generation).
@@ -70,7 +71,7 @@ def quantiles(
     total = int(cum[-1])
     targets = [-(-total * i // k) for i in range(1, k)]  # the item at rank ceil(n*i/k)
     at = v[np.searchsorted(cum, targets, side="left")]
-    edges = at + (1 if fit == "strict" else 0)
+    edges = at + (1 if fit == Fit.STRICT else 0)
     if multiple_of:
         edges = round_up(edges, multiple_of)
     keep = sorted({int(e) for e in edges if 0 < e < max_len})

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 
+from neuronprobe.vocabulary import Fit
+
 CONFIG_NAMES: tuple[str, ...] = ("nxd_inference", "transformers_neuronx", "vllm_neuron", "list")
 
 _TKG_NOTE = (
@@ -39,7 +41,7 @@ def render_configs(edges: list[int], fit: str) -> dict[str, str]:
     listed = json.dumps(edges)
     top = edges[-1]
     nxdi = (
-        _fit_note(fit, "strict", "NxD Inference")
+        _fit_note(fit, Fit.STRICT, "NxD Inference")
         + _TKG_NOTE
         + "neuron_config = NeuronConfig(\n"
         + "    enable_bucketing=True,\n"
@@ -51,7 +53,7 @@ def render_configs(edges: list[int], fit: str) -> dict[str, str]:
         + ")\n"
     )
     tnx = (
-        _fit_note(fit, "inclusive", "transformers-neuronx")
+        _fit_note(fit, Fit.INCLUSIVE, "transformers-neuronx")
         + "model = LlamaForSampling.from_pretrained(  # or your model class\n"
         + "    model_path,\n"
         + f"    n_positions={listed},  # token-generation buckets (prompt + generated)\n"
@@ -68,7 +70,7 @@ def render_configs(edges: list[int], fit: str) -> dict[str, str]:
     }
     csv = ",".join(str(e) for e in edges)
     vllm = (
-        _fit_note(fit, "strict", "vllm-neuron (NxD Inference)")
+        _fit_note(fit, Fit.STRICT, "vllm-neuron (NxD Inference)")
         + _TKG_NOTE
         + f"llm = LLM(model=model_path, max_model_len={top},\n"
         + f"          additional_config={override!r})\n"

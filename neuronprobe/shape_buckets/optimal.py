@@ -96,7 +96,7 @@ def candidate_edges(
     v = np.asarray(values, dtype=np.int64)
     n = v.size
     step = multiple_of or 1
-    base = v + (1 if fit == "strict" else 0)
+    base = v + (1 if fit == Fit.STRICT else 0)
     if step > 1:
         base = round_up(base, step)
     if min_bucket:

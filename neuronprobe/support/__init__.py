@@ -30,42 +30,15 @@ from typing import Any, Protocol, TypeVar
 
 from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError, InternalError
+from neuronprobe.registry import RuleKind, bundled_registry, register_user_rules
 from neuronprobe.support.conditions import Condition, holds
 from neuronprobe.support.device_dtypes import DeviceDtypes, device_dtypes
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
-# Rule ids :func:`classify` gives without a rule of the data file (inventories may name them).
-BUILTIN_RULES: tuple[str, ...] = (
-    "custom-op",
-    "bookkeeping",
-    "device-artifact",
-    "xla-lowering",
-    "xla-lowering-functional",
-    "xla-lowering-view",
-    "composite-part",
-    "composite-implicit",
-    "composite-explicit",
-    "no-lowering",
-    "device-dtype",
-)
-# Rule ids the code gives outside :func:`classify` (the registry ``--fail-on`` and the
-# user-rule id check read; tests/hostile/test_hostile_gates.py finds every id the code can
-# give and fails when one is missing here).
-CODE_RULES: tuple[str, ...] = (
-    "data-dependent-branch",  # analysis: a Python branch on a tensor value
-    "graph-break-python",  # analysis: a graph break on Python dynamo cannot follow (analysis.PYTHON_BREAK_RULE)
-    "unsupported-op",  # analysis: an op no capture strategy could classify
-    "host-read",  # training: a tensor read on the host inside the step
-    "branch-on-metric",  # training: a branch on a metric in the loop
-    "grad-scaler-sync",  # training: the CUDA GradScaler's host sync
-    "observed-fallback",  # xla-cpu / neuron: an op that ran on the host
-    "observed-host-sync",  # xla-cpu: a device-to-host transfer
-    "observed-xla-error",  # xla-cpu: the program raised on the XLA device
-    "observed-trace",  # neuron: torch_neuronx.trace failed
-    "observed-run",  # neuron: the forward on the device failed
-    "observed-analyze",  # neuron: torch_neuronx.analyze lists the op unsupported
-)
+# Every rule id a finding can carry, with its verdicts, fix and provenance, is registered once in
+# neuronprobe/registry.py; the ids classify() gives without a rule of neuron_rules.json (custom-op,
+# no-lowering, xla-lowering, composite-part, device-dtype, ...) are in data/builtin_rules.json.
 
 
 @dataclass(frozen=True)
@@ -192,18 +165,12 @@ def rule_by_id(table: SupportTable, rule_id: str, op: str | None = None) -> Rule
 
 
 def code_rule_ids() -> frozenset[str]:
-    """Every rule id a finding can carry that is not a rule of the support table.
+    """Every registered rule id that is not a rule of the support table (:mod:`neuronprobe.registry`).
 
-    :data:`BUILTIN_RULES`, :data:`CODE_RULES`, the training rules, the HLO rules
-    of the xla-cpu backend and the risky low-precision constructs of ``parity``. A user's rule may not take one of these ids (nor a bundled
-    rule's id, unless it declares ``"override": true``).
+    The built-in ids, the training and HLO rules and the audit's. A user's rule may not
+    take one of these ids (nor a bundled rule's id, unless it declares ``"override": true``).
     """
-    from neuronprobe.backends.hlo_checks import load_rules as load_hlo_rules
-    from neuronprobe.support.precision_rules import precision_rule_ids
-    from neuronprobe.training import training_rules
-
-    hlo = {r.id for r in load_hlo_rules().rules}
-    return frozenset({*BUILTIN_RULES, *CODE_RULES, *hlo, *(r.id for r in training_rules()[0]), *precision_rule_ids()})
+    return bundled_registry().ids(kind for kind in RuleKind if kind is not RuleKind.TABLE)
 
 
 @dataclass(frozen=True)
@@ -251,6 +218,7 @@ def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
     from neuronprobe.support.rulefile import load_rules_file
 
     extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=code_rule_ids())
+    register_user_rules(extra, str(path))  # their findings are made through the registry too
     return replace(table, rules=(*extra, *table.rules))
 
 

@@ -5,7 +5,8 @@ Each rule is one construct that goes wrong when a model computes in a low type
 overflows, an accumulation without an upcast, a constant out of range, integers
 past the exact range. The data file holds each rule's id, message frame, fix and
 provenance; :mod:`neuronprobe.parity.risky` finds the constructs on the captured
-op graph and fills the frames with numbers read from ``torch.finfo``.
+op graph and fills the frames with numbers read from ``torch.finfo``. The rule
+registry (:mod:`neuronprobe.registry`) reads the same file as one of its catalogues.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from neuronprobe.errors import InternalError
 @dataclass(frozen=True)
 class PrecisionRule:
     id: str
-    construct: str  # what the rule looks for, in words
-    message: str  # a str.format frame the finder fills
-    fix: str  # likewise
+    construct: str  # what the rule looks for, in words (the registry's message)
+    message: str  # a str.format frame the finder fills (``message_frame``)
+    fix: str  # likewise (``fix_frame``)
     provenance: str
 
 
@@ -41,7 +42,8 @@ def load_precision_rules() -> PrecisionRules:
     try:
         doc = json.loads(text)
         rules = {
-            r["id"]: PrecisionRule(id=r["id"], construct=r["construct"], message=r["message"], fix=r["fix"], provenance=r["provenance"]) for r in doc["rules"]
+            r["id"]: PrecisionRule(id=r["id"], construct=r["message"], message=r["message_frame"], fix=r["fix_frame"], provenance=r["provenance"])
+            for r in doc["rules"]
         }
         return PrecisionRules(version=doc["version"], rules=rules, provenance=tuple(doc["provenance"]))
     except (KeyError, TypeError, ValueError) as exc:

@@ -48,6 +48,16 @@ def _ids_in_code() -> set[str]:
                 isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith("_RULE") for t in node.targets)
             ):
                 found |= _strings(node.value)
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "at" and node.args:
+                found |= _strings(node.args[0])  # Finding.at(rule, site, op, message, ...)
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.targets[0], ast.Tuple)
+                and isinstance(node.targets[0].elts[0], ast.Name)
+                and node.targets[0].elts[0].id == "rule"
+                and isinstance(node.value, ast.Tuple)
+            ):
+                found |= _strings(node.value.elts[0])  # rule, fix = "custom-op", ...
             elif (
                 isinstance(node, ast.Constant)
                 and isinstance(node.value, str)
