@@ -115,6 +115,9 @@ class OpCall:
     parts: list[OpCall] | None = None
     has_composite_explicit: bool = False
     phase: str = "forward"  # training step: forward | backward | optimizer (see training.py)
+    # For each tensor input, in order: the index of the call whose output it is (None: a graph input,
+    # a parameter, a constant, or an op the capture does not record). Dataflow for rules that follow values.
+    sources: list[int | None] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -335,10 +338,14 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
 
     calls: list[OpCall] = []
     parts_by_op: dict[str, list[OpCall] | None] = {}
+    produced_by: dict[Any, int] = {}  # fx node -> index of the call whose output it is (getitem: its op's)
     for node in graph.nodes:
+        if node.op == "call_function" and node.args and node.args[0] in produced_by and not dispatcher.is_op_overload(node.target):
+            produced_by[node] = produced_by[node.args[0]]  # operator.getitem of a multi-output op
         if node.op != "call_function" or not dispatcher.is_op_overload(node.target):
             continue
         call = _bare_call(node.target, len(calls))
+        produced_by[node] = call.index
         input_symbols: set[str] = set()
         for i, arg in enumerate(node.target._schema.arguments):
             if i < len(node.args):
@@ -352,6 +359,7 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
             if metas:
                 call.inputs.extend(metas)
                 call.arg_tensors[arg.name] = metas
+                call.sources.extend(_producers(node.args[i] if i < len(node.args) else node.kwargs[arg.name], produced_by, len(metas)))
             elif _is_constant(value):
                 call.constants[arg.name] = value
         val = node.meta.get("val")
@@ -368,6 +376,13 @@ def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
             call.parts = parts_by_op[replay_key]
         calls.append(call)
     return calls
+
+
+def _producers(arg: Any, produced_by: dict[Any, int], count: int) -> list[int | None]:
+    """The producing call of each tensor in one argument (a node, or a list of them), ``count`` entries."""
+    nodes = list(arg) if isinstance(arg, (list, tuple)) else [arg]
+    found = [produced_by.get(n) if not isinstance(n, (list, tuple)) else None for n in nodes]
+    return found if len(found) == count else [None] * count
 
 
 def _to_meta(value: Any) -> Any:
@@ -719,8 +734,10 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
             breaks.append(BreakRecord(reason=first, detail=first))
     calls: list[OpCall] = []
     for gm in graphs:
+        offset = len(calls)  # each graph numbers its calls from 0: so do their producers
         for call in calls_from_graph(gm.graph, strip_module_prefix):
             call.index = len(calls)
+            call.sources = [None if s is None else s + offset for s in call.sources]
             calls.append(call)
     return OpGraph(
         calls=calls,

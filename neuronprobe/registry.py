@@ -9,6 +9,8 @@ each id appears in exactly one of them:
 * ``support/data/builtin_rules.json``: the ids the code gives itself: the classifier's
   fall-through verdicts, a branch on a tensor value, a graph break, a host read, and the
   live backends' observations (``builtin``);
+* ``support/data/precision_rules.json``: the risky low-precision constructs a parity run
+  finds (``precision``; issue 25);
 * ``audit/data/rules.toml``: the audit's CUDA-assumption catalogue (``audit``). Audit
   findings are not :class:`~neuronprobe.report.model.Finding` objects, but ``analyze
   --audit`` puts them in the same report and ``--fail-on`` gates on their ids, so they
@@ -53,6 +55,7 @@ class RuleKind(Word):
     TRAINING = "training"
     HLO = "hlo"
     BUILTIN = "builtin"
+    PRECISION = "precision"  # risky low-precision constructs (parity)
     AUDIT = "audit"
     USER = "user"  # a user's --rules file
 
@@ -63,6 +66,7 @@ SOURCES: dict[RuleKind, str] = {
     RuleKind.TRAINING: "support/data/training_rules.json",
     RuleKind.HLO: "backends/data/hlo_rules.json",
     RuleKind.BUILTIN: "support/data/builtin_rules.json",
+    RuleKind.PRECISION: "support/data/precision_rules.json",
     RuleKind.AUDIT: "audit/data/rules.toml",
 }
 _HLO_DEFAULT_VERDICT = Verdict.COMPILE_ERROR  # hlo_rules.json: a rule without "verdict" rejects the graph (backends/hlo_checks.HloRule)
@@ -108,7 +112,7 @@ class UnknownRule(InternalError):
 
 @dataclass(frozen=True)
 class RuleRegistry:
-    """Every registered rule, by id, in catalogue order (table, training, hlo, builtin, audit, user)."""
+    """Every registered rule, by id, in catalogue order (table, training, hlo, builtin, precision, audit, user)."""
 
     rules: dict[str, RegisteredRule]
 
@@ -176,6 +180,10 @@ def _bundled_entries() -> Iterator[RegisteredRule]:
         yield _finding_rule(RuleKind.HLO, r, (Verdict(r.get("verdict", _HLO_DEFAULT_VERDICT)),), whole)
     for r in json.loads(_text(SOURCES[RuleKind.BUILTIN]))["rules"]:
         yield _finding_rule(RuleKind.BUILTIN, r, tuple(Verdict(v) for v in r["verdicts"]), "")
+    precision = json.loads(_text(SOURCES[RuleKind.PRECISION]))
+    whole = "; ".join(precision["provenance"])
+    for r in precision["rules"]:
+        yield _finding_rule(RuleKind.PRECISION, r, (Verdict(r["verdict"]),), whole)
     for r in tomllib.loads(_text(SOURCES[RuleKind.AUDIT]))["rule"]:
         yield RegisteredRule(
             id=r["id"],

@@ -126,6 +126,27 @@ PROBLEM_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_problem
 NOTE_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_note)
 
 
+class Confirmation(Word):
+    """What the parity run's emulation says of a risky low-precision construct found statically (issue 25)."""
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> Confirmation:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    # the module holding the line is where the emulated output first turns non-finite or exceeds the tolerance
+    MATTERS = ("matters", "measured to matter on these inputs")
+    # the module ran and its output stayed finite and within the tolerance
+    NO_EFFECT = ("no_effect", "reached, no measurable effect on these inputs")
+    # the module's output is off, but an earlier module's already was: this line's share cannot be told apart
+    UPSTREAM = ("upstream", "reached; the error arrives from an earlier module, so this line's own effect is not measured")
+    # no per-module row for the module holding the line: these inputs never ran it
+    NOT_REACHED = ("not_reached", "not reached by these inputs")
+
+
 class TopVerdict(Word):
     """The report's one-word answer, with the words the console and the JSON give it."""
 
@@ -278,3 +299,47 @@ def parse_closed(kind: type[Word], value: object, noun: str) -> Word:
         return kind(value)
     except ValueError:
         raise ValueError(f"unknown {noun} {value!r}; expected one of {', '.join(kind.values())}") from None
+
+
+# --- numerical parity (issue 25) ---------------------------------------------------------------
+
+
+class AutoCast(Word):
+    """neuronx-cc ``--auto-cast``: which fp32 ops the compiler computes in the auto-cast type
+    (SDK ``compiler/neuronx-cc/api-reference-guide``)."""
+
+    NONE = "none"  # no cast: fp32 stays fp32 (the default from Neuron 2.27 on)
+    MATMULT = "matmult"  # matmul/conv inputs cast, fp32 accumulation (the default before 2.27)
+    ALL = "all"  # every op's float inputs cast
+
+
+class LowType(Word):
+    """neuronx-cc ``--auto-cast-type``: the type auto-cast rounds to."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    TF32 = "tf32"
+    FP8_E4M3 = "fp8_e4m3"
+
+
+class ServedDtype(Word):
+    """The dtype the model is served in (its weights and inputs cast to it): ``parity --dtype``."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class ParityRun(Word):
+    """Where a parity run's numbers come from: the CPU emulation of a precision, or torch-xla 2.9 on the CPU."""
+
+    EMULATED = "emulated"
+    XLA_CPU = "xla-cpu"  # observed: the model run through a real XLA lowering in bf16 (issue 25 point 6)
+
+
+class OutputKind(Word):
+    """How parity reads a model's final output: next-token logits, class scores, or neither."""
+
+    LANGUAGE_MODEL = "language_model"  # logits [batch, positions, vocabulary]: teacher-forced top-k and greedy divergence
+    CLASSIFIER = "classifier"  # scores [batch, classes]: top-1 stability over the batch
+    OTHER = "other"  # compared tensor by tensor only

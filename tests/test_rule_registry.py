@@ -44,6 +44,7 @@ def test_every_catalogue_rule_is_registered_once_with_its_verdict_and_source():
         RuleKind.TRAINING: [(r["id"], r["verdict"]) for r in _data("support/data/training_rules.json")["rules"]],
         RuleKind.HLO: [(r["id"], r.get("verdict", "compile_error")) for r in _data("backends/data/hlo_rules.json")["rules"]],
         RuleKind.BUILTIN: [(r["id"], r["verdicts"][0]) for r in _data("support/data/builtin_rules.json")["rules"]],
+        RuleKind.PRECISION: [(r["id"], r["verdict"]) for r in _data("support/data/precision_rules.json")["rules"]],
         RuleKind.AUDIT: [(r["id"], None) for r in _data("audit/data/rules.toml")["rule"]],
     }
     for kind, pairs in expected.items():

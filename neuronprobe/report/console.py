@@ -71,6 +71,8 @@ def render_summary(report: Report) -> Any:
             parts.append(line)
             if f.source_line:
                 parts.append(Text(f"      {f.source_line}", style="cyan"))
+            if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
+                parts.append(Text(f"      parity: {f.confirmation.words}", style=verdict_style(f.verdict)))
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
     elif top is TopVerdict.RUNS:
         parts.append(Text("no findings: every captured op lowers or decomposes", style="green"))
@@ -82,6 +84,10 @@ def render_summary(report: Report) -> Any:
         from neuronprobe.report.console_recompiles import render_recompiles
 
         parts.append(render_recompiles(report.recompiles))
+    if report.parity is not None:
+        from neuronprobe.report.console_parity import render_parity
+
+        parts.append(render_parity(report.parity))
     if report.buckets is not None:
         b = report.buckets
         parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {format_percent(b.overhead.tokens)} tokens under {b.cost_model} cost"))

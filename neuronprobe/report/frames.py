@@ -38,6 +38,7 @@ FINDINGS_COLUMNS = [
     "rule",
     "phase",
     "cell",
+    "confirmation",  # a risky low-precision construct, as the parity run measured it (issue 25); else None
 ]
 RECOMPILES_COLUMNS = ["policy", "graphs", "compile_seconds", "first_seen", "note"]
 BUCKETS_COLUMNS = [

@@ -58,6 +58,8 @@ def render_text(report: Report, limit: int = TEXT_FINDINGS) -> str:
         lines.append(f"  {f.verdict:<14} {f.op}  {f.location}")
         if f.source_line:
             lines.append(f"      {f.source_line}")
+        if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
+            lines.append(f"      parity: {f.confirmation.words}")
         if f.fix:
             lines.append(f"      fix: {' '.join(f.fix.split())}")
     if len(report.findings) > len(shown):

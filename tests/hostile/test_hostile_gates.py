@@ -24,6 +24,7 @@ from neuronprobe.cli import app
 from neuronprobe.gates import Gates, check_gates, evaluate_gates, known_rule_ids
 from neuronprobe.support import load_table
 from neuronprobe.support.error_patterns import load_error_patterns
+from neuronprobe.support.precision_rules import precision_rule_ids
 from neuronprobe.training import training_rules
 
 PACKAGE = Path(neuronprobe.__file__).parent
@@ -79,7 +80,7 @@ def _ids_in_code() -> set[str]:
 def every_id() -> set[str]:
     table = load_table()
     data = {r.id for r in table.rules} | {r.id for r in training_rules()[0]} | {r.id for r in load_hlo_rules().rules}
-    data |= {p.rule for p in load_error_patterns().graph_breaks}
+    data |= {p.rule for p in load_error_patterns().graph_breaks} | precision_rule_ids()
     return data | _ids_in_code() | set(load_audit_rules())
 
 
