@@ -24,7 +24,7 @@ def _commands() -> list[str]:
 
 
 def test_the_commands_are_the_documented_ones():
-    assert _commands() == ["analyze", "audit", "buckets", "diff", "doctor", "nightly", "report", "setup"]
+    assert _commands() == ["analyze", "audit", "buckets", "diff", "doctor", "nightly", "parity", "report", "setup"]
 
 
 def test_every_command_has_help_and_a_readme_mention():
@@ -111,6 +111,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py --decode-trace trace.csv",
         "model.py --audit .",
         "model.py --backend xla-cpu",
+        "model.py --parity",
         "timm:vit_tiny_patch16_224",
     ]
 
