@@ -111,6 +111,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py --decode-trace trace.csv",
         "model.py --audit .",
         "model.py --backend xla-cpu",
+        "model.py --parity",
         "timm:vit_tiny_patch16_224",
     ]
 

@@ -237,3 +237,13 @@ def test_an_hf_config_runs_with_real_random_weights_and_reads_as_a_language_mode
     assert 0 < run.output.rel < 0.05 and section.shrunk is None  # bf16 matmul inputs: a small, real error
     again = run_parity(load_model("hf:gpt2", tiny), [MATMULT_BF16])
     assert again.runs[0].output == run.output  # the same seed: the same weights, inputs and numbers
+
+
+def test_sample_inputs_are_used_when_the_model_file_has_them() -> None:
+    """recompile_samples.py yields token batches of lengths 6, 9, 6, 12, ...: parity runs the first four, each a
+    [1, n, 3] score tensor read as a language model's logits, and merges them (rows add up: 6 + 9 + 6 + 12)."""
+    section = run_parity(load_model(str(MODELS / "recompile_samples.py")), [MATMULT_BF16])
+    assert section.inputs == "sample_inputs(): the first 4"
+    run = section.runs[0]
+    assert [m.module for m in run.modules] == ["embed", "head", ""]
+    assert run.agreement is not None and run.agreement.rows == 33 and run.agreement.topk[0].checked == 33 * 3
