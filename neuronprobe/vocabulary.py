@@ -221,6 +221,33 @@ class ServingRuntime(Word):
     TNX = "tnx"  # transformers-neuronx: first bucket >= the length
 
 
+class ReferenceBackend(Word):
+    """Where a frozen reference's tensors were produced (issue 25): a reference is compared on the same one only.
+
+    A reference made on one backend and compared on another is refused unless the user asks
+    for a cross-backend comparison, which is reported and never gates.
+    """
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> ReferenceBackend:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    CPU_FP32 = ("cpu-fp32", "the model in float32 on the CPU")
+    XLA_CPU = ("xla-cpu", "torch-xla on the CPU")
+    NEURON = ("neuron", "a Neuron device")
+
+
+class ReferenceTensorKind(Word):
+    """What a tensor of a frozen reference is: a final output of the model, or one module's output."""
+
+    OUTPUT = "output"
+    MODULE = "module"
+
+
 @dataclass(frozen=True)
 class SourceLocation:
     """A place in the user's code; the one way neuronprobe prints "file:line".

@@ -1,0 +1,1 @@
+"""Numerical parity before the hardware run (issue 25)."""
