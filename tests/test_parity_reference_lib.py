@@ -1,0 +1,112 @@
+"""Frozen references, the library side: what a reference folder holds, what damage is refused, the tolerances.
+
+The round trip through `neuronprobe parity` is in tests/test_parity_reference.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from neuronprobe.errors import InputError
+from neuronprobe.parity.reference import (
+    MANIFEST_NAME,
+    TENSORS_NAME,
+    RunIdentity,
+    compare_reference,
+    inputs_hash,
+    load_reference,
+    reference_files,
+)
+from neuronprobe.vocabulary import ReferenceBackend
+
+IDENTITY = RunIdentity("m.py", "sha256:" + "a" * 64, "the model file m.py", "sha256:" + "b" * 64, ReferenceBackend.CPU_FP32, False, {"torch": "2.13.0"})
+
+
+def _save(folder: Path, outputs: dict, modules: dict | None = None, **tol: float) -> Path:
+    folder.mkdir()
+    for name, data in reference_files(outputs, IDENTITY, modules=modules, **tol):
+        (folder / name).write_bytes(data)
+    return folder
+
+
+def test_the_manifest_names_backend_hashes_tolerances_and_tensors_in_order(tmp_path):
+    ref = _save(tmp_path / "ref", {"output": torch.ones(2, 3)}, {"fc1": torch.zeros(2, 4, dtype=torch.bfloat16), "fc2": torch.ones(2, 3)})
+    manifest = json.loads((ref / MANIFEST_NAME).read_text())
+    assert manifest["backend"] == "cpu-fp32" and manifest["model"]["hash"] == IDENTITY.model_hash and manifest["inputs"]["hash"] == IDENTITY.inputs_hash
+    assert manifest["tolerances"] == {"float32": {"rtol": 1e-5, "atol": 1e-7}, "bfloat16": {"rtol": 1e-2, "atol": 1e-3}}
+    assert [(t["kind"], t["name"]) for t in manifest["tensors"]] == [("output", "output"), ("module", "fc1"), ("module", "fc2")]
+    assert manifest["per_module"] is True and manifest["versions"] == {"torch": "2.13.0"}
+
+
+def test_tensors_replaced_without_their_manifest_are_refused(tmp_path):
+    ref = _save(tmp_path / "ref", {"output": torch.ones(3)})
+    other = reference_files({"output": torch.zeros(3)}, IDENTITY)
+    (ref / TENSORS_NAME).write_bytes(other[0][1])
+    with pytest.raises(InputError, match="sha256 differs"):
+        load_reference(ref)
+
+
+@pytest.mark.parametrize(
+    "damage, words",
+    [
+        (lambda m: m.update(format="other"), "not a neuronprobe reference manifest"),
+        (lambda m: m.update(format_version=99), "format version 99"),
+        (lambda m: m.update(backend="gpu"), "unknown backend 'gpu'"),
+        (lambda m: m["tolerances"]["float32"].update(rtol=-1), "rtol and atol >= 0"),
+        (lambda m: m.pop("inputs"), "field 'inputs' is missing"),
+    ],
+)
+def test_a_damaged_manifest_is_one_sentence(tmp_path, damage, words):
+    ref = _save(tmp_path / "ref", {"output": torch.ones(3)})
+    manifest = json.loads((ref / MANIFEST_NAME).read_text())
+    damage(manifest)
+    (ref / MANIFEST_NAME).write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match=words):
+        load_reference(ref)
+
+
+@pytest.mark.parametrize(
+    "dtype, rtol, atol",
+    [(torch.float32, 1e-5, 1e-7), (torch.float16, 1e-3, 1e-5), (torch.bfloat16, 1e-2, 1e-3)],
+)
+def test_the_per_dtype_tolerance_is_the_boundary(tmp_path, dtype, rtol, atol):
+    expected = torch.tensor([4.0, -2.0, 1.0], dtype=torch.float64)
+    ref = _save(tmp_path / "ref", {"output": expected.to(dtype)})
+    stored = load_reference(ref).tensors["output"].double()
+    bound = atol + rtol * stored.abs()
+    inside = compare_reference(ref, {"output": stored + 0.9 * bound}, IDENTITY)  # compared in float64: no rounding
+    outside = compare_reference(ref, {"output": stored + 1.1 * bound}, IDENTITY)
+    assert inside.passed and inside.tensors[0].rtol == rtol and inside.tensors[0].atol == atol
+    assert not outside.passed and outside.tensors[0].mismatched == 3 and "Mismatched elements: 3 / 3" in outside.tensors[0].detail
+
+
+def test_overrides_replace_the_saved_tolerances(tmp_path):
+    ref = _save(tmp_path / "ref", {"output": torch.ones(4)}, rtol=0.5)
+    assert json.loads((ref / MANIFEST_NAME).read_text())["tolerances"]["float32"] == {"rtol": 0.5, "atol": 1e-7}
+    assert compare_reference(ref, {"output": torch.full((4,), 1.4)}, IDENTITY).passed
+    assert not compare_reference(ref, {"output": torch.full((4,), 1.4)}, IDENTITY, rtol=0.1).passed
+
+
+def test_integer_outputs_must_be_equal_and_a_top1_change_fails_within_tolerance(tmp_path):
+    ref = _save(tmp_path / "ref", {"output[0]": torch.tensor([[1.0, 1.0 + 2e-6], [0.0, 1.0]]), "output[1]": torch.tensor([3, 4])})
+    near_tie = compare_reference(ref, {"output[0]": torch.tensor([[1.0 + 2e-6, 1.0], [0.0, 1.0]]), "output[1]": torch.tensor([3, 4])}, IDENTITY)
+    assert all(t.passed for t in near_tie.tensors)  # 2e-6 is inside rtol 1e-5 ...
+    assert not near_tie.passed and near_tie.top1[0].changed == 1 and near_tie.top1[0].first_changed == 0  # ... but the arg-max moved
+    assert "top-1 changed at 1 of 2 position(s) of output[0]" in near_tie.summary
+    ids = compare_reference(ref, {"output[0]": torch.tensor([[1.0, 1.0 + 2e-6], [0.0, 1.0]]), "output[1]": torch.tensor([3, 5])}, IDENTITY)
+    assert not ids.passed and ids.first_mismatch == "output[1]" and ids.tensors[1].mismatched == 1
+
+
+def test_the_inputs_hash_sees_one_element_and_the_dtype():
+    x = torch.arange(6.0).reshape(2, 3)
+    base = inputs_hash((x,), {})
+    assert inputs_hash((x.clone(),), {}) == base
+    y = x.clone()
+    y[1, 2] += 1
+    assert inputs_hash((y,), {}) != base
+    assert inputs_hash((x.to(torch.float64),), {}) != base
+    assert inputs_hash((), {"x": x}) != base
