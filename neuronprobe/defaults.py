@@ -68,3 +68,15 @@ MAX_EPOCH_BATCHES = 10_000_000
 # The largest --dataset-size and --batch-size: past any real dataset, and small enough
 # that no arithmetic on them overflows a float.
 MAX_TRAIN_COUNT = 10**12
+
+# Numerical parity (issue 25). A module's output passes when max|a - e| <= atol + rtol * max|e|:
+# NxD Inference's embedding rule with its bf16 rtol (0.05, also its loosest logit rtol) and its logit atol.
+DEFAULT_PARITY_RTOL = 0.05
+DEFAULT_PARITY_ATOL = 1e-5
+# The seed every parity run starts from (the random weights of hf:/tv:/timm: models, and each forward).
+DEFAULT_PARITY_SEED = 0
+# sample_inputs() batches a parity run uses at most (each one is a forward per precision).
+PARITY_MAX_SAMPLES = 4
+# hf: models whose fp32 weights would exceed this are built shrunken (fewer layers, narrower) to run
+# with real weights on the CPU, as the cpu-shrunk capture strategy does; the report says so.
+PARITY_MAX_WEIGHT_BYTES = 2 * 2**30

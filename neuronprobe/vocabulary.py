@@ -290,3 +290,47 @@ def parse_closed(kind: type[Word], value: object, noun: str) -> Word:
         return kind(value)
     except ValueError:
         raise ValueError(f"unknown {noun} {value!r}; expected one of {', '.join(kind.values())}") from None
+
+
+# --- numerical parity (issue 25) ---------------------------------------------------------------
+
+
+class AutoCast(Word):
+    """neuronx-cc ``--auto-cast``: which fp32 ops the compiler computes in the auto-cast type
+    (SDK ``compiler/neuronx-cc/api-reference-guide``)."""
+
+    NONE = "none"  # no cast: fp32 stays fp32 (the default from Neuron 2.27 on)
+    MATMULT = "matmult"  # matmul/conv inputs cast, fp32 accumulation (the default before 2.27)
+    ALL = "all"  # every op's float inputs cast
+
+
+class LowType(Word):
+    """neuronx-cc ``--auto-cast-type``: the type auto-cast rounds to."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    TF32 = "tf32"
+    FP8_E4M3 = "fp8_e4m3"
+
+
+class ServedDtype(Word):
+    """The dtype the model is served in (its weights and inputs cast to it): ``parity --dtype``."""
+
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP16 = "fp16"
+
+
+class ParityRun(Word):
+    """Where a parity run's numbers come from: the CPU emulation of a precision, or torch-xla 2.9 on the CPU."""
+
+    EMULATED = "emulated"
+    XLA_CPU = "xla-cpu"  # observed: the model run through a real XLA lowering in bf16 (issue 25 point 6)
+
+
+class OutputKind(Word):
+    """How parity reads a model's final output: next-token logits, class scores, or neither."""
+
+    LANGUAGE_MODEL = "language_model"  # logits [batch, positions, vocabulary]: teacher-forced top-k and greedy divergence
+    CLASSIFIER = "classifier"  # scores [batch, classes]: top-1 stability over the batch
+    OTHER = "other"  # compared tensor by tensor only

@@ -33,7 +33,7 @@ def _import(package: str, extra: str) -> Any:
         raise InputError(f"{package} is not installed: pip install 'neuronprobe[{extra}]'") from exc
 
 
-def _torchvision_model(name: str) -> tuple[Any, str]:
+def _torchvision_model(name: str, device: str = "meta") -> tuple[Any, str]:
     """The model and its family (classification, detection, segmentation, video, optical_flow)."""
     import torch
 
@@ -50,7 +50,7 @@ def _torchvision_model(name: str) -> tuple[Any, str]:
         kwargs["weights_backbone"] = None
         if not name.startswith("ssd"):  # SSD models resize to their own fixed size and refuse min_size
             kwargs["min_size"] = kwargs["max_size"] = DETECTION_SIZE  # the transform resizes to this
-    with torch.device("meta"):
+    with torch.device(device):
         return tv.models.get_model(name, **kwargs), family
 
 
@@ -68,21 +68,22 @@ def _torchvision_inputs(name: str, family: str, device: str) -> tuple[tuple[Any,
     return (torch.randn(1, 3, size, size, device=device),), {}
 
 
-def _timm_model(name: str) -> tuple[Any, tuple[int, ...]]:
+def _timm_model(name: str, device: str = "meta") -> tuple[Any, tuple[int, ...]]:
     import torch
 
     timm = _import("timm", "vision")
     names = timm.list_models()
     if name not in names:
         raise InputError(f"timm:{name}: no such timm model{_closest(name, names)}")
-    with torch.device("meta"):
+    with torch.device(device):
         model = timm.create_model(name, pretrained=False)
     config = timm.data.resolve_data_config({}, model=model)
     return model, tuple(config.get("input_size", (3, IMAGE_SIZE, IMAGE_SIZE)))
 
 
-def load_vision(spec: str) -> Any:
-    """``tv:<name>`` or ``timm:<name>`` as a LoadedModel on the meta device, with the inputs it expects."""
+def load_vision(spec: str, device: str = "meta") -> Any:
+    """``tv:<name>`` or ``timm:<name>`` as a LoadedModel on the meta device (``device="cpu"``: real, randomly
+    initialised weights, for parity), with the inputs it expects."""
     import torch
 
     from neuronprobe.loaders import torchvision_ops
@@ -93,10 +94,10 @@ def load_vision(spec: str) -> Any:
         raise InputError(f"{spec}: give a model name, e.g. {prefix}:resnet18")
     with torchvision_ops.hooked():
         if prefix == "tv":
-            model, family = _torchvision_model(name)
-            args, kwargs = _torchvision_inputs(name, family, "meta")
+            model, family = _torchvision_model(name, device)
+            args, kwargs = _torchvision_inputs(name, family, device)
         else:
-            model, input_size = _timm_model(name)
-            args, kwargs = (torch.randn(1, *input_size, device="meta"),), {}
+            model, input_size = _timm_model(name, device)
+            args, kwargs = (torch.randn(1, *input_size, device=device),), {}
     model.eval()
-    return LoadedModel(name=f"{prefix}_{name}", source=spec, module=model, args=args, kwargs=kwargs, on_meta=True)
+    return LoadedModel(name=f"{prefix}_{name}", source=spec, module=model, args=args, kwargs=kwargs, on_meta=device == "meta")

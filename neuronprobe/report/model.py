@@ -25,11 +25,16 @@ from typing import Any, Union
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.vocabulary import (
+    AutoCast,
     CaptureStrategy,
     CauseKind,
     Fit,
+    LowType,
     Origin,
+    OutputKind,
+    ParityRun,
     Phase,
+    ServedDtype,
     ServingRuntime,
     SourceLocation,
     StepStatus,
@@ -49,7 +54,10 @@ from neuronprobe.vocabulary import (
 #    report.decode, the token-generation and batch buckets with the memory fit per TP degree (issue 24),
 #    and two top-line verdicts: ``runs_split`` (a graph break, a host read or a second device graph per
 #    call) and ``runs_unobserved`` (the observation that would confirm "runs" was cut short).
-SCHEMA_VERSION = 4
+# 5: additive, so 1 to 4 load unchanged (a reader of 4 refuses 5 by its version): report.parity, the fp32
+#    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
+#    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
+SCHEMA_VERSION = 5
 
 
 @dataclass
@@ -640,6 +648,113 @@ class RunDiff:
 
 
 @dataclass
+class PrecisionInfo:
+    """One emulated Neuron precision (``neuronprobe.parity.precision.Precision``, as JSON)."""
+
+    auto_cast: AutoCast
+    auto_cast_type: LowType
+    dtype: ServedDtype
+    mixed_precision_accumulation: bool
+    label: str  # short words for tables: "matmult/bf16 fp32 mpa-on"
+    flags: str = ""  # the neuronx-cc flags and the served dtype that give it
+
+    def __post_init__(self) -> None:
+        self.auto_cast = AutoCast(self.auto_cast)
+        self.auto_cast_type = LowType(self.auto_cast_type)
+        self.dtype = ServedDtype(self.dtype)
+
+
+@dataclass
+class ModuleDrift:
+    """One module call's output against the fp32 reference, in execution order (completion order)."""
+
+    module: str  # module path, "" for the model itself; "path (call 2)" for a module called again
+    module_type: str
+    file: str | None  # the user's line that called the module
+    line: int | None
+    max_abs: float  # max |emulated - reference| over the output's floating-point tensors
+    rel: float  # max_abs / max |reference| (NxD Inference's embedding rule: |a - e| <= atol + rtol * max|e|)
+    ulps: float  # max_abs in units in the last place of the precision's low type at max |reference|
+    nonfinite: int  # elements non-finite here but finite in the reference
+    exceeds: bool  # past the tolerance (or a new non-finite value)
+    dominant_op: str | None = None  # the aten op that adds the most error inside this call, where measured
+    cell: int | None = None  # a notebook cell (In [n]) when ``file`` is a cell
+
+    @property
+    def where(self) -> SourceLocation:
+        return SourceLocation(self.file, self.line, self.cell)
+
+
+@dataclass
+class TopKCheck:
+    """NxD Inference's logit tolerance for the top-k tokens of the reference (k None: every token)."""
+
+    k: int | None
+    atol: float
+    rtol: float
+    checked: int  # logits compared
+    failed: int  # of them, outside atol + rtol * |reference|
+    worst_position: int | None = None  # the first position with a failure
+
+    @property
+    def passed(self) -> bool:
+        return self.failed == 0
+
+
+@dataclass
+class OutputAgreement:
+    """The model's final output read as what it is: next-token logits or class scores."""
+
+    kind: OutputKind
+    rows: int  # positions (language model: batch x positions) or examples (classifier)
+    top1_same: int  # rows whose top-1 is the reference's
+    topk: list[TopKCheck] = field(default_factory=list)  # language models
+    greedy_divergence: int | None = None  # first position (teacher-forced) whose greedy token differs; None: none does
+    divergence_gap: float | None = None  # the reference's gap between its top two logits there
+    divergence_tie: bool = False  # that gap is within NxD Inference's divergence_difference_tol (0.001): a tie
+
+    def __post_init__(self) -> None:
+        self.kind = OutputKind(self.kind)
+
+
+@dataclass
+class PrecisionRun:
+    """The model under one precision against the fp32 reference."""
+
+    precision: PrecisionInfo
+    run: ParityRun = ParityRun.EMULATED
+    modules: list[ModuleDrift] = field(default_factory=list)  # execution order; empty for a whole-output run (xla-cpu)
+    first_exceeding: ModuleDrift | None = None  # the first module (in execution order) past the tolerance
+    output: ModuleDrift | None = None  # the model's final output
+    agreement: OutputAgreement | None = None
+    seconds: float = 0.0
+    error: str = ""  # why this run has no numbers (the xla-cpu environment missing, the forward raised)
+
+    def __post_init__(self) -> None:
+        self.run = ParityRun(self.run)
+
+
+@dataclass
+class ParitySection:
+    """``neuronprobe parity`` / ``analyze --parity``: fp32 on the CPU against emulated Neuron precisions (issue 25).
+
+    Informational: it never changes the report's top-line verdict.
+    """
+
+    reference: str = "fp32 on the CPU"
+    seed: int = 0
+    rtol: float = 0.05
+    atol: float = 1e-5
+    inputs: str = ""  # where the inputs came from: get_example_inputs(), sample_inputs() (n), the loader's
+    shrunk: str | None = None  # "shrunk: ..." when the model was built smaller than asked to run with real weights
+    runs: list[PrecisionRun] = field(default_factory=list)
+    emulated: list[str] = field(default_factory=list)  # the legend: what the emulation models
+    not_emulated: list[str] = field(default_factory=list)  # ... and what it does not
+    xla_vs_emulation: str | None = None  # point 6: how far the emulation is from the xla-cpu bf16 run
+    reference_seconds: float = 0.0
+
+
+@dataclass
 class Report:
     model: str
     target: str
@@ -661,6 +776,7 @@ class Report:
     audit: AuditSection | None = None
     train: TrainInfo | None = None  # schema 2: set by --train
     decode: DecodeProposal | None = None  # schema 4: `analyze --decode-trace` (issue 24)
+    parity: ParitySection | None = None  # schema 5: `parity` / `analyze --parity` (issue 25)
 
     # -- verdict helpers ---------------------------------------------------
     @property
@@ -873,6 +989,11 @@ _NOUNS: dict[type[Word], str] = {
     StepStatus: "step status",
     Fit: "fit",
     CaptureStrategy: "capture strategy",
+    AutoCast: "auto-cast",
+    LowType: "auto-cast type",
+    ServedDtype: "dtype",
+    ParityRun: "parity run",
+    OutputKind: "output kind",
 }
 
 
@@ -904,7 +1025,7 @@ def _upgrade(data: dict[str, Any], version: int) -> dict[str, Any]:
     """Schema 1 and 2 reports in schema 3's shape (a shallow copy; ``data`` is not changed).
 
     Schema 1 only lacks fields that have defaults (so does schema 3: schema 4 only added
-    ``decode``). Schema 2 wrote backend steps as prose
+    ``decode``, schema 5 ``parity``). Schema 2 wrote backend steps as prose
     and the histogram's bin width as a one-element list; the holdout object already had
     the keys that the typed Holdout reads.
     """

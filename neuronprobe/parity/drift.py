@@ -1,0 +1,277 @@
+"""Where a precision drifts: every module's output against the fp32 reference, in execution order.
+
+Forward hooks on every module. The reference run records each module call's output
+(its floating-point tensors, as fp32 copies: an in-place op later in the forward must
+not change them) and the user's line that called the module; a run under a precision
+then compares each call's output as soon as the call returns, keeps the statistics
+(:class:`ModuleDrift`) and lets go of the tensors. ``keep_outputs=True`` also keeps the
+reference's outputs by module (``Reference.outputs``), for frozen per-module references.
+
+A module is named by its path (``transformer.h.0.attn``; the model itself is ``""``); a
+module called again in the same forward (a shared block) is ``path (call 2)``. Execution
+order is the order in which calls return, so a block comes after its children, and the
+*first* module past the tolerance is the innermost, earliest place the error shows.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuronprobe.report.model import ModuleDrift
+
+__all__ = ["ModuleDrift", "Reference", "Tolerance", "compare", "drift_stats", "record_reference", "ulp"]
+
+# The mantissa bits and smallest normal exponent of each low type, for ULPs.
+_FORMATS: dict[str, tuple[int, int]] = {
+    "fp32": (23, -126),
+    "tf32": (10, -126),
+    "bf16": (7, -126),
+    "fp16": (10, -14),
+    "fp8_e4m3": (3, -6),
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A module's output passes when max |a - e| <= atol + rtol * max |e| (NxD Inference's embedding rule,
+    ``utils/accuracy.py``; rtol 0.05 is its bf16 value and its loosest logit rtol, atol 1e-5 its logit atol)."""
+
+    rtol: float = 0.05
+    atol: float = 1e-5
+
+
+DEFAULT_TOLERANCE = Tolerance()
+
+
+@dataclass
+class _Call:
+    key: str
+    module_type: str
+    file: str | None
+    line: int | None
+    tensors: list[Any]
+    scale: float = 0.0  # max |reference| over the finite elements
+
+
+@dataclass
+class Reference:
+    """The fp32 run: per module call, in execution order, the output tensors and the calling line."""
+
+    calls: list[_Call] = field(default_factory=list)
+    final: list[Any] = field(default_factory=list)  # the model's output tensors
+    final_scale: float = 0.0
+    final_value: Any = None  # the model's output as returned
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Each module call's first output tensor (``keep_outputs``): key -> fp32 tensor."""
+        return {c.key: c.tensors[0] for c in self.calls if c.tensors}
+
+    def by_key(self) -> dict[str, _Call]:
+        return {c.key: c for c in self.calls}
+
+
+def float_tensors(value: Any) -> list[Any]:
+    """The floating-point tensors of a module output (tuples, dicts, model outputs torch's pytree knows)."""
+    import torch
+
+    from neuronprobe._torch.pytree import tree_leaves
+
+    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
+def ulp(magnitude: float, low: str) -> float:
+    """The spacing of ``low`` at ``magnitude`` (its unit in the last place there)."""
+    bits, emin = _FORMATS[low]
+    if magnitude <= 0 or not math.isfinite(magnitude):
+        return math.ldexp(1.0, emin - bits)
+    _, exponent = math.frexp(magnitude)  # magnitude = m * 2**exponent with m in [0.5, 1)
+    return math.ldexp(1.0, max(exponent - 1, emin) - bits)
+
+
+def _max_abs(t: Any) -> float:
+    return float(t.abs().max()) if t.numel() else 0.0
+
+
+def reference_scale(tensors: list[Any]) -> float:
+    """max |e| over the finite elements of a call's reference tensors."""
+    import torch
+
+    out = 0.0
+    for t in tensors:
+        m = _max_abs(t)
+        if not math.isfinite(m):
+            m = _max_abs(torch.where(torch.isfinite(t), t, torch.zeros((), dtype=t.dtype)))
+        out = max(out, m)
+    return out
+
+
+def drift_stats(reference: list[Any], actual: list[Any], low: str, tolerance: Tolerance, scale: float | None = None) -> tuple[float, float, float, int, bool]:
+    """(max_abs, rel, ulps, nonfinite, exceeds) of ``actual`` against ``reference`` (lists of matching tensors).
+
+    ``scale``: max |reference| when known (the reference run computes it once). The common case, every
+    difference finite, costs one pass over each tensor; non-finite values take a masked second pass.
+    """
+    import torch
+
+    max_abs = 0.0
+    nonfinite = 0
+    for ref, got in zip(reference, actual, strict=False):
+        if got.shape != ref.shape:
+            continue
+        diff = (got.detach().float() - ref).abs()
+        worst = float(diff.max()) if diff.numel() else 0.0
+        if not math.isfinite(worst):  # inf or nan somewhere: count the new ones, compare the rest
+            finite_ref = torch.isfinite(ref)
+            finite_got = torch.isfinite(got)
+            nonfinite += int((finite_ref & ~finite_got).sum())
+            both = finite_ref & finite_got
+            worst = float(torch.where(both, diff, torch.zeros((), dtype=diff.dtype)).max())
+        max_abs = max(max_abs, worst)
+    max_ref = reference_scale(reference) if scale is None else scale
+    rel = max_abs / max_ref if max_ref > 0 else (math.inf if max_abs > 0 else 0.0)
+    ulps = max_abs / ulp(max_ref, low)  # at the output's own scale: near-zero elements would make any error huge
+    exceeds = nonfinite > 0 or max_abs > tolerance.atol + tolerance.rtol * max_ref
+    return max_abs, rel, ulps, nonfinite, exceeds
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+class _Names:
+    """Module call keys: the path, and ``(call n)`` for a module called again in one forward."""
+
+    def __init__(self, module: Any) -> None:
+        self.path = {id(m): name for name, m in module.named_modules(remove_duplicate=False)}
+        self.counts: dict[int, int] = {}
+
+    def key(self, m: Any) -> str:
+        n = self.counts.get(id(m), 0) + 1
+        self.counts[id(m)] = n
+        name = self.path.get(id(m), "?")
+        return name if n == 1 else f"{name} (call {n})"
+
+
+def _caller() -> tuple[str | None, int | None]:
+    """The user's line that called the module being entered (the project's frame rule, capture.py)."""
+    from neuronprobe.capture import _model_frame_from_stack, relative_path
+
+    frames = list(traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False))
+    while frames and frames[0].filename == __file__:  # this helper and the hooks: not the caller
+        frames.pop(0)
+    frames.reverse()  # walk_stack goes innermost first; the rule walks out from the last
+    file, line, _ = _model_frame_from_stack(traceback.StackSummary.from_list(frames))
+    return relative_path(file), line
+
+
+@contextmanager
+def _hooks(module: Any, on_enter: Callable[[Any], None] | None, on_exit: Callable[[Any, Any], None]) -> Iterator[None]:
+    handles = []
+    for m in module.modules():
+        if on_enter is not None:
+            handles.append(m.register_forward_pre_hook(lambda mod, args: on_enter(mod)))
+        handles.append(m.register_forward_hook(lambda mod, args, out: on_exit(mod, out)))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = True) -> Reference:
+    """Run ``forward`` (the fp32 model on its inputs) with hooks that record every module call's output."""
+    names = _Names(module)
+    ref = Reference()
+    pending: dict[int, list[tuple[str | None, int | None]]] = {}
+
+    def enter(m: Any) -> None:
+        pending.setdefault(id(m), []).append(_caller() if lines else (None, None))
+
+    def exit_(m: Any, out: Any) -> None:
+        file, line = pending[id(m)].pop() if pending.get(id(m)) else (None, None)
+        tensors = [t.detach().float().clone() for t in float_tensors(out)]
+        ref.calls.append(_Call(names.key(m), type(m).__name__, file, line, tensors, reference_scale(tensors)))
+
+    with _hooks(module, enter, exit_):
+        value = forward()
+    ref.final_value = value
+    ref.final = [t.detach().float() for t in float_tensors(value)]
+    ref.final_scale = reference_scale(ref.final)
+    return ref
+
+
+@dataclass
+class Comparison:
+    """A run under a precision against the reference: per module call, and the final output."""
+
+    modules: list[ModuleDrift]
+    output: ModuleDrift
+    final_value: Any
+
+
+def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: str, tolerance: Tolerance = DEFAULT_TOLERANCE) -> Comparison:
+    """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns."""
+    names = _Names(module)
+    by_key = reference.by_key()
+    rows: list[ModuleDrift] = []
+
+    def exit_(m: Any, out: Any) -> None:
+        key = names.key(m)
+        ref = by_key.get(key)
+        if ref is None:
+            return  # a call the reference did not make (a branch on values): nothing to compare with
+        stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
+        rows.append(ModuleDrift(key, ref.module_type, ref.file, ref.line, *stats))
+
+    with _hooks(module, None, exit_):
+        value = forward()
+    final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
+    output = ModuleDrift("", type(module).__name__, None, None, *final)
+    return Comparison(rows, output, value)
+
+
+def first_exceeding(rows: list[ModuleDrift]) -> ModuleDrift | None:
+    """The first module call, in execution order, past the tolerance."""
+    return next((r for r in rows if r.exceeds), None)
+
+
+def dominant_op(module: Any, target: str, forward: Callable[[], Any], emulator: Any) -> str | None:
+    """Run ``forward`` again and name the aten op that adds the most error inside the call ``target``.
+
+    Inside that call each emulated op is also computed in fp32 on the same inputs; the op whose
+    result differs most from its fp32 value (relative to that value's largest magnitude) is named.
+    This measures the error an op introduces, not how later ops amplify it.
+    """
+    names = _Names(module)
+    inside: list[Any] = []  # the target module while its call runs
+    worst: dict[str, float] = {}
+
+    def observe(op: str, exact: Any, got: Any) -> None:
+        if not inside or not exact.numel():
+            return
+        scale = float(exact.float().abs().nan_to_num(0.0).max())
+        err = float((got.float() - exact.float()).abs().nan_to_num(0.0).max())
+        worst[op] = max(worst.get(op, 0.0), err / scale if scale > 0 else err)
+
+    def enter(m: Any) -> None:
+        if names.key(m) == target:
+            inside.append(m)
+
+    def exit_(m: Any, out: Any) -> None:
+        if inside and inside[-1] is m:
+            inside.pop()
+
+    emulator.observer = observe
+    try:
+        with _hooks(module, enter, exit_):
+            forward()
+    finally:
+        emulator.observer = None
+    if not worst:
+        return None
+    return "aten::" + max(worst, key=lambda k: worst[k])

@@ -1,0 +1,230 @@
+"""The parity run: the fp32 reference on the CPU, then the model under each precision, compared module by module.
+
+``hf:``, ``tv:`` and ``timm:`` models are built again on the CPU with real, randomly
+initialised weights from a fixed seed (an ``hf:`` model too large for that is built
+shrunken, as the ``cpu-shrunk`` capture strategy does, and the section says so). Model
+files run as given. The inputs are the model file's ``sample_inputs()`` (the first
+:data:`~neuronprobe.defaults.PARITY_MAX_SAMPLES`) when it defines one, else its example inputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from neuronprobe import defaults
+from neuronprobe.errors import InputError
+from neuronprobe.loading import HF_PREFIX, VISION_PREFIXES, LoadedModel, split_inputs
+from neuronprobe.parity import drift, emulate, metrics
+from neuronprobe.parity.drift import Tolerance
+from neuronprobe.parity.precision import Precision
+from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionInfo, PrecisionRun, TopKCheck
+
+
+@dataclass
+class ParityResult:
+    """What :func:`run_parity_full` returns: the section, and what the frozen-reference and xla-cpu steps reuse."""
+
+    section: ParitySection
+    loaded: LoadedModel  # the model as it ran (real CPU weights)
+    inputs: list[tuple[tuple[Any, ...], dict[str, Any]]]
+    reference_outputs: list[Any] = field(default_factory=list)  # the fp32 model output per input (as returned)
+    per_module: list[dict[str, Any]] = field(default_factory=list)  # keep_outputs: per input, module call -> fp32 tensor
+
+
+def precision_info(p: Precision) -> PrecisionInfo:
+    return PrecisionInfo(p.auto_cast, p.auto_cast_type, p.dtype, p.mixed_precision_accumulation, p.label, p.flags())
+
+
+def _weight_bytes(module: Any) -> int:
+    return sum(p.numel() * 4 for p in module.parameters() if p.is_floating_point())
+
+
+def real_weights(loaded: LoadedModel, seed: int, shrink: bool | None = None) -> LoadedModel:
+    """``loaded`` with real CPU weights drawn from ``seed``: hf:/tv:/timm: rebuilt on the CPU, a model file as given.
+
+    ``shrink`` None: an ``hf:`` model is shrunk only when its fp32 weights exceed
+    :data:`~neuronprobe.defaults.PARITY_MAX_WEIGHT_BYTES`.
+    """
+    import torch
+
+    from neuronprobe.capture_strategies import has_meta_weights
+    from neuronprobe.loading import load_hf
+
+    if loaded.source.startswith(HF_PREFIX):
+        if shrink is None:
+            shrink = _weight_bytes(loaded.module) > defaults.PARITY_MAX_WEIGHT_BYTES
+        torch.manual_seed(seed)
+        return load_hf(loaded.source[len(HF_PREFIX) :], loaded.overrides, device="cpu", shrink=shrink, input_plan=loaded.input_plan)
+    if loaded.source.startswith(VISION_PREFIXES):
+        from neuronprobe.loaders.vision import load_vision
+
+        torch.manual_seed(seed)
+        return load_vision(loaded.source, device="cpu")
+    if has_meta_weights(loaded.module):
+        raise InputError(f"{loaded.source}: get_model() builds the model on the meta device; parity needs real weights to compare numbers")
+    return loaded
+
+
+def parity_inputs(loaded: LoadedModel) -> tuple[list[tuple[tuple[Any, ...], dict[str, Any]]], str]:
+    """The inputs parity runs, and where they came from (for the section)."""
+    if loaded.sample_inputs is not None:
+        samples = list(itertools.islice(iter(loaded.sample_inputs()), defaults.PARITY_MAX_SAMPLES))
+        if samples:
+            where = f"{loaded.source}: sample_inputs()"
+            return [split_inputs(s, where) for s in samples], f"sample_inputs(): the first {len(samples)}"
+    origin = "get_example_inputs()" if loaded.path is not None else "the loader's example inputs"
+    return [(loaded.args, loaded.kwargs)], origin
+
+
+def _merge(rows_per_input: list[list[ModuleDrift]]) -> tuple[list[ModuleDrift], dict[str, int]]:
+    """One row per module call over every input (worst of each statistic), in the first input's order, and
+    for each call the first input where it exceeds."""
+    order: list[str] = []
+    merged: dict[str, ModuleDrift] = {}
+    first_bad: dict[str, int] = {}
+    for i, rows in enumerate(rows_per_input):
+        for r in rows:
+            if r.exceeds and r.module not in first_bad:
+                first_bad[r.module] = i
+            m = merged.get(r.module)
+            if m is None:
+                order.append(r.module)
+                merged[r.module] = ModuleDrift(r.module, r.module_type, r.file, r.line, r.max_abs, r.rel, r.ulps, r.nonfinite, r.exceeds)
+                continue
+            m.max_abs, m.rel, m.ulps = max(m.max_abs, r.max_abs), max(m.rel, r.rel), max(m.ulps, r.ulps)
+            m.nonfinite += r.nonfinite
+            m.exceeds = m.exceeds or r.exceeds
+    return [merged[k] for k in order], first_bad
+
+
+def _merge_agreements(items: list[OutputAgreement | None]) -> OutputAgreement | None:
+    present = [a for a in items if a is not None]
+    if not present:
+        return None
+    out = present[0]
+    for a in present[1:]:
+        out.rows += a.rows
+        out.top1_same += a.top1_same
+        for mine, theirs in zip(out.topk, a.topk, strict=False):
+            mine.checked += theirs.checked
+            mine.failed += theirs.failed
+            if mine.worst_position is None:
+                mine.worst_position = theirs.worst_position
+        if out.greedy_divergence is None and a.greedy_divergence is not None:
+            out.greedy_divergence, out.divergence_gap, out.divergence_tie = a.greedy_divergence, a.divergence_gap, a.divergence_tie
+    return out
+
+
+def _call(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], seed: int) -> Callable[[], Any]:
+    import torch
+
+    def forward() -> Any:
+        torch.manual_seed(seed)
+        return module(*args, **kwargs)
+
+    return forward
+
+
+def run_precision(
+    module: Any,
+    inputs: list[tuple[tuple[Any, ...], dict[str, Any]]],
+    references: list[drift.Reference],
+    precision: Precision,
+    *,
+    seed: int = defaults.DEFAULT_PARITY_SEED,
+    tolerance: Tolerance = drift.DEFAULT_TOLERANCE,
+    attribute: bool = True,
+) -> PrecisionRun:
+    """The model (fp32, on the CPU) under ``precision``, each input compared with its reference."""
+    start = time.perf_counter()
+    low = precision.low_type
+    rows_per_input: list[list[ModuleDrift]] = []
+    outputs: list[ModuleDrift] = []
+    agreements: list[OutputAgreement | None] = []
+    run_module, _, _ = emulate.served(module, (), {}, precision)  # a cast copy when served in bf16/fp16
+    for (args, kwargs), ref in zip(inputs, references, strict=True):
+        a, k = emulate.served_inputs(args, kwargs, precision)
+        with emulate.emulated(precision, run_module):
+            got = drift.compare(run_module, _call(run_module, a, k, seed), ref, low, tolerance)
+        rows_per_input.append(got.modules)
+        outputs.append(got.output)
+        agreements.append(metrics.agreement(ref.final_value, got.final_value))
+    rows, first_bad = _merge(rows_per_input)
+    output, _ = _merge([[o] for o in outputs])
+    first = drift.first_exceeding(rows)
+    if first is not None and attribute:
+        args, kwargs = inputs[first_bad[first.module]]
+        a, k = emulate.served_inputs(args, kwargs, precision)
+        with emulate.emulated(precision, run_module) as emulator:
+            first.dominant_op = drift.dominant_op(run_module, first.module, _call(run_module, a, k, seed), emulator)
+    return PrecisionRun(
+        precision_info(precision),
+        modules=rows,
+        first_exceeding=first,
+        output=output[0] if output else None,
+        agreement=_merge_agreements(agreements),
+        seconds=round(time.perf_counter() - start, 3),
+    )
+
+
+def run_parity_full(
+    loaded: LoadedModel,
+    precisions: Sequence[Precision],
+    *,
+    seed: int = defaults.DEFAULT_PARITY_SEED,
+    tolerance: Tolerance = drift.DEFAULT_TOLERANCE,
+    keep_outputs: bool = False,
+    shrink: bool | None = None,
+    attribute: bool = True,
+) -> ParityResult:
+    """:func:`run_parity`, also returning the model as it ran, its inputs and (``keep_outputs``) every module call's
+    fp32 output, for the frozen references (``ParityResult.per_module``)."""
+    import torch
+
+    real = real_weights(loaded, seed, shrink)
+    real.module.eval()
+    inputs, origin = parity_inputs(real)
+    shrunk = next((n for n in real.notes if n.startswith("shrunken config")), None)
+    section = ParitySection(
+        seed=seed,
+        rtol=tolerance.rtol,
+        atol=tolerance.atol,
+        inputs=origin,
+        shrunk=f"shrunk: {shrunk}" if shrunk else None,
+        emulated=list(emulate.EMULATED),
+        not_emulated=list(emulate.NOT_EMULATED),
+    )
+    start = time.perf_counter()
+    references = []
+    with torch.no_grad():
+        for args, kwargs in inputs:
+            references.append(drift.record_reference(real.module, _call(real.module, args, kwargs, seed)))
+    section.reference_seconds = round(time.perf_counter() - start, 3)
+    for precision in precisions:
+        section.runs.append(run_precision(real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute))
+    return ParityResult(
+        section,
+        real,
+        inputs,
+        reference_outputs=[r.final_value for r in references],
+        per_module=[r.outputs for r in references] if keep_outputs else [],
+    )
+
+
+def run_parity(
+    loaded: LoadedModel,
+    precisions: Sequence[Precision],
+    *,
+    seed: int = defaults.DEFAULT_PARITY_SEED,
+    tolerance: Tolerance = drift.DEFAULT_TOLERANCE,
+    shrink: bool | None = None,
+) -> ParitySection:
+    """The fp32 reference and one run per precision, as the report's parity section."""
+    return run_parity_full(loaded, precisions, seed=seed, tolerance=tolerance, shrink=shrink).section
+
+
+__all__ = ["ParityResult", "TopKCheck", "precision_info", "real_weights", "run_parity", "run_parity_full", "run_precision"]

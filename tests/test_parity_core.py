@@ -1,0 +1,217 @@
+"""Numerical parity (issue 25), the library: precisions, the emulation, drift per module, NxD Inference's tolerances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from neuronprobe.errors import InputError
+from neuronprobe.loading import load_model
+from neuronprobe.parity import metrics
+from neuronprobe.parity.drift import Tolerance, drift_stats, ulp
+from neuronprobe.parity.emulate import emulated, round_to, served
+from neuronprobe.parity.precision import DEFAULT_PRECISIONS, Precision, parse_precision, requested_precisions, sdk_default
+from neuronprobe.parity.run import run_parity
+from neuronprobe.vocabulary import AutoCast, LowType, OutputKind, ServedDtype
+
+MODELS = Path(__file__).parent / "models"
+FLIP = MODELS / "parity_top1_flip.py"
+MATMULT_BF16 = Precision(AutoCast.MATMULT, LowType.BF16)
+NONE = Precision(AutoCast.NONE)
+
+
+# --- precisions -------------------------------------------------------------------------------
+
+
+def test_sdk_defaults_change_in_2_27() -> None:
+    assert sdk_default("2.26") == Precision(AutoCast.MATMULT, LowType.BF16, ServedDtype.FP32, False)
+    assert sdk_default("2.26.1") == sdk_default("2.26")
+    assert sdk_default("2.27") == Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP32, True)
+    assert sdk_default("2.33.0") == sdk_default("2.27")
+    with pytest.raises(InputError, match="--sdk 'latest'"):
+        sdk_default("latest")
+
+
+def test_flags_give_the_product_and_the_sdk_and_precision_extras() -> None:
+    got = requested_precisions(auto_cast="matmult,all", auto_cast_type="bf16,fp8_e4m3", sdk=["2.26"], precision=["none,dtype=bf16,mpa=off"])
+    labels = [p.label for p in got]
+    assert labels == [
+        "matmult/bf16 fp32 mpa-on",
+        "matmult/fp8_e4m3 fp32 mpa-on",
+        "all/bf16 fp32 mpa-on",
+        "all/fp8_e4m3 fp32 mpa-on",
+        "matmult/bf16 fp32 mpa-off",
+        "no-cast bf16 mpa-off",
+    ]
+    assert requested_precisions() == list(DEFAULT_PRECISIONS)
+    assert requested_precisions(dtype="bf16") == [Precision(AutoCast.NONE, LowType.BF16, ServedDtype.BF16, True)]
+    assert parse_precision("all:tf32,mpa=off") == Precision(AutoCast.ALL, LowType.TF32, ServedDtype.FP32, False)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"auto_cast": "sometimes"}, "--auto-cast 'sometimes': expected one of none, matmult, all"),
+        ({"auto_cast_type": "int8"}, "--auto-cast-type 'int8'"),
+        ({"mixed_precision_accumulation": "maybe"}, "expected on or off"),
+        ({"auto_cast": "none", "auto_cast_type": "fp16"}, "--auto-cast-type has no effect with --auto-cast none"),
+        ({"precision": ["colour=red"]}, "unknown key 'colour'"),
+    ],
+)
+def test_bad_flags_are_one_sentence(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        requested_precisions(**kwargs)  # type: ignore[arg-type]
+
+
+# --- rounding and the emulation ------------------------------------------------------------------
+
+
+def test_rounding_to_each_low_type() -> None:
+    x = torch.tensor([1.0038, 1001.0, 1 + 2**-11, 1 + 3 * 2**-11, 500.0, 1e-4])
+    assert round_to(x, "bf16")[:2].tolist() == [1.0, 1000.0]  # 8 significant bits
+    tf32 = round_to(x, "tf32")
+    assert tf32[2].item() == 1.0 and tf32[3].item() == 1 + 2**-9  # ties to even at 10 mantissa bits
+    fp8 = round_to(x, "fp8_e4m3")
+    assert fp8[4].item() == 448.0 and fp8[5].item() == 0.0  # torch saturates at 448 and flushes below 2**-9
+    assert round_to(torch.tensor([70000.0]), "fp16").isinf().all()  # fp16 overflows
+
+
+def test_matmult_rounds_matmul_inputs_and_accumulates_in_fp32() -> None:
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 8)
+    x = torch.randn(4, 64)
+    want = torch.nn.functional.linear(round_to(x, "bf16"), round_to(lin.weight, "bf16"), round_to(lin.bias, "bf16"))
+    with emulated(MATMULT_BF16, lin):
+        got = lin(x)
+    assert got.dtype == torch.float32 and torch.equal(got, want)
+    with emulated(NONE, lin):
+        assert torch.equal(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+    with emulated(MATMULT_BF16, lin):  # elementwise ops are left alone under matmult
+        assert torch.equal(torch.exp(x), x.exp())
+
+
+def test_mixed_precision_accumulation_off_keeps_the_norm_in_fp16() -> None:
+    """A zero-variance row under layer_norm(eps=1e-12) in fp16: eps is 0 in fp16, so with the intermediates in
+    fp16 (accumulation off) rsqrt(0) is inf and the row becomes nan; in fp32 (on) it is the bias."""
+    norm = torch.nn.LayerNorm(8, eps=1e-12)
+    x = torch.ones(2, 8)
+    x[1] = torch.arange(8.0)
+    for mpa, finite in ((True, True), (False, False)):
+        p = Precision(AutoCast.NONE, LowType.BF16, ServedDtype.FP16, mpa)
+        model, (xs,), _ = served(norm, (x,), {}, p)
+        with emulated(p, model):
+            out = model(xs)
+        assert out.dtype == torch.float16
+        assert bool(torch.isfinite(out[0]).all()) is finite
+        assert torch.isfinite(out[1]).all()  # a row with variance is fine either way
+
+
+def test_attention_is_emulated_as_two_matmuls() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 5, 8) * 10 for _ in range(3))
+    exact = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with emulated(NONE, torch.nn.Identity()):
+        assert torch.equal(torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), exact)
+    with emulated(MATMULT_BF16, torch.nn.Identity()):
+        got = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    scores = (round_to(q, "bf16") @ round_to(k, "bf16").transpose(-2, -1)) / 8**0.5
+    scores = scores.masked_fill(~torch.ones(5, 5, dtype=torch.bool).tril(), float("-inf"))
+    want = round_to(scores.softmax(-1), "bf16") @ round_to(v, "bf16")
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    assert not torch.equal(got, exact)
+
+
+# --- drift statistics -------------------------------------------------------------------------------
+
+
+def test_drift_stats_and_ulps() -> None:
+    ref = [torch.tensor([4.0, -2.0, 0.0])]
+    got = [torch.tensor([4.0625, -2.0, float("inf")])]
+    max_abs, rel, ulps, nonfinite, exceeds = drift_stats(ref, got, "bf16", Tolerance())
+    assert (max_abs, rel, nonfinite, exceeds) == (0.0625, 0.0625 / 4, 1, True)  # a new inf always exceeds
+    assert ulp(4.0, "bf16") == 2**-5 and ulps == 2.0
+    assert drift_stats(ref, [torch.tensor([4.19, -2.0, 0.0])], "bf16", Tolerance(rtol=0.05))[4] is False  # 0.19 <= 1e-5 + 0.2
+    assert drift_stats(ref, [torch.tensor([4.21, -2.0, 0.0])], "bf16", Tolerance(rtol=0.05))[4] is True
+
+
+# --- NxD Inference's tolerance table on hand-made logits -------------------------------------------
+
+
+def _logits() -> torch.Tensor:
+    """One position, 2000 tokens: token i has logit 2000 - i (the top 5 are 0..4, the top 50 are 0..49)."""
+    return (2000.0 - torch.arange(2000.0)).unsqueeze(0)
+
+
+@pytest.mark.parametrize(
+    ("token", "error", "failing_ks"),
+    [
+        (0, 0.0099, []),  # a top-5 token 0.99% off: within rtol 0.01
+        (0, 0.0101, [5]),  # ... 1.01% off: only the top-5 check fails (0.02, 0.03 and 0.05 still hold)
+        (7, 0.0199, []),  # rank 8: not in the top 5; within top-50's 0.02
+        (7, 0.0201, [50]),  # ... past it: the top-50 check fails, top-1000's 0.03 holds
+        (100, 0.0299, []),
+        (100, 0.0301, [1000]),
+        (1500, 0.0499, []),  # outside the top 1000: only the all-token rtol 0.05 applies
+        (1500, 0.0501, [None]),
+    ],
+)
+def test_nxdi_tolerance_table_at_its_boundaries(token: int, error: float, failing_ks: list[int | None]) -> None:
+    expected = _logits()
+    actual = expected.clone()
+    actual[0, token] *= 1 + error
+    checks = metrics.topk_checks(expected, actual)
+    assert [(c.k, c.rtol, c.atol) for c in checks] == [(5, 0.01, 1e-5), (50, 0.02, 1e-5), (1000, 0.03, 1e-5), (None, 0.05, 1e-5)]
+    assert [c.k for c in checks if not c.passed] == failing_ks
+    assert [c.checked for c in checks] == [5, 50, 1000, 2000]
+
+
+def test_atol_applies_near_zero() -> None:
+    expected = torch.zeros(1, 10)
+    assert all(c.passed for c in metrics.topk_checks(expected, expected + 0.9e-5))
+    assert not any(c.passed for c in metrics.topk_checks(expected, expected + 1.1e-5))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.floats(min_value=-100, max_value=100, allow_nan=False), st.floats(min_value=0.0, max_value=0.0099))
+def test_any_logit_within_one_percent_passes_every_k(value: float, error: float) -> None:
+    expected = torch.tensor([[value, value - 1, value - 2, value - 3, value - 4, value - 5]], dtype=torch.float64)
+    actual = expected + expected.abs() * error
+    assert all(c.passed for c in metrics.topk_checks(expected, actual))
+
+
+def test_greedy_divergence_position_gap_and_tie() -> None:
+    expected = torch.zeros(1, 6, 4)
+    expected[0, :, 1] = 1.0
+    actual = expected.clone()
+    actual[0, 3, 2] = 2.0  # position 3 picks token 2
+    assert metrics.greedy_divergence(expected, actual) == (3, 1.0)
+    assert metrics.greedy_divergence(expected, expected) == (None, None)
+    tie = expected.clone()
+    tie[0, 4, 0] = 0.9995  # the reference's top two within 0.001 of each other
+    swapped = tie.clone()
+    swapped[0, 4, 0] = 1.0005
+    agreement = metrics.agreement(tie, swapped)
+    assert agreement is not None and agreement.kind is OutputKind.LANGUAGE_MODEL
+    assert agreement.greedy_divergence == 4 and agreement.divergence_tie and agreement.top1_same == 5
+
+
+# --- the whole run on a model file -------------------------------------------------------------------
+
+
+def test_top1_flips_under_bf16_matmult_and_not_under_none() -> None:
+    section = run_parity(load_model(str(FLIP)), [MATMULT_BF16, NONE])
+    cast, plain = section.runs
+    assert cast.agreement is not None and cast.agreement.kind is OutputKind.CLASSIFIER
+    assert (cast.agreement.rows, cast.agreement.top1_same) == (1, 0)  # the class flipped
+    first = cast.first_exceeding
+    assert first is not None
+    assert (first.module, first.module_type, first.file, first.line) == ("score", "Linear", "tests/models/parity_top1_flip.py", 20)
+    assert first.dominant_op == "aten::addmm" and first.rel == 1.0
+    assert [m.module for m in cast.modules] == ["pre", "score", ""] and not cast.modules[0].exceeds
+    assert plain.agreement is not None and plain.agreement.top1_same == 1
+    assert plain.first_exceeding is None and plain.output is not None and plain.output.max_abs == 0.0
+    assert section.inputs == "get_example_inputs()" and section.shrunk is None
