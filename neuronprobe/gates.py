@@ -30,9 +30,14 @@ GATE_RECOMPILES = "fail_on_recompiles"  # graphs the static-shape policy needs
 GATE_REGRESSION = "fail_on_regression"  # regressions against a comparable baseline
 GATES: tuple[str, ...] = (GATE_FAIL_ON, GATE_RECOMPILES, GATE_REGRESSION)
 
+# --fail-on ids that are neither a verdict nor a rule: each asks one section of the report.
+PARITY_GATE = "parity"  # a frozen-reference comparison with a mismatch or a top-1 change (issue 25); cross-backend never gates
+SECTION_GATES: tuple[str, ...] = (PARITY_GATE,)
+
 STATIC_POLICY = "static"  # the policy --fail-on-recompiles counts: one graph per distinct shape
 
 NEEDS_TRAFFIC = "--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file"
+NEEDS_REFERENCE = "--fail-on parity needs a frozen reference to compare with: run `neuronprobe parity MODEL --reference DIR`"
 
 
 @dataclass(frozen=True)
@@ -66,12 +71,14 @@ def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
     value is not a verdict, so a plain verdict gate loads no rule table.
     """
     verdicts = Verdict.values()
-    others = [v for v in gates.fail_on if v not in verdicts]
+    others = [v for v in gates.fail_on if v not in verdicts and v not in SECTION_GATES]
     if others:
         known = rule_ids()
         unknown = [v for v in others if v not in known]
         if unknown:
-            raise InputError(f"--fail-on: unknown verdict {unknown[0]!r}; use {', '.join(verdicts)}, or the id of a rule (e.g. dynamic-output-shape)")
+            raise InputError(
+                f"--fail-on: unknown verdict {unknown[0]!r}; use {', '.join(verdicts)}, the id of a rule (e.g. dynamic-output-shape), or {', '.join(SECTION_GATES)}"
+            )
     if gates.fail_on_recompiles is not None and gates.fail_on_recompiles < 0:
         raise InputError(f"--fail-on-recompiles {gates.fail_on_recompiles}: use a number of graphs >= 0")
     return gates
@@ -114,19 +121,30 @@ def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) ->
 
 
 def _fail_on(report: Report, values: tuple[str, ...]) -> GateFailure | None:
-    wanted = set(values)
+    wanted = set(values) - set(SECTION_GATES)
     hit = [f"{f.verdict}: {f.op} at {location(f.file, f.line)} ({f.rule})" for f in report.findings if f.verdict in wanted or f.rule in wanted]
+    if PARITY_GATE in values:
+        hit += _parity(report)
     if report.audit is not None:  # analyze --audit: the audit's findings gate by their rule id
         hit += [f"audit {a.severity}: {location(a.file, a.line)} ({a.rule})" for a in report.audit.findings if a.rule in wanted]
     if not hit:
         return None
+    kinds = "" if wanted <= set(Verdict.values()) else " or rule"
     return GateFailure(
         gate=GATE_FAIL_ON,
         threshold=values,
         failed=tuple(hit),
         count=len(hit),
-        message=f"{len(hit)} finding(s) with verdict{'' if wanted <= set(Verdict.values()) else ' or rule'} in {{{', '.join(values)}}}",
+        message=f"{len(hit)} finding(s) with verdict{kinds} in {{{', '.join(values)}}}" if wanted else f"parity: {hit[0].removeprefix('parity: ')}",
     )
+
+
+def _parity(report: Report) -> list[str]:
+    """``--fail-on parity``: the frozen-reference comparison's failure, if it gates; one that cannot be evaluated is exit 2."""
+    frozen = report.parity.frozen if report.parity is not None else None
+    if frozen is None:
+        raise InputError(NEEDS_REFERENCE)
+    return [f"parity: {frozen.summary}"] if frozen.gate_fails else []
 
 
 def _recompiles(report: Report, limit: int) -> GateFailure | None:
@@ -161,6 +179,8 @@ __all__ = [
     "GATE_FAIL_ON",
     "GATE_RECOMPILES",
     "GATE_REGRESSION",
+    "PARITY_GATE",
+    "SECTION_GATES",
     "GateFailure",
     "Gates",
     "check_gates",

@@ -16,20 +16,27 @@ keeps the plain names.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError
 from neuronprobe.parity.reference import (
+    MANIFEST_NAME,
+    NEVER_RECOMPUTED,
+    TENSORS_NAME,
     FrozenReference,
     RunIdentity,
     check_identity,
+    check_new_folder,
     compare_reference,
     current_versions,
     inputs_hash,
+    load_reference,
     model_hash,
     model_library_versions,
     named_outputs,
     reference_files,
+    resolve_tolerances,
 )
 from neuronprobe.report.reference_model import ReferenceComparison
 from neuronprobe.vocabulary import ReferenceBackend
@@ -130,4 +137,87 @@ def check_frozen(
     )
 
 
-__all__ = ["RunTensors", "check_frozen", "freeze", "run_tensors"]
+@dataclass(frozen=True)
+class ReferenceOptions:
+    """The frozen-reference options of ``neuronprobe parity``."""
+
+    save_reference: Path | None = None  # --save-reference DIR
+    per_module: bool = False  # --per-module: also every module's output (with --save-reference)
+    reference: Path | None = None  # --reference DIR
+    cross_backend: bool = False  # --cross-backend: compare a reference made on another backend (reported, never gated)
+    rtol: float | None = None  # --rtol / --atol: override the per-dtype tolerances
+    atol: float | None = None
+
+    @property
+    def any(self) -> bool:
+        return self.save_reference is not None or self.reference is not None
+
+    def outputs(self) -> list[tuple[str, Path]]:
+        """The files ``--save-reference`` writes, as (option, path) for the output guard."""
+        if self.save_reference is None:
+            return []
+        return [("--save-reference", self.save_reference / TENSORS_NAME), ("--save-reference", self.save_reference / MANIFEST_NAME)]
+
+    def reads(self) -> list[Path]:
+        """The files ``--reference`` reads: no output may be one of them."""
+        if self.reference is None:
+            return []
+        return [self.reference / TENSORS_NAME, self.reference / MANIFEST_NAME]
+
+
+def prepare(options: ReferenceOptions, model: str) -> FrozenReference | None:
+    """Check the options and read ``--reference`` before any work; everything wrong is one sentence (exit 2).
+
+    A missing reference is refused here, never recomputed; a model file whose bytes changed since
+    the reference was saved is refused before the model runs (an ``hf:`` config is checked once built).
+    """
+    import hashlib
+
+    if options.cross_backend and options.reference is None:
+        raise InputError("--cross-backend compares with a frozen reference: give --reference DIR")
+    if options.per_module and options.save_reference is None:
+        raise InputError(
+            "--per-module saves every module's output into a new reference: give --save-reference DIR (a --reference says itself whether it has them)"
+        )
+    if (options.rtol is not None or options.atol is not None) and not options.any:
+        raise InputError("--rtol and --atol are the tolerances of a frozen reference: give --reference DIR or --save-reference DIR")
+    resolve_tolerances([], options.rtol, options.atol)  # negative or non-finite values: exit 2
+    if options.save_reference is not None and options.reference is not None and Path(options.save_reference).resolve() == Path(options.reference).resolve():
+        raise InputError(f"--save-reference and --reference are both {options.reference}; {NEVER_RECOMPUTED}: save into another folder")
+    if options.save_reference is not None:
+        check_new_folder(options.save_reference)
+    if options.reference is None:
+        return None
+    frozen = load_reference(options.reference)
+    path = Path(model)
+    if path.is_file() and frozen.identity.model_hash.startswith("sha256:"):
+        now = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        if frozen.identity.model_hash_of.startswith("the model file") and now != frozen.identity.model_hash:
+            check_identity(
+                frozen, RunIdentity(model, now, frozen.identity.model_hash_of, frozen.identity.inputs_hash, frozen.identity.backend, frozen.identity.fake)
+            )
+    return frozen
+
+
+def apply(
+    result: Any,
+    options: ReferenceOptions,
+    frozen: FrozenReference | None,
+    *,
+    live: Any = None,
+    target: str = "trn1",
+    timeout: float = 600.0,
+) -> list[tuple[Path, bytes]]:
+    """After the parity run: compare with ``frozen`` (sets ``result.section.frozen``) and return the files
+    ``--save-reference`` must write, ``[(path, bytes)]`` in order (the CLI writes them atomically)."""
+    if frozen is not None:
+        result.section.frozen = check_frozen(
+            result, frozen, live=live, target=target, timeout=timeout, cross_backend=options.cross_backend, rtol=options.rtol, atol=options.atol
+        )
+    if options.save_reference is None:
+        return []
+    files = freeze(result, per_module=options.per_module, live=live, target=target, timeout=timeout, rtol=options.rtol, atol=options.atol)
+    return [(Path(options.save_reference) / name, data) for name, data in files]
+
+
+__all__ = ["ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "prepare", "run_tensors"]
