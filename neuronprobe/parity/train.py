@@ -166,6 +166,8 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
                 loss_tensor.backward()
                 optimizer.step()
                 optimizer.zero_grad()
+                if "labels" in kwargs and str(loaded.source).startswith("hf:"):
+                    text = "the transformers model's own loss (labels = input ids)"
                 step = f"{text}, backward, {_optimizer_label(optimizer)} step"
     finally:
         for handle in handles:
@@ -181,12 +183,8 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
 
 
 def _groups(loaded: Any) -> dict[str, str]:
-    """Parameter name -> the path of the module that owns it directly."""
-    owner: dict[str, str] = {}
-    for path, module in loaded.module.named_modules():
-        for name, _ in module.named_parameters(recurse=False):
-            owner[f"{path}.{name}" if path else name] = path or MODEL_GROUP
-    return owner
+    """Parameter name -> the path of the module that owns it directly; a tied parameter counts once, by its first name."""
+    return {name: name.rsplit(".", 1)[0] if "." in name else MODEL_GROUP for name, _ in loaded.module.named_parameters()}
 
 
 def _norm(t: Any) -> float:

@@ -24,7 +24,7 @@ def _num(value: float | None) -> str:
 
 
 def render_frozen(c: ReferenceComparison) -> Any:
-    """The comparison's sentence, then the tensors that differ (or the first few when all match)."""
+    """The comparison's sentence, versions that changed since, and the tensors that differ (none listed when all match)."""
     from rich.console import Group
     from rich.table import Table
     from rich.text import Text
@@ -36,7 +36,10 @@ def render_frozen(c: ReferenceComparison) -> Any:
     if versions:
         changed = ", ".join(f"{k} {c.versions_then.get(k, '-')} -> {c.versions_now.get(k, '-')}" for k in versions)
         parts.append(Text(f"versions changed since the reference was saved: {changed}", style="dim"))
-    shown = [t for t in c.tensors if not t.passed] or c.tensors
+    shown = [t for t in c.tensors if not t.passed]
+    if not shown:
+        parts.extend(Text(f"top-1 of {top.tensor}: {top.positions} of {top.positions} position(s) unchanged", style="dim") for top in c.top1)
+        return Group(*parts)
     table = Table(show_edge=False, header_style="bold")
     for column in ("tensor", "kind", "called at", "dtype", "max abs", "max rel", "mismatched", "rtol/atol", ""):
         table.add_column(column, overflow="fold")
