@@ -215,6 +215,9 @@ def analyze(
     optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
     dataset_size: Annotated[int | None, typer.Option("--dataset-size", help="--train: examples per epoch (with --batch-size).")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="--train: batch size; a short last batch is one more graph.")] = None,
+    parity_: Annotated[
+        bool, typer.Option("--parity", help="Also compare fp32 with emulated Neuron precisions, module by module (`neuronprobe parity`'s defaults).")
+    ] = False,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -277,7 +280,13 @@ def analyze(
             check_outputs([], inputs, folders=[("--output-dir", output_dir)])
         limits = limits_from_options(timeout, max_memory)
         options.max_memory = limits.max_memory_bytes  # auto observes with xla-cpu only what fits in it
-        report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
+        if parity_:  # issue 25: the section is added to the analysis report; its verdict is unchanged
+            from neuronprobe.parity.run import ParityOptions, add_parity
+
+            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout)
+            report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits)
+        else:
+            report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if decode_section is not None:
             report.decode = decode_section
         if audit_path is not None:
@@ -346,6 +355,120 @@ def _exit_on_gates(failures: list[GateFailure]) -> None:
         err.print(f"gate failed: {failure.message}", markup=False, highlight=False)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+# --- parity (issue 25) ---------------------------------------------------------------
+
+
+def _parity_options(
+    set_: list[str] | None,
+    auto_cast: str | None,
+    auto_cast_type: str | None,
+    dtype: str | None,
+    mpa: str | None,
+    sdk: list[str] | None,
+    precision: list[str] | None,
+    tolerance: float,
+    seed: int,
+    backend: str,
+    timeout: float,
+) -> Any:
+    """The ParityOptions the flags ask for; a bad flag is one sentence, exit 2."""
+    import math
+
+    from neuronprobe.parity.drift import Tolerance
+    from neuronprobe.parity.precision import requested_precisions
+    from neuronprobe.parity.run import ParityOptions
+
+    if not math.isfinite(tolerance) or tolerance <= 0:
+        raise _fail(f"--tolerance {tolerance:g}: give a relative tolerance above 0, e.g. 0.05")
+    if backend not in ("cpu", "xla-cpu"):
+        raise _fail(f"--backend {backend!r}: parity runs on cpu (the emulation) or xla-cpu (also torch-xla 2.9 in bf16)")
+    precisions = requested_precisions(
+        auto_cast=auto_cast, auto_cast_type=auto_cast_type, dtype=dtype, mixed_precision_accumulation=mpa, sdk=sdk or (), precision=precision or ()
+    )
+    return ParityOptions(precisions, seed, Tolerance(rtol=tolerance), list(set_ or []), backend == "xla-cpu", timeout)
+
+
+@app.command()
+def parity(
+    model: Annotated[str, typer.Argument(help="A model file, hf:<model_type>, tv:<name> or timm:<name>.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable).")] = None,
+    auto_cast: Annotated[str | None, typer.Option("--auto-cast", help="neuronx-cc --auto-cast: none, matmult, all (a comma list runs each).")] = None,
+    auto_cast_type: Annotated[
+        str | None, typer.Option("--auto-cast-type", help="neuronx-cc --auto-cast-type: bf16, fp16, tf32, fp8_e4m3 (a comma list runs each).")
+    ] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="The dtype the model is served in: fp32, bf16, fp16 (a comma list runs each).")] = None,
+    mpa: Annotated[
+        str | None,
+        typer.Option("--mixed-precision-accumulation", help="Softmax, norms and reductions in fp32 (on) or in the low type (off); on,off runs both."),
+    ] = None,
+    sdk: Annotated[
+        list[str] | None, typer.Option("--sdk", help="Also run what neuronx-cc does by default in this SDK release, e.g. 2.26 (repeatable).")
+    ] = None,
+    precision: Annotated[
+        list[str] | None, typer.Option("--precision", help="Also run this precision, e.g. matmult:bf16 or all:fp8_e4m3,dtype=bf16,mpa=off (repeatable).")
+    ] = None,
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", help="A module passes when max-abs <= 1e-5 + TOLERANCE x max|reference| (NxD Inference's rule).")
+    ] = defaults.DEFAULT_PARITY_RTOL,
+    seed: Annotated[int, typer.Option("--seed", help="The seed of the random weights (hf:, tv:, timm:, and get_model()) and of every forward.")] = (
+        defaults.DEFAULT_PARITY_SEED
+    ),
+    backend: Annotated[
+        str, typer.Option("--backend", help="cpu (the emulation), or xla-cpu: also the model in bf16 through torch-xla 2.9 on the CPU.")
+    ] = "cpu",
+    target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock limit of the run (the model code runs in a worker), seconds.")] = (
+        defaults.DEFAULT_TIMEOUT_S
+    ),
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help="Resident-memory limit of the worker, e.g. 8G or 50%.")] = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
+
+    With no precision flag: the compiler default before Neuron 2.27 (matmult/bf16), the model served in bf16,
+    and the default from 2.27 on (no auto-cast). The flags' values multiply: --auto-cast matmult,all
+    --auto-cast-type bf16,fp8_e4m3 runs four precisions; --sdk and --precision add one each.
+    """
+    with _errors(debug):
+        from neuronprobe.files import check_outputs
+        from neuronprobe.options import check_seconds
+        from neuronprobe.parity.run import parity_report
+        from neuronprobe.support import check_target
+        from neuronprobe.worker import analyze_in_worker, limits_from_options
+
+        check_target(target)
+        check_seconds(timeout, "--timeout")
+        options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, backend, timeout)
+        if json_path is not None:
+            check_outputs(_analyze_outputs(json_path, output_dir, "", html), [model])
+        else:
+            check_outputs([], [model], folders=[("--output-dir", output_dir)])
+        command_line = " ".join(["neuronprobe", *sys.argv[1:]])
+        report = analyze_in_worker(
+            model, lambda: parity_report(model, options, target=target, command_line=command_line), limits_from_options(timeout, max_memory)
+        )
+        from neuronprobe.report.console_parity import render_parity
+
+        console = _out_console()
+        stem = report.model.replace("/", "_").replace(":", "_")
+        outputs = _analyze_outputs(json_path, output_dir, stem, html)
+        check_outputs(outputs, [model])
+        console.print(f"{report.model}: numerical parity on the CPU (no op analysis: `analyze --parity` adds it)", markup=False, highlight=False)
+        assert report.parity is not None
+        console.print(render_parity(report.parity))
+        _write(outputs[0][1], report.to_json())
+        written = [str(outputs[0][1])]
+        if html:
+            from neuronprobe.report.html import render_html
+
+            _write(outputs[1][1], render_html(report))
+            written.append(str(outputs[1][1]))
+        console.print(f"reports: {', '.join(written)}", markup=False)
 
 
 # --- audit (issue 14) ---------------------------------------------------------------

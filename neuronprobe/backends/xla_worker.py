@@ -226,6 +226,10 @@ def main(argv: list[str]) -> int:
         if not ok:
             cpu_ok, why = _cpu_forward_ok(loaded)
             events.emit(event="cpu_check", step="observe", cpu_ok=cpu_ok, error=why[:2000])
+    if "parity" in steps:  # issue 25: the model in bf16 on the XLA device, outputs back as files
+        from neuronprobe.backends.xla_parity_worker import run_parity
+
+        run_step(events, "parity", lambda: run_parity(loaded, device, request["program_options"]))
     if "compiles" in steps and request.get("calls_file"):
         import torch
 

@@ -161,8 +161,10 @@ class Emulator:
         elif plan.all_type and name not in _NO_ROUND and not func.is_view:
             out = self._all(func, args, kwargs, plan.all_type)
         else:
-            return func(*args, **kwargs)
-        if self.observer is not None:
+            out = func(*args, **kwargs)
+            if self.observer is None or func.is_view or name in _NO_ROUND:
+                return out
+        if self.observer is not None:  # set only inside the module call being attributed (drift.dominant_op)
             self._observe(name, func, args, kwargs, out)
         return out
 
@@ -395,7 +397,7 @@ def emulated(precision: Precision, module: Any) -> Iterator[Emulator]:
     from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 
     emulator = Emulator(precision, list(module.parameters()))
-    if precision.is_fp32:
+    if precision.is_fp32:  # nothing to emulate: fp32 ops are the reference's own
         with torch.no_grad():
             yield emulator
         return

@@ -21,7 +21,8 @@ from neuronprobe.loading import HF_PREFIX, VISION_PREFIXES, LoadedModel, split_i
 from neuronprobe.parity import drift, emulate, metrics
 from neuronprobe.parity.drift import Tolerance
 from neuronprobe.parity.precision import Precision
-from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionInfo, PrecisionRun, TopKCheck
+from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionInfo, PrecisionRun, Report, TopKCheck
+from neuronprobe.vocabulary import ParityRun
 
 
 @dataclass
@@ -138,8 +139,11 @@ def run_precision(
     seed: int = defaults.DEFAULT_PARITY_SEED,
     tolerance: Tolerance = drift.DEFAULT_TOLERANCE,
     attribute: bool = True,
+    first_output: list[Any] | None = None,
 ) -> PrecisionRun:
-    """The model (fp32, on the CPU) under ``precision``, each input compared with its reference."""
+    """The model (fp32, on the CPU) under ``precision``, each input compared with its reference.
+
+    ``first_output``: a list that receives the first input's output tensors (fp32), for the xla-cpu comparison."""
     start = time.perf_counter()
     low = precision.low_type
     rows_per_input: list[list[ModuleDrift]] = []
@@ -150,6 +154,8 @@ def run_precision(
         a, k = emulate.served_inputs(args, kwargs, precision)
         with emulate.emulated(precision, run_module):
             got = drift.compare(run_module, _call(run_module, a, k, seed), ref, low, tolerance)
+        if first_output is not None and not first_output:
+            first_output.extend(t.detach().float() for t in drift.float_tensors(got.final_value))
         rows_per_input.append(got.modules)
         outputs.append(got.output)
         agreements.append(metrics.agreement(ref.final_value, got.final_value))
@@ -180,10 +186,42 @@ def run_parity_full(
     keep_outputs: bool = False,
     shrink: bool | None = None,
     attribute: bool = True,
+    xla: bool = False,
+    xla_timeout: float = defaults.DEFAULT_TIMEOUT_S,
 ) -> ParityResult:
     """:func:`run_parity`, also returning the model as it ran, its inputs and (``keep_outputs``) every module call's
-    fp32 output, for the frozen references (``ParityResult.per_module``)."""
+    fp32 output, for the frozen references (``ParityResult.per_module``).
+
+    ``xla``: also run the model in bf16 through torch-xla 2.9 on the CPU (the xla-cpu worker) on the first
+    input, next to the emulation of the same precision (added to ``precisions`` when missing)."""
     import torch
+
+    from neuronprobe.parity import xla as xla_run
+
+    env = xla_run.xla_env_or_fail() if xla else None  # before any work: a missing environment is exit 2 at once
+    precisions = list(precisions)
+    if xla and xla_run.XLA_PRECISION not in precisions:
+        precisions.append(xla_run.XLA_PRECISION)
+
+    with torch.random.fork_rng(devices=[]):  # seeded weights and forwards; the caller's RNG is left as it was
+        return _run_parity_full(loaded, precisions, seed, tolerance, keep_outputs, shrink, attribute, xla, xla_timeout, env)
+
+
+def _run_parity_full(
+    loaded: LoadedModel,
+    precisions: Sequence[Precision],
+    seed: int,
+    tolerance: Tolerance,
+    keep_outputs: bool,
+    shrink: bool | None,
+    attribute: bool,
+    xla: bool,
+    xla_timeout: float,
+    env: Any,
+) -> ParityResult:
+    import torch
+
+    from neuronprobe.parity import xla as xla_run
 
     real = real_weights(loaded, seed, shrink)
     real.module.eval()
@@ -204,8 +242,16 @@ def run_parity_full(
         for args, kwargs in inputs:
             references.append(drift.record_reference(real.module, _call(real.module, args, kwargs, seed)))
     section.reference_seconds = round(time.perf_counter() - start, 3)
+    emulated_bf16: list[Any] = []
     for precision in precisions:
-        section.runs.append(run_precision(real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute))
+        keep = emulated_bf16 if xla and precision == xla_run.XLA_PRECISION else None
+        section.runs.append(run_precision(real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute, first_output=keep))
+    if xla:
+        row, tensors = xla_run.run_xla_bf16(real, inputs[0], references[0], tolerance=tolerance, timeout=xla_timeout, env=env)
+        section.runs.append(row)
+        if tensors is not None:
+            emulated_row = next(r for r in section.runs if r.run is ParityRun.EMULATED and r.precision.label == xla_run.XLA_PRECISION.label)
+            section.xla_vs_emulation = xla_run.compare_with_emulation(tensors, emulated_bf16, row, emulated_row)
     return ParityResult(
         section,
         real,
@@ -227,4 +273,78 @@ def run_parity(
     return run_parity_full(loaded, precisions, seed=seed, tolerance=tolerance, shrink=shrink).section
 
 
-__all__ = ["ParityResult", "TopKCheck", "precision_info", "real_weights", "run_parity", "run_parity_full", "run_precision"]
+@dataclass
+class ParityOptions:
+    """What ``neuronprobe parity`` (and ``analyze --parity``) asks for."""
+
+    precisions: list[Precision] = field(default_factory=list)  # empty: precision.DEFAULT_PRECISIONS
+    seed: int = defaults.DEFAULT_PARITY_SEED
+    tolerance: Tolerance = drift.DEFAULT_TOLERANCE
+    overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE
+    xla: bool = False  # --backend xla-cpu: also the bf16 run through torch-xla 2.9
+    xla_timeout: float = defaults.DEFAULT_TIMEOUT_S
+    keep_outputs: bool = False  # every module call's fp32 output in ParityResult.per_module
+
+
+def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
+    """Load ``spec`` (a model file, ``hf:``, ``tv:``, ``timm:``) from the seed and run parity on it."""
+    import contextlib
+
+    import torch
+
+    from neuronprobe.loading import hf_build_scope, load_model
+    from neuronprobe.parity.precision import DEFAULT_PRECISIONS
+    from neuronprobe.usercode import user_exit_guard
+
+    model_file = spec if not spec.startswith((HF_PREFIX, *VISION_PREFIXES)) else None
+    scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
+    with scope, user_exit_guard(spec, model_file), torch.random.fork_rng(devices=[]):  # the caller's RNG is left as it was
+        torch.manual_seed(options.seed)  # a model file's get_model() draws its weights now
+        loaded = load_model(spec, options.overrides)
+        return run_parity_full(
+            loaded,
+            options.precisions or list(DEFAULT_PRECISIONS),
+            seed=options.seed,
+            tolerance=options.tolerance,
+            keep_outputs=options.keep_outputs,
+            xla=options.xla,
+            xla_timeout=options.xla_timeout,
+        )
+
+
+# Why a `neuronprobe parity` report has no op analysis (its top-line verdict is therefore not_analysed).
+NUMBERS_ONLY = "`neuronprobe parity` compares numbers only; `neuronprobe analyze MODEL --parity` adds the op analysis and its verdict"
+
+
+def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.DEFAULT_TARGET, command_line: str = "") -> Report:
+    """A report holding only the parity section (``neuronprobe parity``); the op analysis is named as not run."""
+    from neuronprobe.analysis import AnalyzeOptions, _metadata
+    from neuronprobe.report.model import CaptureInfo, Limitation
+
+    result = parity_for_spec(spec, options)
+    report = Report(model=result.loaded.name, target=target, capture=CaptureInfo(export_error="not run: " + NUMBERS_ONLY))
+    report.metadata = _metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
+    report.not_analysed.append(Limitation(what="op analysis", why=NUMBERS_ONLY))
+    report.parity = result.section
+    return report
+
+
+def add_parity(report: Report, spec: str, options: ParityOptions) -> Report:
+    """``analyze --parity``: the analysis report with the parity section (its verdict is unchanged)."""
+    report.parity = parity_for_spec(spec, options).section
+    return report
+
+
+__all__ = [
+    "ParityOptions",
+    "ParityResult",
+    "TopKCheck",
+    "add_parity",
+    "parity_for_spec",
+    "parity_report",
+    "precision_info",
+    "real_weights",
+    "run_parity",
+    "run_parity_full",
+    "run_precision",
+]

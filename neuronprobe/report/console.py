@@ -82,6 +82,10 @@ def render_summary(report: Report) -> Any:
         from neuronprobe.report.console_recompiles import render_recompiles
 
         parts.append(render_recompiles(report.recompiles))
+    if report.parity is not None:
+        from neuronprobe.report.console_parity import render_parity
+
+        parts.append(render_parity(report.parity))
     if report.buckets is not None:
         b = report.buckets
         parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {format_percent(b.overhead.tokens)} tokens under {b.cost_model} cost"))

@@ -308,7 +308,7 @@ def environment() -> Any:
 def _plots(report: Report) -> dict[str, Any]:
     from markupsafe import Markup
 
-    from neuronprobe.report import decode_plots, plots
+    from neuronprobe.report import decode_plots, parity_plots, plots
 
     svgs = {
         "timeline": plots.timeline_svg(report.recompiles),
@@ -316,6 +316,7 @@ def _plots(report: Report) -> dict[str, Any]:
         "curve": plots.curve_svg(report.buckets),
         "decode_histogram": decode_plots.decode_histogram_svg(report.decode),
         "decode_timeline": decode_plots.decode_timeline_svg(report.decode),
+        "parity": parity_plots.drift_svg(report.parity),
     }
     # matplotlib writes the SVG and escapes the labels in it; it is the only markup we trust as is.
     return {k: Markup(v) if v is not None else None for k, v in svgs.items()}
