@@ -220,4 +220,43 @@ def apply(
     return [(Path(options.save_reference) / name, data) for name, data in files]
 
 
-__all__ = ["ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "prepare", "run_tensors"]
+def parity_with_references(
+    spec: str,
+    options: Any,
+    references: ReferenceOptions,
+    frozen: FrozenReference | None,
+    *,
+    live: Any = None,
+    train: Any = None,
+    train_tolerance: float | None = None,
+    target: str = "trn1",
+    command_line: str = "",
+) -> tuple[Any, list[tuple[Path, bytes]]]:
+    """``neuronprobe parity`` with the frozen-reference options and ``--train``: the report, and the files
+    ``--save-reference`` must write (the CLI writes them). Runs where the parity run runs (the worker).
+
+    ``options`` is the run's :class:`~neuronprobe.parity.run.ParityOptions`; per-module outputs are kept
+    when a reference is saved with them or the reference compared holds them; ``train`` (TrainOptions)
+    adds one training step per precision (:func:`neuronprobe.parity.train.train_parities`).
+    """
+    import dataclasses
+
+    from neuronprobe.parity.precision import DEFAULT_PRECISIONS
+    from neuronprobe.parity.run import parity_report
+
+    files: list[tuple[Path, bytes]] = []
+    keep = references.per_module or (frozen is not None and frozen.per_module and live is None)
+    run_options = dataclasses.replace(options, keep_outputs=options.keep_outputs or keep)
+
+    def then(result: Any) -> None:
+        files.extend(apply(result, references, frozen, live=live, target=target, timeout=options.xla_timeout))
+        if train is not None:
+            from neuronprobe.parity.train import train_parities
+
+            result.section.train = train_parities(result, options.precisions or list(DEFAULT_PRECISIONS), train, tolerance=train_tolerance)
+
+    report = parity_report(spec, run_options, target=target, command_line=command_line, then=then)
+    return report, files
+
+
+__all__ = ["ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "parity_with_references", "prepare", "run_tensors"]

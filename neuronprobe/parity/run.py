@@ -316,12 +316,25 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
 NUMBERS_ONLY = "`neuronprobe parity` compares numbers only; `neuronprobe analyze MODEL --parity` adds the op analysis and its verdict"
 
 
-def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.DEFAULT_TARGET, command_line: str = "") -> Report:
-    """A report holding only the parity section (``neuronprobe parity``); the op analysis is named as not run."""
+def parity_report(
+    spec: str,
+    options: ParityOptions,
+    *,
+    target: str = defaults.DEFAULT_TARGET,
+    command_line: str = "",
+    then: Callable[[ParityResult], None] | None = None,
+) -> Report:
+    """A report holding only the parity section (``neuronprobe parity``); the op analysis is named as not run.
+
+    ``then`` sees the whole run before it is let go (its model, inputs and kept outputs): the frozen
+    references and the training step (``neuronprobe.parity.frozen``, ``.train``) add to the section there.
+    """
     from neuronprobe.analysis import AnalyzeOptions, _metadata
     from neuronprobe.report.model import CaptureInfo, Limitation
 
     result = parity_for_spec(spec, options)
+    if then is not None:
+        then(result)
     report = Report(model=result.loaded.name, target=target, capture=CaptureInfo(export_error="not run: " + NUMBERS_ONLY))
     report.metadata = _metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
     report.not_analysed.append(Limitation(what="op analysis", why=NUMBERS_ONLY))

@@ -41,14 +41,17 @@ def render_frozen(c: ReferenceComparison) -> Any:
         parts.extend(Text(f"top-1 of {top.tensor}: {top.positions} of {top.positions} position(s) unchanged", style="dim") for top in c.top1)
         return Group(*parts)
     table = Table(show_edge=False, header_style="bold")
-    for column in ("tensor", "kind", "called at", "dtype", "max abs", "max rel", "mismatched", "rtol/atol", ""):
+    for column in ("tensor", "called at", "max abs", "max rel", "mismatched", "rtol/atol"):
         table.add_column(column, overflow="fold")
+    notes = []
     for t in shown[:TOP_TENSORS]:
         name = t.name or "(model)"
         where = location(t.file, t.line) if t.kind is ReferenceTensorKind.MODULE and t.file else ""
-        verdict = Text("ok", style="green") if t.passed else Text(t.detail or "differs", style="red")
-        table.add_row(name, str(t.kind), where, t.dtype, _num(t.max_abs), _num(t.max_rel), f"{t.mismatched}/{t.total}", f"{t.rtol:g}/{t.atol:g}", verdict)
+        table.add_row(name, where, _num(t.max_abs), _num(t.max_rel), f"{t.mismatched}/{t.total}", f"{t.rtol:g}/{t.atol:g}")
+        if t.detail and not t.detail.startswith("Tensor-likes are not"):  # a missing tensor, a shape change
+            notes.append(Text(f"{name}: {t.detail}", style="red"))
     parts.append(table)
+    parts.extend(notes)
     if len(shown) > TOP_TENSORS:
         parts.append(Text(f"... {len(shown) - TOP_TENSORS} more tensor(s) in the JSON report", style="dim"))
     for top in c.top1:
