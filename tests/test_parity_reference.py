@@ -17,6 +17,8 @@ from helpers import MODELS, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
+from neuronprobe.report.html import render_html
+from neuronprobe.report.model import load_report
 
 SOURCE = MODELS / "parity_reference.py"
 
@@ -70,6 +72,8 @@ def test_save_then_compare_clean_then_a_changed_weight_fails_at_its_module(model
     assert frozen["first_mismatch_module"] == "block.0" and frozen["passed"] is False
     embed = next(t for t in frozen["tensors"] if t["name"] == "embed")
     assert embed["passed"] is True  # before the changed module, everything still matches
+    page = render_html(load_report(str(tmp_path / "changed.json")))
+    assert "<h3>Frozen reference</h3>" in page and "first module that differs: block.0" in page
 
 
 def test_a_changed_model_file_is_refused(model, tmp_path):
