@@ -19,6 +19,7 @@ from neuronprobe.parity.reference import (
     compare_reference,
     inputs_hash,
     load_reference,
+    model_hash,
     reference_files,
 )
 from neuronprobe.vocabulary import ReferenceBackend
@@ -110,3 +111,36 @@ def test_the_inputs_hash_sees_one_element_and_the_dtype():
     assert inputs_hash((y,), {}) != base
     assert inputs_hash((x.to(torch.float64),), {}) != base
     assert inputs_hash((), {"x": x}) != base
+
+
+def test_an_hf_model_is_hashed_by_its_config_without_the_transformers_version():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from neuronprobe.loading import LoadedModel
+
+    def loaded(**fields: int) -> LoadedModel:
+        config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8, **fields)
+        wrapper = torch.nn.Module()
+        wrapper.model = GPT2LMHeadModel(config)  # neuronprobe's hf: loader wraps the transformers model
+        return LoadedModel(name="gpt2", source="hf:gpt2", module=wrapper)
+
+    one = loaded()
+    digest, what = model_hash(one)
+    assert what == "the config's canonical JSON"
+    one.module.model.config.transformers_version = "0.0.1"
+    assert model_hash(one)[0] == digest
+    assert model_hash(loaded(n_inner=64))[0] != digest
+
+
+def test_other_inputs_or_another_backend_are_refused_and_cross_backend_is_reported_not_gated(tmp_path):
+    import dataclasses
+
+    ref = _save(tmp_path / "ref", {"output": torch.ones(3)})
+    other_inputs = dataclasses.replace(IDENTITY, inputs_hash="sha256:" + "c" * 64)
+    with pytest.raises(InputError, match="the inputs changed since the reference was saved"):
+        compare_reference(ref, {"output": torch.ones(3)}, other_inputs)
+    device = dataclasses.replace(IDENTITY, backend=ReferenceBackend.NEURON)
+    with pytest.raises(InputError, match=r"produced on cpu-fp32, this run is on neuron; .* add --cross-backend"):
+        compare_reference(ref, {"output": torch.ones(3)}, device)
+    crossed = compare_reference(ref, {"output": torch.full((3,), 2.0)}, device, cross_backend=True)
+    assert crossed.cross_backend and not crossed.passed and not crossed.gate_fails and "reported, not gated" in crossed.summary

@@ -129,8 +129,9 @@ def model_hash(loaded: Any) -> tuple[str, str]:
     source = str(getattr(loaded, "source", ""))
     if path is not None and Path(path).is_file():
         return _sha256(Path(path).read_bytes()), f"the model file {Path(path).name}"
-    config = getattr(loaded.module, "config", None)
-    if source.startswith("hf:") and config is not None and hasattr(config, "to_dict"):
+    # the transformers model's config: on the module, or on the model inside neuronprobe's wrapper
+    config = next((m.config for m in loaded.module.modules() if hasattr(getattr(m, "config", None), "to_dict")), None)
+    if source.startswith("hf:") and config is not None:
         data = {k: v for k, v in config.to_dict().items() if k != "transformers_version"}
         return _sha256(canonical_json(data)), "the config's canonical JSON"
     if source.startswith(("tv:", "timm:")):
