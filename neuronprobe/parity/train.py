@@ -169,6 +169,9 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
                 if "labels" in kwargs and str(loaded.source).startswith("hf:"):
                     text = "the transformers model's own loss (labels = input ids)"
                 step = f"{text}, backward, {_optimizer_label(optimizer)} step"
+    except NotImplementedError as exc:  # what the emulation cannot model in a training step (attention dropout)
+        hint = ": set the model's dropout to 0 (hf: --set attn_pdrop=0 or the config's attention_dropout)" if "dropout" in str(exc) else ""
+        raise InputError(f"--train under {precision.label if precision else 'fp32'}: {exc}{hint}") from None
     finally:
         for handle in handles:
             handle.remove()
