@@ -516,8 +516,8 @@ def parity(
         console.print(f"{report.model}: numerical parity on the CPU (no op analysis: `analyze --parity` adds it)", markup=False, highlight=False)
         assert report.parity is not None
         console.print(render_parity(report.parity))
-        _print_frozen_and_train(console, report.parity)
         _write(outputs[0][1], report.to_json())
+        _print_frozen_and_train(console, report.parity)  # below the parity (and risky) sections
         written = [str(outputs[0][1])]
         if html:
             from neuronprobe.report.html import render_html

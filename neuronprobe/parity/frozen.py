@@ -246,7 +246,6 @@ def parity_with_references(
 
     files: list[tuple[Path, bytes]] = []
     keep = references.per_module or (frozen is not None and frozen.per_module and live is None)
-    run_options = dataclasses.replace(options, keep_outputs=options.keep_outputs or keep)
 
     def then(result: Any) -> None:
         files.extend(apply(result, references, frozen, live=live, target=target, timeout=options.xla_timeout))
@@ -255,7 +254,8 @@ def parity_with_references(
 
             result.section.train = train_parities(result, options.precisions or list(DEFAULT_PRECISIONS), train, tolerance=train_tolerance)
 
-    report = parity_report(spec, run_options, target=target, command_line=command_line, then=then)
+    run_options = dataclasses.replace(options, keep_outputs=options.keep_outputs or keep, after_run=then)
+    report = parity_report(spec, run_options, target=target, command_line=command_line)
     return report, files
 
 
