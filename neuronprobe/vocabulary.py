@@ -225,7 +225,10 @@ class ReferenceBackend(Word):
     """Where a frozen reference's tensors were produced (issue 25): a reference is compared on the same one only.
 
     A reference made on one backend and compared on another is refused unless the user asks
-    for a cross-backend comparison, which is reported and never gates.
+    for a cross-backend comparison, which is reported and never gates. ``parity`` saves
+    ``cpu-fp32`` (the fp32 run on the CPU, also under ``--backend xla-cpu``) and ``neuron``
+    (``--backend neuron``: the device's outputs); ``xla-cpu`` names a reference made through
+    torch-xla by other means, so that it is read and refused like any other backend.
     """
 
     words: str

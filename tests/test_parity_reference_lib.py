@@ -144,3 +144,33 @@ def test_other_inputs_or_another_backend_are_refused_and_cross_backend_is_report
         compare_reference(ref, {"output": torch.ones(3)}, device)
     crossed = compare_reference(ref, {"output": torch.full((3,), 2.0)}, device, cross_backend=True)
     assert crossed.cross_backend and not crossed.passed and not crossed.gate_fails and "reported, not gated" in crossed.summary
+
+
+def test_the_parity_gate_fails_a_gated_mismatch_passes_a_cross_backend_one_and_needs_a_reference(tmp_path):
+    import dataclasses
+
+    from neuronprobe.gates import Gates, check_gates, evaluate_gates
+    from neuronprobe.report.model import ParitySection, Report
+
+    gates = check_gates(Gates(fail_on=("parity",)), lambda: set())  # a gate id: no rule table needed
+    ref = _save(tmp_path / "ref", {"output": torch.ones(3)})
+    report = Report(model="m.py", target="trn1", parity=ParitySection())
+    with pytest.raises(InputError, match="--fail-on parity needs a frozen reference"):
+        evaluate_gates(report, gates)
+    report.parity.frozen = compare_reference(ref, {"output": torch.ones(3)}, IDENTITY)
+    assert evaluate_gates(report, gates) == []
+    report.parity.frozen = compare_reference(ref, {"output": torch.zeros(3)}, IDENTITY)
+    [failure] = evaluate_gates(report, gates)
+    assert failure.message.startswith("parity: differs from the cpu-fp32 reference") and failure.count == 1
+    device = dataclasses.replace(IDENTITY, backend=ReferenceBackend.NEURON)
+    report.parity.frozen = compare_reference(ref, {"output": torch.zeros(3)}, device, cross_backend=True)
+    assert evaluate_gates(report, gates) == []
+
+
+def test_a_user_rule_may_not_be_called_parity(tmp_path):
+    from neuronprobe.support import load_table, with_user_rules
+
+    path = tmp_path / "rules.json"
+    path.write_text(json.dumps({"rules": [{"id": "parity", "verdict": "cpu_fallback", "message": "m", "fix": "f", "ops": ["addmm"], "provenance": "p"}]}))
+    with pytest.raises(InputError, match=f"{path}: rule 'parity': the id is"):
+        with_user_rules(load_table(), path)
