@@ -559,6 +559,10 @@ def _frozen_options(
         from neuronprobe.backends import resolve_backend
 
         live = resolve_backend("neuron").live  # BackendUnavailable (exit 2) off a Neuron host
+        if per_module:
+            from neuronprobe.parity.frozen import DEVICE_PER_MODULE
+
+            raise _fail(DEVICE_PER_MODULE)  # before the run, not after it
     return options, gates, live
 
 

@@ -129,3 +129,20 @@ def test_the_device_path_saves_and_compares_the_devices_outputs_and_cross_backen
     assert "differs from the cpu-fp32 reference" in out and "reported, not gated" in out
     frozen = json.loads((tmp_path / "f.json").read_text())["parity"]["frozen"]
     assert frozen["cross_backend"] is True and frozen["passed"] is False and frozen["compared_fake"] is True
+
+
+def test_the_native_torchneuron_device_path_saves_and_compares_too(model, tmp_path, fake_native_sdk):
+    ref = tmp_path / "native-ref"
+    code, out = _run(model, "--backend", "neuron", "--save-reference", ref, "--json", tmp_path / "a.json")
+    assert code == 0, out
+    manifest = json.loads((ref / "manifest.json").read_text())
+    assert manifest["backend"] == "neuron" and manifest["fake"] is True and [t["name"] for t in manifest["tensors"]] == ["output"]
+    code, out = _run(model, "--backend", "neuron", "--reference", ref, "--fail-on", "parity", "--json", tmp_path / "b.json")
+    assert code == 0 and "matches the neuron reference" in out, out
+
+
+def test_per_module_outputs_are_not_asked_of_a_device(model, tmp_path, fake_sdk):
+    line = refused(
+        ["parity", str(model), "--backend", "neuron", "--save-reference", str(tmp_path / "ref"), "--per-module", "--json", str(tmp_path / "r.json")], model
+    )
+    assert "--per-module: a Neuron device returns the model's final outputs only" in line

@@ -41,6 +41,7 @@ from neuronprobe.parity.reference import (
 from neuronprobe.report.reference_model import ReferenceComparison
 from neuronprobe.vocabulary import ReferenceBackend
 
+DEVICE_PER_MODULE = "--per-module: a Neuron device returns the model's final outputs only; save per-module references on the CPU (without --backend neuron)"
 # Versions a live backend's detection knows, recorded in a reference produced on it.
 _SDK_VERSIONS = ("torch-neuronx", "neuronx-cc", "torch-xla", "libneuronxla")
 
@@ -104,9 +105,7 @@ def freeze(
 ) -> list[tuple[str, bytes]]:
     """The files of a reference folder for this run (``--save-reference``): the CLI writes them, in order."""
     if per_module and live is not None:
-        raise InputError(
-            "--per-module: a Neuron device returns the model's final outputs only; save per-module references on the CPU (without --backend neuron)"
-        )
+        raise InputError(DEVICE_PER_MODULE)
     tensors = run_tensors(result, live=live, target=target, timeout=timeout)
     return reference_files(tensors.outputs, tensors.identity, modules=tensors.modules if per_module else None, rtol=rtol, atol=atol)
 
@@ -259,4 +258,4 @@ def parity_with_references(
     return report, files
 
 
-__all__ = ["ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "parity_with_references", "prepare", "run_tensors"]
+__all__ = ["DEVICE_PER_MODULE", "ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "parity_with_references", "prepare", "run_tensors"]
