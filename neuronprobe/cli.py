@@ -416,7 +416,12 @@ def parity(
         defaults.DEFAULT_PARITY_SEED
     ),
     backend: Annotated[
-        str, typer.Option("--backend", help="cpu (the emulation), or xla-cpu: also the model in bf16 through torch-xla 2.9 on the CPU.")
+        str,
+        typer.Option(
+            "--backend",
+            help="cpu (the emulation), xla-cpu: also the model in bf16 through torch-xla 2.9 on the CPU, "
+            "or neuron: the device's outputs for --reference/--save-reference (on a Neuron host).",
+        ),
     ] = "cpu",
     target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
@@ -426,6 +431,32 @@ def parity(
         defaults.DEFAULT_TIMEOUT_S
     ),
     max_memory: Annotated[str | None, typer.Option("--max-memory", help="Resident-memory limit of the worker, e.g. 8G or 50%.")] = None,
+    # --- frozen references and training parity (issue 25, points 4 and 5) ---
+    save_reference: Annotated[
+        Path | None, typer.Option("--save-reference", help="Freeze this run's outputs (safetensors + manifest.json) into a new folder DIR.")
+    ] = None,
+    per_module: Annotated[bool, typer.Option("--per-module", help="--save-reference: also every module's output, in execution order.")] = False,
+    reference: Annotated[
+        Path | None, typer.Option("--reference", help="Compare with the frozen reference in DIR (never recomputed; exit 2 when missing).")
+    ] = None,
+    cross_backend: Annotated[
+        bool, typer.Option("--cross-backend", help="--reference: compare a reference produced on another backend (reported, never gated).")
+    ] = False,
+    rtol: Annotated[
+        float | None, typer.Option("--rtol", help="Frozen reference: rtol for every dtype (default per dtype: fp32 1e-5, fp16 1e-3, bf16 1e-2).")
+    ] = None,
+    atol: Annotated[
+        float | None, typer.Option("--atol", help="Frozen reference: atol for every dtype (default per dtype: fp32 1e-7, fp16 1e-5, bf16 1e-3).")
+    ] = None,
+    fail_on: Annotated[
+        str | None, typer.Option("--fail-on", help="Exit 1 on these gates: parity (a mismatch or a top-1 change against --reference), verdicts or rule ids.")
+    ] = None,
+    train: Annotated[bool, typer.Option("--train", help="Also one training step in fp32 and under each precision, compared per parameter group.")] = False,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")] = "adamw",
+    optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
+    train_tolerance: Annotated[
+        float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
@@ -437,27 +468,51 @@ def parity(
     with _errors(debug):
         from neuronprobe.files import check_outputs
         from neuronprobe.options import check_seconds
-        from neuronprobe.parity.run import parity_report
         from neuronprobe.support import check_target
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
         check_target(target)
         check_seconds(timeout, "--timeout")
-        options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, backend, timeout)
+        frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
+        options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
+        reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
         if json_path is not None:
-            check_outputs(_analyze_outputs(json_path, output_dir, "", html), [model])
+            check_outputs([*_analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
         else:
-            check_outputs([], [model], folders=[("--output-dir", output_dir)])
+            check_outputs(saves, reads, folders=[("--output-dir", output_dir), *folders])
+        from neuronprobe.parity.frozen import parity_with_references, prepare
+        from neuronprobe.training import TrainOptions, check_options
+
+        frozen = prepare(frozen_options, model)  # a missing or mismatched reference: exit 2 before the run
+        if not train and (train_tolerance is not None or optimizer != "adamw" or optimizer_impl != "for-loop"):
+            raise _fail("--optimizer, --optimizer-impl and --train-tolerance describe the training step: add --train")
+        if train_tolerance is not None and not (train_tolerance >= 0 and train_tolerance != float("inf")):
+            raise _fail(f"--train-tolerance {train_tolerance:g}: give a relative error >= 0, e.g. 0.01")
+        train_options = check_options(TrainOptions(optimizer, optimizer_impl)) if train else None
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
-        report = analyze_in_worker(
-            model, lambda: parity_report(model, options, target=target, command_line=command_line), limits_from_options(timeout, max_memory)
+        report, reference_files = analyze_in_worker(
+            model,
+            lambda: parity_with_references(
+                model,
+                options,
+                frozen_options,
+                frozen,
+                live=live,
+                train=train_options,
+                train_tolerance=train_tolerance,
+                target=target,
+                command_line=command_line,
+            ),
+            limits_from_options(timeout, max_memory),
         )
+        from neuronprobe.gates import evaluate_gates
         from neuronprobe.report.console_parity import render_parity
 
+        failures = evaluate_gates(report, gates)
         console = _out_console()
         stem = report.model.replace("/", "_").replace(":", "_")
         outputs = _analyze_outputs(json_path, output_dir, stem, html)
-        check_outputs(outputs, [model])
+        check_outputs([*outputs, *saves], reads, folders=folders)
         console.print(f"{report.model}: numerical parity on the CPU (no op analysis: `analyze --parity` adds it)", markup=False, highlight=False)
         assert report.parity is not None
         console.print(render_parity(report.parity))
@@ -465,13 +520,66 @@ def parity(
 
         console.print(render_risky(report))
         _write(outputs[0][1], report.to_json())
+        _print_frozen_and_train(console, report.parity)  # below the parity (and risky) sections
         written = [str(outputs[0][1])]
         if html:
             from neuronprobe.report.html import render_html
 
             _write(outputs[1][1], render_html(report))
             written.append(str(outputs[1][1]))
+        for path, data in reference_files:  # the tensors, then the manifest that names their hash
+            _write(path, data)
+        if reference_files:
+            written.append(f"reference {frozen_options.save_reference}")
         console.print(f"reports: {', '.join(written)}", markup=False)
+        _exit_on_gates(failures)
+
+
+def _frozen_options(
+    save_reference: Path | None,
+    per_module: bool,
+    reference: Path | None,
+    cross_backend: bool,
+    rtol: float | None,
+    atol: float | None,
+    fail_on: str | None,
+    backend: str,
+) -> tuple[Any, Any, Any]:
+    """parity's frozen-reference options, its gates and (``--backend neuron``) the live backend; exit 2 for a bad combination."""
+    from neuronprobe.gates import PARITY_GATE, Gates, check_gates, known_rule_ids
+    from neuronprobe.parity.frozen import ReferenceOptions
+
+    options = ReferenceOptions(save_reference, per_module, reference, cross_backend, rtol, atol)
+    gates = check_gates(Gates(tuple(_split_csv(fail_on))), lambda: known_rule_ids(_rule_table(None)))
+    if PARITY_GATE in gates.fail_on and reference is None:
+        from neuronprobe.gates import NEEDS_REFERENCE
+
+        raise _fail(NEEDS_REFERENCE)
+    live = None
+    if backend == "neuron":
+        if not options.any:
+            raise _fail("--backend neuron runs the model on the device for a frozen reference: give --reference DIR or --save-reference DIR")
+        from neuronprobe.backends import resolve_backend
+
+        live = resolve_backend("neuron").live  # BackendUnavailable (exit 2) off a Neuron host
+        if per_module:
+            from neuronprobe.parity.frozen import DEVICE_PER_MODULE
+
+            raise _fail(DEVICE_PER_MODULE)  # before the run, not after it
+    return options, gates, live
+
+
+def _reference_folder(options: Any) -> list[tuple[str, Path]]:
+    return [] if options.save_reference is None else [("--save-reference", options.save_reference)]
+
+
+def _print_frozen_and_train(console: Any, section: Any) -> None:
+    from neuronprobe.report.reference_console import render_frozen, render_train
+
+    if section.frozen is not None:
+        console.print(render_frozen(section.frozen))
+    for train in section.train:
+        console.print(render_train(train))
 
 
 # --- audit (issue 14) ---------------------------------------------------------------

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from neuronprobe.errors import InputError
-from neuronprobe.vocabulary import Verdict, location
+from neuronprobe.vocabulary import PARITY_GATE, SECTION_GATES, Verdict, location
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.report.model import Report, RunDiff
@@ -31,9 +31,11 @@ GATE_RECOMPILES = "fail_on_recompiles"  # graphs the static-shape policy needs
 GATE_REGRESSION = "fail_on_regression"  # regressions against a comparable baseline
 GATES: tuple[str, ...] = (GATE_FAIL_ON, GATE_RECOMPILES, GATE_REGRESSION)
 
+
 STATIC_POLICY = "static"  # the policy --fail-on-recompiles counts: one graph per distinct shape
 
 NEEDS_TRAFFIC = "--fail-on-recompiles needs traffic: give --shapes or --lengths, or define sample_inputs() in the model file"
+NEEDS_REFERENCE = "--fail-on parity needs a frozen reference to compare with: run `neuronprobe parity MODEL --reference DIR`"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,7 @@ def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
     An unknown value is refused with the registered ids and verdicts closest to it.
     """
     verdicts = Verdict.values()
-    others = [v for v in gates.fail_on if v not in verdicts]
+    others = [v for v in gates.fail_on if v not in verdicts and v not in SECTION_GATES]
     if others:
         known = rule_ids()
         unknown = [v for v in others if v not in known]
@@ -81,8 +83,8 @@ def check_gates(gates: Gates, rule_ids: Callable[[], Collection[str]]) -> Gates:
 
 def unknown_fail_on(value: str, known: Collection[str]) -> str:
     """The one sentence that refuses a ``--fail-on`` value, naming the closest verdicts and rule ids."""
-    close = difflib.get_close_matches(value, [*Verdict.values(), *sorted(known)], n=3, cutoff=0.6)
-    hint = f"did you mean {' or '.join(close)}?" if close else f"use a verdict ({', '.join(Verdict.values())}) or a rule id"
+    close = difflib.get_close_matches(value, [*Verdict.values(), *SECTION_GATES, *sorted(known)], n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}?" if close else f"use a verdict ({', '.join(Verdict.values())}), {', '.join(SECTION_GATES)} or a rule id"
     return f"--fail-on: unknown verdict {value!r}, and no rule has that id; {hint} (`neuronprobe rules` lists every id)"
 
 
@@ -119,19 +121,30 @@ def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) ->
 
 
 def _fail_on(report: Report, values: tuple[str, ...]) -> GateFailure | None:
-    wanted = set(values)
+    wanted = set(values) - set(SECTION_GATES)
     hit = [f"{f.verdict}: {f.op} at {location(f.file, f.line)} ({f.rule})" for f in report.findings if f.verdict in wanted or f.rule in wanted]
+    if PARITY_GATE in values:
+        hit += _parity(report)
     if report.audit is not None:  # analyze --audit: the audit's findings gate by their rule id
         hit += [f"audit {a.severity}: {location(a.file, a.line)} ({a.rule})" for a in report.audit.findings if a.rule in wanted]
     if not hit:
         return None
+    kinds = "" if wanted <= set(Verdict.values()) else " or rule"
     return GateFailure(
         gate=GATE_FAIL_ON,
         threshold=values,
         failed=tuple(hit),
         count=len(hit),
-        message=f"{len(hit)} finding(s) with verdict{'' if wanted <= set(Verdict.values()) else ' or rule'} in {{{', '.join(values)}}}",
+        message=f"{len(hit)} finding(s) with verdict{kinds} in {{{', '.join(values)}}}" if wanted else f"parity: {hit[0].removeprefix('parity: ')}",
     )
+
+
+def _parity(report: Report) -> list[str]:
+    """``--fail-on parity``: the frozen-reference comparison's failure, if it gates; one that cannot be evaluated is exit 2."""
+    frozen = report.parity.frozen if report.parity is not None else None
+    if frozen is None:
+        raise InputError(NEEDS_REFERENCE)
+    return [f"parity: {frozen.summary}"] if frozen.gate_fails else []
 
 
 def _recompiles(report: Report, limit: int) -> GateFailure | None:
@@ -166,6 +179,8 @@ __all__ = [
     "GATE_FAIL_ON",
     "GATE_RECOMPILES",
     "GATE_REGRESSION",
+    "PARITY_GATE",
+    "SECTION_GATES",
     "GateFailure",
     "Gates",
     "check_gates",

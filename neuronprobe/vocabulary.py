@@ -257,6 +257,36 @@ class ServingRuntime(Word):
     TNX = "tnx"  # transformers-neuronx: first bucket >= the length
 
 
+class ReferenceBackend(Word):
+    """Where a frozen reference's tensors were produced (issue 25): a reference is compared on the same one only.
+
+    A reference made on one backend and compared on another is refused unless the user asks
+    for a cross-backend comparison, which is reported and never gates. ``parity`` saves
+    ``cpu-fp32`` (the fp32 run on the CPU, also under ``--backend xla-cpu``) and ``neuron``
+    (``--backend neuron``: the device's outputs); ``xla-cpu`` names a reference made through
+    torch-xla by other means, so that it is read and refused like any other backend.
+    """
+
+    words: str
+
+    def __new__(cls, value: str, words: str = "") -> ReferenceBackend:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.words = words
+        return member
+
+    CPU_FP32 = ("cpu-fp32", "the model in float32 on the CPU")
+    XLA_CPU = ("xla-cpu", "torch-xla on the CPU")
+    NEURON = ("neuron", "a Neuron device")
+
+
+class ReferenceTensorKind(Word):
+    """What a tensor of a frozen reference is: a final output of the model, or one module's output."""
+
+    OUTPUT = "output"
+    MODULE = "module"
+
+
 @dataclass(frozen=True)
 class SourceLocation:
     """A place in the user's code; the one way neuronprobe prints "file:line".
@@ -343,3 +373,8 @@ class OutputKind(Word):
     LANGUAGE_MODEL = "language_model"  # logits [batch, positions, vocabulary]: teacher-forced top-k and greedy divergence
     CLASSIFIER = "classifier"  # scores [batch, classes]: top-1 stability over the batch
     OTHER = "other"  # compared tensor by tensor only
+
+
+# --fail-on ids that are neither a verdict nor a rule: each asks one section of the report (gates.py).
+PARITY_GATE = "parity"  # a frozen-reference comparison with a mismatch or a top-1 change (issue 25); cross-backend never gates
+SECTION_GATES: tuple[str, ...] = (PARITY_GATE,)

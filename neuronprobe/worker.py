@@ -130,6 +130,9 @@ def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dic
                 "internal": isinstance(exc, InternalError),
             }
         }
+    if isinstance(report, tuple):  # (report, payload): files the CLI writes after the run (parity --save-reference)
+        report, payload = report
+        return {"report": report.to_json(indent=None), "payload": payload}
     return {"report": report.to_json(indent=None)}
 
 
@@ -221,6 +224,9 @@ def run_in_worker(
 ) -> Any:
     """Run ``call()`` (which returns a Report) in a killable child; return the Report rebuilt from its JSON.
 
+    ``call()`` may return ``(report, payload)`` instead: then ``(Report, payload)`` comes back, the
+    payload pickled as it is (bytes the CLI writes after the run, such as a frozen reference's files).
+
     ``label`` names the model in messages (the model file as the user wrote it, or
     an ``hf:`` spec); ``model_file`` is where to look for the line. Raises the
     child's own NeuronprobeError (same class, same exit code), a WorkerFailure
@@ -252,6 +258,8 @@ def run_in_worker(
         value = result.value
         if "error" in value:
             raise _reraise(value["error"])
+        if "payload" in value:
+            return Report.from_json(value["report"]), value["payload"]
         return Report.from_json(value["report"])
     failure: Exception = WorkerFailure(_failure_message(result, label, file, limits, memory))
     if (

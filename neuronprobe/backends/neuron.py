@@ -40,13 +40,15 @@ from neuronprobe.backends.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK,
 from neuronprobe.backends.neuron_steps import (
     step_analyze,
     step_native_compiles,
+    step_native_outputs,
     step_native_run,
     step_trace,
     step_xla_compiles,
+    step_xla_outputs,
     step_xla_run,
 )
 from neuronprobe.capture import relative_path
-from neuronprobe.errors import BackendUnavailable
+from neuronprobe.errors import BackendUnavailable, InputError
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
@@ -562,6 +564,35 @@ class NeuronLiveBackend:
                 apply_native(builder, result.value)
             elif result.status == STATUS_ERROR:
                 builder.compile_failure("run", result, "a forward on the Neuron device", DEVICE_RUN_OP)
+
+    def run_outputs(self, loaded: Any, target: str, *, timeout: float) -> Any:
+        """The model's named outputs (``output['logits']``: tensors on the CPU) from one forward on the device.
+
+        For ``parity --reference`` and ``--save-reference`` on a Neuron host.
+
+        The forward runs in a killable child like the other steps; a failure or a timeout is an
+        :class:`InputError` (exit 2): there are no device outputs to compare with the reference.
+        """
+        fn = step_native_outputs if self.kind == STACK_NATIVE else step_xla_outputs
+        with tempfile.TemporaryDirectory(prefix="neuronprobe-outputs-") as tmp:
+            workdir = Path(tmp)
+            result = run_isolated(
+                fn,
+                (loaded.module, loaded.args, loaded.kwargs, str(workdir), target),
+                limit_s=timeout,
+                workdir=workdir,
+                name="outputs",
+                env=self._env(workdir),
+            )
+        fake = " (the test fake)" if self.detection.fake else ""
+        if result.status == STATUS_TIMEOUT:
+            raise InputError(f"the forward on the Neuron device{fake} was stopped after {timeout:g} s; no device outputs to compare")
+        if result.status != STATUS_OK:
+            why = result.error.strip().splitlines()[0] if result.error.strip() else result.status
+            raise InputError(f"the forward on the Neuron device{fake} failed ({why[:300]}); no device outputs to compare")
+        from safetensors.torch import load
+
+        return load(result.value)
 
     def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
         """Real compiles for a stream of inputs: torch-xla's UncachedCompile and new MODULE_* cache entries,

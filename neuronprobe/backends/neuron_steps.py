@@ -139,6 +139,45 @@ def step_native_run(module: Any, args: tuple, kwargs: dict, workdir: str, target
     return {"fallback": sorted(torch_neuronx.get_fallback_ops()), "executed": sorted(torch_neuronx.get_executed_ops())}
 
 
+def _outputs_bytes(out: Any) -> bytes:
+    """The named output tensors as safetensors bytes: a tensor sent through the pipe as itself would travel
+    as a handle to the child's shared memory, which is gone once the child exits."""
+    from safetensors.torch import save
+
+    from neuronprobe.parity.reference import named_outputs
+
+    return save({name: t.contiguous().clone() for name, t in named_outputs(out).items()})
+
+
+def step_xla_outputs(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    """One forward on the XLA device, its outputs brought back to the CPU (``parity --reference`` on a Neuron host)."""
+    import torch
+    import torch_xla.core.xla_model as xm
+
+    module, args, kwargs = _materialise(module, args, kwargs)
+    device = xm.xla_device()
+    module = module.to(device)
+    with torch.no_grad():
+        out = module(*_to_device(args, device), **_to_device(kwargs, device))
+    xm.mark_step()  # execute the pending graph: the values come from the device, not from the trace
+    return _outputs_bytes(_to_cpu(out))
+
+
+def step_native_outputs(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    """One forward on the native TorchNeuron device, its outputs brought back to the CPU."""
+    import torch
+    import torch_neuronx
+
+    module, args, kwargs = _materialise(module, args, kwargs)
+    device = torch.device(getattr(torch_neuronx, FAKE_DEVICE_ATTR, "neuron"))
+    module = module.to(device)
+    with torch.no_grad():
+        out = module(*_to_device(args, device), **_to_device(kwargs, device))
+    if hasattr(torch_neuronx, "synchronize"):
+        torch_neuronx.synchronize()
+    return _outputs_bytes(_to_cpu(out))
+
+
 def _split(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     from neuronprobe.loading import split_inputs
 

@@ -313,6 +313,7 @@ class ParityOptions:
     xla: bool = False  # --backend xla-cpu: also the bf16 run through torch-xla 2.9
     xla_timeout: float = defaults.DEFAULT_TIMEOUT_S
     keep_outputs: bool = False  # every module call's fp32 output in ParityResult.per_module
+    after_run: Callable[[ParityResult], None] | None = None  # `parity`: sees the run before it is let go (issue 25 points 4, 5)
 
 
 def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
@@ -358,6 +359,8 @@ def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.D
     from neuronprobe.report.model import CaptureInfo, Limitation
 
     result = parity_for_spec(spec, options)
+    if options.after_run is not None:  # frozen references and --train read the whole run (neuronprobe.parity.frozen)
+        options.after_run(result)
     report = Report(model=result.loaded.name, target=target, capture=CaptureInfo(export_error="not run: " + NUMBERS_ONLY))
     report.metadata = _metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
     report.not_analysed.append(Limitation(what="op analysis", why=NUMBERS_ONLY))

@@ -25,6 +25,7 @@ from typing import Any, Union
 from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.registry import UnknownRule, lookup
+from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
 from neuronprobe.vocabulary import (
     AutoCast,
     CaptureStrategy,
@@ -36,6 +37,8 @@ from neuronprobe.vocabulary import (
     OutputKind,
     ParityRun,
     Phase,
+    ReferenceBackend,
+    ReferenceTensorKind,
     ServedDtype,
     ServingRuntime,
     SourceLocation,
@@ -59,6 +62,7 @@ from neuronprobe.vocabulary import (
 # 5: additive, so 1 to 4 load unchanged (a reader of 4 refuses 5 by its version): report.parity, the fp32
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
+#    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
 SCHEMA_VERSION = 5
 
 
@@ -809,6 +813,8 @@ class ParitySection:
     not_emulated: list[str] = field(default_factory=list)  # ... and what it does not
     xla_vs_emulation: str | None = None  # point 6: how far the emulation is from the xla-cpu bf16 run
     reference_seconds: float = 0.0
+    frozen: ReferenceComparison | None = None  # point 4: --reference DIR, this run against a frozen reference
+    train: list[TrainParity] = field(default_factory=list)  # point 5: --train, one training step per precision
 
 
 @dataclass
@@ -1051,6 +1057,8 @@ _NOUNS: dict[type[Word], str] = {
     ServedDtype: "dtype",
     ParityRun: "parity run",
     OutputKind: "output kind",
+    ReferenceBackend: "reference backend",
+    ReferenceTensorKind: "reference tensor kind",
 }
 
 

@@ -215,9 +215,11 @@ def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
     from dataclasses import replace
     from pathlib import Path
 
+    from neuronprobe.vocabulary import SECTION_GATES  # --fail-on parity must not become a user rule's id too
     from neuronprobe.support.rulefile import load_rules_file
 
-    extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=code_rule_ids())
+    reserved = code_rule_ids() | frozenset(SECTION_GATES)
+    extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=reserved)
     register_user_rules(extra, str(path))  # their findings are made through the registry too
     return replace(table, rules=(*extra, *table.rules))
 
