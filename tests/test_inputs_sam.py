@@ -1,6 +1,6 @@
-"""Segment-anything inputs (neuronprobe/loaders/hf_families.py ``SAM_RECIPES``): images at the prompt encoder's
+"""Segment-anything inputs (neuronprobe/loaders/hf/inputs/ ``SAM_RECIPES``): images at the prompt encoder's
 size with a point prompt, prompts for a prompt encoder alone, box prompts for SAM3, video sessions for the
-trackers; and EdgeTAM's misspelled default backbone field (hf.mend_misspelled_defaults).
+trackers; and EdgeTAM's misspelled default backbone field (hf_config.mend_misspelled_defaults).
 
 Recipe tests make inputs for models built on the meta device (no forward); the end-to-end tests take zoo
 types that failed before through the analysis, one layer each.
@@ -15,6 +15,7 @@ import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.loaders import hf
+from neuronprobe.loaders.hf import config as hf_config
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -34,7 +35,7 @@ def inputs_for(model_type: str, batch: int = 1) -> dict[str, Any]:
 
 
 def test_sam2_pixels_at_the_prompt_encoders_size_with_a_point():
-    from neuronprobe.loaders.hf_families import sam_image_and_point
+    from neuronprobe.loaders.hf.inputs.segmentation import sam_image_and_point
 
     params = {name: None for name in ("pixel_values", "input_points", "input_labels", "input_boxes", "input_masks")}
     made = sam_image_and_point(None, hf.build_config("edgetam", []), params, 2, 8, "meta", {}, None)
@@ -58,7 +59,7 @@ def test_sam_mask_embedding_takes_a_mask_prompt():
 
 
 def test_sam3_gets_a_box_next_to_its_text():
-    from neuronprobe.loaders.hf_families import sam3_box_prompt
+    from neuronprobe.loaders.hf.inputs.segmentation import sam3_box_prompt
 
     params = {name: None for name in ("pixel_values", "input_ids", "input_boxes", "input_boxes_labels")}
     made = sam3_box_prompt(None, None, params, 2, 8, "cpu", {}, None)
@@ -70,24 +71,24 @@ def test_sam3_gets_a_box_next_to_its_text():
 
 
 def test_one_edit_apart():
-    assert hf._one_edit_apart("archirecture", "architecture")  # two neighbours swapped
-    assert hf._one_edit_apart("architectre", "architecture") and hf._one_edit_apart("architecture", "architectures")
-    assert not hf._one_edit_apart("architecture", "architecture") and not hf._one_edit_apart("hidden_act", "hidden_size")
+    assert hf_config._one_edit_apart("archirecture", "architecture")  # two neighbours swapped
+    assert hf_config._one_edit_apart("architectre", "architecture") and hf_config._one_edit_apart("architecture", "architectures")
+    assert not hf_config._one_edit_apart("architecture", "architecture") and not hf_config._one_edit_apart("hidden_act", "hidden_size")
 
 
 def test_edgetam_backbone_is_the_repvit_its_config_misspells():
     config = hf.build_config("edgetam", [])
     backbone = config.vision_config.backbone_config
     assert backbone.architecture == "repvit_m1"  # transformers' default spells it "archirecture": resnet50 otherwise
-    note = hf.misspelled_note(config)
+    note = hf_config.misspelled_note(config)
     assert note is not None and "architecture='repvit_m1'" in note and "'archirecture'" in note
-    assert hf.misspelled_note(hf.build_config("sam2", [])) is None
+    assert hf_config.misspelled_note(hf.build_config("sam2", [])) is None
 
 
 def test_a_users_backbone_choice_stays():
     config = hf.build_config("edgetam", ["vision_config.backbone_config.architecture=resnet18"])
     assert config.vision_config.backbone_config.architecture == "resnet18"
-    assert hf.misspelled_note(config) is None
+    assert hf_config.misspelled_note(config) is None
 
 
 # --- video sessions --------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def load_vision(spec: str) -> Any:
     import torch
 
     from neuronprobe.loaders import torchvision_ops
-    from neuronprobe.loading import LoadedModel
+    from neuronprobe.loaders.model import LoadedModel
 
     prefix, _, name = spec.partition(":")
     if not name:
