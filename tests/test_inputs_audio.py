@@ -16,7 +16,8 @@ import torch
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo, learn_from_error
-from neuronprobe.loaders.hf.inputs import audio, repairs
+from neuronprobe.loaders.hf.inputs import repairs
+from neuronprobe.loaders.hf.inputs.families import registered
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -88,8 +89,10 @@ def test_a_none_conv_input_is_named_by_the_line():
 
 
 def test_every_audio_recipe_names_the_transformers_source_it_was_learned_from():
-    for recipe in audio.AUDIO_RECIPES:
-        assert recipe.__doc__ and "transformers/models/" in recipe.__doc__, recipe.__name__
+    audio_recipes = [r for r in registered() if r.family == "audio"]
+    assert len(audio_recipes) == 17
+    for recipe in audio_recipes:
+        assert any(s.startswith("transformers/models/") for s in recipe.sources), recipe.name
 
 
 def test_joined_frames_come_with_each_clips_length():

@@ -21,6 +21,7 @@ from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo
 from neuronprobe.loaders.hf import config as hf_config
 from neuronprobe.loaders.hf.inputs import other, primitives, repairs
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -29,7 +30,7 @@ def params(*names: str) -> dict[str, inspect.Parameter]:
 
 
 def recipe(fn, config, names, inputs=None, batch=1, seq=32, device="meta"):
-    return fn(None, config, params(*names), batch, seq, device, inputs or {}, InputPlan())
+    return fn(RecipeContext(None, config, params(*names), batch, seq, device, inputs or {}, InputPlan()))
 
 
 # --- recipes ---------------------------------------------------------------------------------

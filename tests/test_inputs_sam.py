@@ -15,7 +15,9 @@ import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.loaders import hf
+from neuronprobe.loaders.hf import InputPlan
 from neuronprobe.loaders.hf import config as hf_config
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -38,10 +40,12 @@ def test_sam2_pixels_at_the_prompt_encoders_size_with_a_point():
     from neuronprobe.loaders.hf.inputs.segmentation import sam_image_and_point
 
     params = {name: None for name in ("pixel_values", "input_points", "input_labels", "input_boxes", "input_masks")}
-    made = sam_image_and_point(None, hf.build_config("edgetam", []), params, 2, 8, "meta", {}, None)
+    made = sam_image_and_point(RecipeContext(None, hf.build_config("edgetam", []), params, 2, 8, "meta", {}, InputPlan()))
     assert made is not None and made["pixel_values"].shape == (2, 3, 1024, 1024)  # its vision config names no size
     assert made["input_points"].shape == (2, 1, 1, 2) and made["input_labels"].shape == (2, 1, 1)
-    assert sam_image_and_point(None, hf.build_config("sam3_tracker", []), params, 1, 8, "meta", {}, None)["pixel_values"].shape[-1] == 1008
+    assert (
+        sam_image_and_point(RecipeContext(None, hf.build_config("sam3_tracker", []), params, 1, 8, "meta", {}, InputPlan()))["pixel_values"].shape[-1] == 1008
+    )
 
 
 def test_a_prompt_encoder_alone_gets_every_prompt_kind():
@@ -62,9 +66,9 @@ def test_sam3_gets_a_box_next_to_its_text():
     from neuronprobe.loaders.hf.inputs.segmentation import sam3_box_prompt
 
     params = {name: None for name in ("pixel_values", "input_ids", "input_boxes", "input_boxes_labels")}
-    made = sam3_box_prompt(None, None, params, 2, 8, "cpu", {}, None)
+    made = sam3_box_prompt(RecipeContext(None, None, params, 2, 8, "cpu", {}, InputPlan()))
     assert made is not None and made["input_boxes"].shape == (2, 1, 4) and made["input_boxes_labels"].tolist() == [[1], [1]]
-    assert sam3_box_prompt(None, None, {**params, "input_points": None}, 1, 8, "cpu", {}, None) is None  # sam2-style: points, not boxes
+    assert sam3_box_prompt(RecipeContext(None, None, {**params, "input_points": None}, 1, 8, "cpu", {}, InputPlan())) is None  # sam2-style: points, not boxes
 
 
 # --- EdgeTAM's default backbone --------------------------------------------------------------------

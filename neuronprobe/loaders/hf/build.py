@@ -10,6 +10,7 @@ from typing import Any
 
 from neuronprobe.errors import error_line
 from neuronprobe.loaders.hf.config import BuildError, _ignore, build_config, complete_for_build, parents_of, shrink_config, sub_configs
+from neuronprobe.loaders.hf.error_texts import error_text
 
 WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
 
@@ -212,14 +213,14 @@ def _build_base(config: Any, filled: list[str]) -> Any:
             return AutoModel.from_config(config)
         except Exception as exc:
             error = exc
-            if isinstance(exc, ValueError) and "Unrecognized configuration class" in str(exc):
+            if isinstance(exc, ValueError) and bool(error_text("unrecognized-config-class").search(str(exc))):
                 return _build_by_class(config, exc, filled)  # a sub-config type: its class is found by its config class
             changes = complete_for_build(config, exc)
             if changes:
                 filled.extend(changes)
                 continue
             others = _own_classes(config)
-            if others and ("Could not find" in str(exc) or not _auto_takes(config)):
+            if others and (bool(error_text("auto-class-not-found").search(str(exc))) or not _auto_takes(config)):
                 try:
                     return _build_by_class(config, exc, filled, others)
                 except BuildError:
@@ -284,7 +285,7 @@ def _build_model(config: Any, device: str) -> BuiltModel:
                 filled.extend(changes)
         inner = _build_base(config, filled)
     note = None
-    if head_error is not None and not (isinstance(head_error, ValueError) and "Unrecognized configuration class" in str(head_error)):
+    if head_error is not None and not (isinstance(head_error, ValueError) and bool(error_text("unrecognized-config-class").search(str(head_error)))):
         note = f"the {head.__name__.replace('AutoModelFor', '')} head refused the config ({error_line(head_error)}); the base model {type(inner).__name__} was analysed"
     if parent := getattr(inner, "_neuronprobe_built_by", None):
         note = f"no class builds from this config alone; {type(inner).__name__} was built as hf:{parent} builds it from this config"

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from neuronprobe.errors import InputError
+from neuronprobe.loaders.hf.error_texts import error_text
 
 DEFAULT_IMAGE_SIZE = 224
 DEFAULT_CHANNELS = 3
@@ -28,6 +29,7 @@ SHRUNK_HEADS = 4
 SHRUNK_HEAD_DIM = 32
 WIDE_HIDDEN = 512  # hidden sizes above this are narrowed
 
+# Config field names, not error texts (those are data: error_texts.py).
 _LAYER_FIELD = re.compile(
     r"^(\w+_)?(num_hidden_layers|num_layers)$|^(n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$"
 )
@@ -236,9 +238,6 @@ _UNSET_FIELD_VALUES: dict[str, Any] = {
     "n_routed_experts": 8,
     "n_shared_experts": 1,
 }
-_UNSET_ERROR = re.compile(
-    r"NoneType|is not set|not be None|must be int, not None|'bool' object has no attribute|index out of range in self|both min and max are none|empty\(\) takes 1 positional argument but \d+ were given"
-)  # ids == None is False
 
 
 def complete_config(config: Any) -> list[str]:
@@ -345,7 +344,7 @@ def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
 
     ``config`` builds the config: only called when the message is of that kind.
     """
-    if not _UNSET_ERROR.search(message):
+    if not error_text("unset-field").search(message):
         return False
     return bool(complete_config(config()))
 
@@ -380,9 +379,6 @@ def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
     return small, changes
 
 
-_MISSING_FIELD = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
-
-
 def _ancestor_configs(config_class: type, depth: int = 3) -> list[Any]:
     """Default configs of the model types that nest ``config_class``, directly or through up to ``depth`` levels."""
     from transformers import CONFIG_MAPPING
@@ -404,7 +400,7 @@ def fill_from_parent(config: Any, error: BaseException) -> list[str]:
     has no attribute 'dropout_rate'" (``T5Gemma2Config.__post_init__`` sets ``encoder.text_config.dropout_rate``,
     transformers/models/t5gemma2/configuration_t5gemma2.py). The field gets the value the nearest ancestor's default
     config gives its nested config of that class, in place; what was set (empty when no ancestor sets it)."""
-    m = _MISSING_FIELD.search(str(error))
+    m = error_text("missing-attribute").search(str(error))
     if not isinstance(error, AttributeError) or m is None:
         return []
     class_name, name = m.groups()
@@ -443,7 +439,7 @@ def fill_from_enclosing(config: Any, error: BaseException) -> list[str]:
     has no attribute 'rope_theta'" (``DbrxAttention`` reads ``attn_config.rope_theta``, but ``DbrxConfig`` keeps the
     theta in its own ``rope_parameters``, which is what its rotary embedding uses: transformers/models/dbrx/
     modeling_dbrx.py). The field gets the enclosing config's value (or its ``rope_parameters`` entry), in place."""
-    m = _MISSING_FIELD.search(str(error))
+    m = error_text("missing-attribute").search(str(error))
     if not isinstance(error, AttributeError) or m is None:
         return []
     class_name, name = m.groups()
@@ -465,9 +461,9 @@ def _derived_defaults(config: Any, error: BaseException) -> list[str]:
     attention; e.g. transformers/models/llama/configuration_llama.py). nemotron's default config leaves it None
     (``num_heads // None`` in NemotronAttention); moonshine_streaming's decoder reads it from a config that has no
     such field (transformers/models/moonshine_streaming/modeling_moonshine_streaming.py)."""
-    m = _MISSING_FIELD.search(str(error))
+    m = error_text("missing-attribute").search(str(error))
     named = m.group(2) if isinstance(error, AttributeError) and m else None
-    if named not in (None, "num_key_value_heads") or (named is None and not _UNSET_ERROR.search(str(error))):
+    if named not in (None, "num_key_value_heads") or (named is None and not error_text("unset-field").search(str(error))):
         return []
     changes: list[str] = []
     for sub in sub_configs(config):
@@ -481,7 +477,6 @@ def _derived_defaults(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
-_NEEDS_CONFIG = re.compile(r"The `(\w+)` config needs to be specified")
 # Fields a forecasting model's default config leaves None, with the value its published checkpoints use: the
 # huggingface/{time-series-transformer,autoformer,informer}-tourism-monthly models forecast 24 months ahead.
 _FORECAST_FIELDS: dict[str, int] = {"prediction_length": 24}
@@ -492,7 +487,7 @@ def fill_forecast_horizon(config: Any, error: BaseException) -> list[str]:
     InformerModel: transformers/models/time_series_transformer/modeling_time_series_transformer.py): the horizon
     of :data:`_FORECAST_FIELDS`, and ``context_length``, which "defaults to ``prediction_length``" in those configs
     but was derived from the unset horizon when the config was made."""
-    m = _NEEDS_CONFIG.search(str(error))
+    m = error_text("config-needs-field").search(str(error))
     if m is None or m.group(1) not in _FORECAST_FIELDS:
         return []
     name, value = m.group(1), _FORECAST_FIELDS[m.group(1)]
@@ -508,14 +503,11 @@ def fill_forecast_horizon(config: Any, error: BaseException) -> list[str]:
     return changes
 
 
-_TUPLE_CONCAT = re.compile(r'can only concatenate list \(not "tuple"\) to list')
-
-
 def lists_for_tuples(config: Any, error: BaseException) -> list[str]:
     """A constructor that concatenates a list field to a list, where the default config holds a tuple: vitmatte's
     ``[config.hidden_size] + config.fusion_hidden_sizes`` (transformers/models/vitmatte/modeling_vitmatte.py). A
     config loaded from a checkpoint's config.json always holds lists, so the tuple fields become lists, in place."""
-    if not isinstance(error, TypeError) or not _TUPLE_CONCAT.search(str(error)):
+    if not isinstance(error, TypeError) or not error_text("tuple-concatenated-to-list").search(str(error)):
         return []
     changes: list[str] = []
     for sub in sub_configs(config):
@@ -553,7 +545,7 @@ def empty_architectures(config: Any, error: BaseException) -> list[str]:
     FunnelModel, FunnelBaseModel): ``_get_model_class`` loops over ``config.architectures``, None in a default
     config (transformers/models/auto/auto_factory.py). An empty list, with which it takes the type's first model,
     its documented default."""
-    if not (isinstance(error, TypeError) and "'NoneType' object is not iterable" in str(error)):
+    if not (isinstance(error, TypeError) and bool(error_text("none-not-iterable").search(str(error)))):
         return []
     if "architectures" not in vars(config) or vars(config)["architectures"] is not None:
         return []
@@ -568,6 +560,7 @@ def empty_architectures(config: Any, error: BaseException) -> list[str]:
     return []
 
 
+# A docstring example's keyword (``vocab_size=33``), not an error text.
 _EXAMPLE_ARGUMENT = re.compile(r"(\w+)=(\d+(?:\.\d+)?)\b")
 
 
@@ -576,7 +569,7 @@ def docstring_example_values(config: Any, error: BaseException) -> list[str]:
     argument 'size' ... found element of type NoneType" from ``nn.Embedding(config.vocab_size, ...)``, where
     EsmConfig's example is ``EsmConfig(vocab_size=33)`` (transformers/models/esm/configuration_esm.py; the ESM-2
     checkpoints' 33 tokens). Numbers only, and only for fields that are None, in place."""
-    if not _UNSET_ERROR.search(str(error)):
+    if not error_text("unset-field").search(str(error)):
         return []
     changes: list[str] = []
     for sub in sub_configs(config):
@@ -597,7 +590,7 @@ def mlp_layer_types_from_dense_count(config: Any, error: BaseException) -> list[
     leaves the per-layer MLP kinds None. The DeepSeek family's rule, as DeepseekV32Config.__post_init__ writes it
     (transformers/models/deepseek_v32/configuration_deepseek_v32.py): the first ``first_k_dense_replace`` layers
     dense (DeepseekV2Config's default 0), the rest sparse; in place."""
-    if not (isinstance(error, TypeError) and "'NoneType' object is not subscriptable" in str(error)):
+    if not (isinstance(error, TypeError) and bool(error_text("none-not-subscriptable").search(str(error)))):
         return []
     changes: list[str] = []
     for sub in sub_configs(config):
@@ -610,14 +603,11 @@ def mlp_layer_types_from_dense_count(config: Any, error: BaseException) -> list[
     return changes
 
 
-_TIMM_NAME = re.compile(r"(\w+) is not set in the config\. Please set it to a timm model name")
-
-
 def timm_model_name(config: Any, error: BaseException) -> list[str]:
     """ "backbone is not set in the config. Please set it to a timm model name." (TimmBackbone, transformers/models/
     timm_backbone/modeling_timm_backbone.py): the name transformers' own timm config defaults to
     (``TimmWrapperConfig.architecture``, "resnet50"; the timm_wrapper type is analysed with it), untrained weights."""
-    m = _TIMM_NAME.search(str(error))
+    m = error_text("timm-name-unset").search(str(error))
     if m is None or m.group(1) not in vars(config) or vars(config)[m.group(1)] is not None:
         return []
     try:
@@ -655,7 +645,7 @@ def complete_for_build(config: Any, error: BaseException) -> list[str]:
         changes = fill(config, error)
         if changes:
             return changes
-    if _UNSET_ERROR.search(str(error)):
+    if error_text("unset-field").search(str(error)):
         return [f"{c} (unset in the default config)" for c in complete_config(config)]
     return []
 

@@ -81,12 +81,12 @@ def search(attempt: Callable[[InputPlan], Step[T]], learn: Learn, retries: int, 
     after the first; stop at the first attempt that makes a value, or that fails with nothing to learn."""
     plan = plan or InputPlan()
     errors: list[BaseException] = []
-    for _ in range(retries + 1):
+    for tries_left in range(retries, -1, -1):
         step = attempt(plan)
         if step.error is None:
             return Found(step.value, plan, tuple(errors))
         errors.append(step.error)
-        better = learn(plan, step.error, step.info) if step.info is not None else None
+        better = learn(plan, step.error, step.info) if step.info is not None and tries_left else None
         if better is None or better == plan:
             break
         plan = better

@@ -7,7 +7,7 @@ from typing import Any
 
 from neuronprobe.loaders.hf.build import _entry_params
 from neuronprobe.loaders.hf.config import _IMAGE_TOKEN_FIELDS
-from neuronprobe.loaders.hf.inputs.families import family_inputs
+from neuronprobe.loaders.hf.inputs.families import RecipeContext, family_inputs
 from neuronprobe.loaders.hf.inputs.primitives import (
     InputPlan,
     _audio_features,
@@ -79,7 +79,7 @@ def make_inputs(inner: Any, config: Any, batch: int, seq: int, device: str, plan
             if value is not None:
                 inputs[name] = value if plan.shape(name) is None else _reshaped(value, plan.shape(name), device)
 
-    inputs.update(family_inputs(inner, config, params, batch, seq, device, inputs, plan))
+    inputs.update(family_inputs(RecipeContext(inner, config, params, batch, seq, device, inputs, plan)))
     for name in plan.floats:
         if isinstance(inputs.get(name), torch.Tensor):
             inputs[name] = inputs[name].float()

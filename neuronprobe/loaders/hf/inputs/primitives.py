@@ -220,7 +220,7 @@ def _width(config: Any) -> int:
     return int(_field([config], ("hidden_size", "d_model", "embed_dim", "hidden_dim", "dim")) or 64)
 
 
-def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: dict[str, Any]) -> Any:
+def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: Mapping[str, Any]) -> Any:
     """An input the forward needs, by its name and the config; None for one neuronprobe does not know how to make."""
     import torch
 
@@ -286,7 +286,7 @@ def _boxes(batch: int, length: int, device: str) -> Any:
     return torch.cat([corner, corner + torch.randint(0, 500, (batch, length, 2), device=device)], dim=-1)
 
 
-def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, done: dict[str, Any], length: int) -> Any:
+def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, done: Mapping[str, Any], length: int) -> Any:
     """Inputs known by a part of their name and a config field: boxes, side-model text, prompt images and
     masks, video, time series, region features (``visual_feats`` by ``visual_feat_dim``)."""
     import torch

@@ -10,23 +10,21 @@ from typing import Any
 
 from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS
 from neuronprobe.loaders.hf.config import DEFAULT_CHANNELS
+from neuronprobe.loaders.hf.error_texts import error_text
 from neuronprobe.loaders.hf.inputs.primitives import InputPlan, InputsInfo, _channels, _count, _pixel_target, _target
-
-_FEATURE_COUNT = re.compile(r"image (?:features|tokens).*?features:? (\d+)", re.I | re.S)
 
 
 def repair_image_tokens(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """As many image tokens as the vision tower gave features ("Image features and image tokens do not
     match: tokens: 1, features 576"): llava-style vision-language models whose count the config does not say."""
-    m = _FEATURE_COUNT.search(message)
+    m = error_text("image-features-count").search(message)
     if m and plan.image_tokens != int(m.group(1)):
         return replace(plan, image_tokens=int(m.group(1)))
     return None
 
 
-_UNPACK = re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)")
+# The source line that raised (``b, c, h, w = pixel_values.shape``), not an error text.
 _UNPACK_LINE = re.compile(r"^\s*\(?\s*([\w\s,]+?)\s*\)?\s*=\s*([\w.]+?)\.(?:shape|size\(\))")
-_STATED_SHAPE = re.compile(r"must be an? (\d)D tensor of shape \(([^)]*)\)")
 
 
 def _insert_dims(old: tuple[int, ...], dims: list[str], config: Any) -> tuple[int, ...]:
@@ -44,8 +42,8 @@ def repair_missing_dims(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     xclip, idefics2, idefics3, smolvlm, modernvbert, ultravbert (frames, images); encodec, mimi, mimi_encoder,
     pocket_tts_audio_tokenizer (audio channels); superglue, lightglue, efficientloftr (image pairs); idefics
     (images flattened into the batch before the unpack: a dim of one)."""
-    m = _UNPACK.search(message)
-    stated = _STATED_SHAPE.search(message)
+    m = error_text("not-enough-to-unpack").search(message)
+    stated = error_text("stated-tensor-shape").search(message)
     if m:
         want, got = int(m.group(1)), int(m.group(2))
         line = _UNPACK_LINE.match(info.line)
@@ -69,18 +67,13 @@ def repair_missing_dims(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return plan.with_shape(name, new)
 
 
-_DIM_RANGE = re.compile(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (\d+)\)")
-_MONO = re.compile(r"must be mono, but got (\d+)")
-_BROADCAST_LENGTH = re.compile(r"broadcast a dimension of length (\d+)")
-
-
 def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """Raw audio (B, T) where the model wants (B, channels, T), channels from ``audio_channels``: "Dimension out
     of range (expected to be in range of [-2, 1], but got 2)", "Audio must be mono, but got 16000", and a conv
     run unbatched on (B, T) ("Attempting to broadcast a dimension of length 16000"). Learned from omniasr_audio,
     omniasr_ctc, vibevoice_acoustic_tokenizer, xcodec, dac, pe_audio, pe_audio_encoder. A 3-D input indexed at
     dim 3 ("expected to be in range of [-3, 2], but got 3") gets a channel dim of one (clap_audio_model)."""
-    m = _DIM_RANGE.search(message)
+    m = error_text("dimension-out-of-range").search(message)
     if m and int(m.group(1)) == int(m.group(2)) > 2:  # features (B, T, mel) the forward reads as (B, 1, T, mel)
         name = _target(info, int(m.group(2)), floats=True)
         return plan.with_shape(name, (1, *info.shapes[name][1:])) if name in info.floats else None
@@ -90,15 +83,9 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
     length = info.shapes[name][-1]
     if m and int(m.group(1)) == 2 and int(m.group(2)) == 2:
         pass
-    elif not (any(int(x.group(1)) == length for x in (_MONO.search(message), _BROADCAST_LENGTH.search(message)) if x)):
+    elif not (any(int(x.group(1)) == length for x in (error_text("audio-must-be-mono").search(message), error_text("broadcast-length").search(message)) if x)):
         return None
     return plan.with_shape(name, (_count("channels", info.config), length))
-
-
-_SIZE_MISMATCH = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension")
-_PER_CODEBOOK = re.compile(
-    r"broadcast a dimension of length (\d+) at -1! Mismatching argument at index \d+ had torch\.Size\(\[(\d+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]"
-)
 
 
 def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
@@ -110,8 +97,8 @@ def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     ``input_ids + self.audio_tokens_offsets``; inkling_audio: a mel-bin token per bin; dia_decoder: its 9
     channels, ``audio_codes + self.offsets``, after its ``batch_size, seq_length = input_ids.size()[:-1]`` had
     a dim of one put in). The input is the integer one whose elements and last dim the broadcast target has."""
-    m = _PER_CODEBOOK.search(message)
-    real = _SIZE_MISMATCH.search(message) if "offsets" in info.line else None  # real tensors say it this way
+    m = error_text("broadcast-per-codebook").search(message)
+    real = error_text("size-mismatch").search(message) if "offsets" in info.line else None  # real tensors say it this way
     if m and m.group(1) == m.group(2):
         codebooks, steps, size = int(m.group(1)), int(m.group(3).split(",")[-1]), math.prod(int(d) for d in m.group(3).split(","))
     elif real:
@@ -126,15 +113,6 @@ def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return None
 
 
-_IMAGE_SIZE = re.compile(r"Input image size \((\d+)\*(\d+)\) doesn't match model \((\d+)\*(\d+)\)")
-_TOO_SMALL = re.compile(r"Image size (\d+)x(\d+) is too small to be scaled with \w+=\(([\d., ]+)\) when patch_size=(\d+)")
-_SIDE = re.compile(r"Input (height|width) \((\d+)\) doesn't match model \((\d+)\)", re.I)
-_BROADCAST_OURS = re.compile(
-    r"broadcast a dimension of length \d+ at -\d+! Mismatching argument at index \d+ had torch\.Size\(\[([\d, ]+)\]\); but expected shape should be broadcastable to \[([\d, ]+)\]"
-)
-_CHANNELS = re.compile(r"expected input\[([\d, ]+)\] to have (\d+) channels, but got (\d+) channels")
-
-
 def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """Pixels at the size or channels the error states: "Input image size (224*224) doesn't match model
     (256*192)" (vitpose; seggpt, whose pixels are joined to its prompt's), "Input height (224) doesn't match
@@ -144,13 +122,13 @@ def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> Input
     vibevoice_acoustic_tokenizer_encoder; not a feature map inside: edgetam), and "Attempting to broadcast a
     dimension of length 448 at -1! ... had torch.Size([448, 448]); but expected shape should be broadcastable
     to [1, 3, 224, 224]" when that shape is our input's (tvp's image prompt)."""
-    if m := _CHANNELS.search(message):  # our input as it is, or with its last dim padded by the forward
+    if m := error_text("conv-channels").search(message):  # our input as it is, or with its last dim padded by the forward
         shape = tuple(int(d) for d in m.group(1).split(","))
         same = [n for n, s in info.shapes.items() if s == shape and n in info.floats]
         padded = [n for n, s in info.shapes.items() if len(s) == len(shape) > 2 and s[:-1] == shape[:-1] and n in info.floats]
         ours = (same or padded)[0] if same or padded else None
         return plan.with_shape(ours, (int(m.group(2)), *info.shapes[ours][2:])) if ours else None
-    if m := _BROADCAST_OURS.search(message):  # a parameter sized for the input's trailing dims (tvp's 448x448 prompt)
+    if m := error_text("broadcast-our-input").search(message):  # a parameter sized for the input's trailing dims (tvp's 448x448 prompt)
         theirs = tuple(int(d) for d in m.group(1).split(","))
         target = tuple(int(d) for d in m.group(2).split(","))
         sized = next((n for n, s in info.shapes.items() if s == target and n in info.floats), None)
@@ -161,13 +139,13 @@ def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> Input
     if name is None:
         return None
     h, w = info.shapes[name][-2:]
-    if m := _IMAGE_SIZE.search(message):  # the size it saw may be ours joined with another image (seggpt): scale ours
+    if m := error_text("image-size-mismatch").search(message):  # the size it saw may be ours joined with another image (seggpt): scale ours
         got_h, got_w, want_h, want_w = (int(g) for g in m.groups())
         size = (h * want_h // got_h, w * want_w // got_w) if got_h and got_w else (want_h, want_w)
-    elif m := _SIDE.search(message):
+    elif m := error_text("image-side-mismatch").search(message):
         side, got, want = m.group(1).lower(), int(m.group(2)), int(m.group(3))
         size = (h * want // got, w) if side == "height" and got else (h, w * want // got) if got else (h, w)
-    elif m := _TOO_SMALL.search(message):
+    elif m := error_text("image-too-small-to-scale").search(message):
         ratios = [float(r) for r in m.group(3).split(",") if r.strip()]
         side_px = -(-int(m.group(4)) * 1000 // int(min(ratios) * 1000)) if ratios and min(ratios) > 0 else 0
         size = (side_px, side_px) if side_px else (h, w)
@@ -182,18 +160,14 @@ def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> Input
     return better if better != plan else None
 
 
-_SEQUENCE = re.compile(r"[Ii]nput sequence length \((\d+)\) doesn't match model configuration \((\d+)\)")
-_MULTIPLE = re.compile(r"(?:length (\d+) is not a multiple of (\d+))|(?:multiple of [^(]*\((\d+)\), but got (\d+))")
-
-
 def repair_stated_length(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """A length the error states: "Input sequence length (16) doesn't match model configuration (32)"
     (patchtst, patchtsmixer: the dim that has the wrong length gets the right one), "`input_values` length
     16000 is not a multiple of 1920" (muse_spark_audio), "`padded_feature_length` to be a multiple of
     `n_window * 2` (100), but got 128" (qwen3_asr_encoder): rounded up to the multiple."""
-    if m := _SEQUENCE.search(message):
+    if m := error_text("sequence-length-mismatch").search(message):
         got, want = int(m.group(1)), int(m.group(2))
-    elif m := _MULTIPLE.search(message):
+    elif m := error_text("length-not-a-multiple").search(message):
         got, multiple = (int(m.group(1)), int(m.group(2))) if m.group(1) else (int(m.group(4)), int(m.group(3)))
         want = -(-got // multiple) * multiple
     else:
@@ -207,12 +181,6 @@ def repair_stated_length(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return None
 
 
-_NORMALIZED = re.compile(r"normalized_shape=\[(\d+)\], expected input with shape \[(?:\*, )?\d+\], but got input of size ?(?:torch\.Size\()?\[([\d, ]+)\]")
-_LAST_DIM = re.compile(r"Last dimension of the (\w+): (\d+) doesn't correspond to [^:]*: (\d+)")
-_REDUCTION = re.compile(r"(?:same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), \d+\])|(?:cannot be multiplied \((\d+)x(\d+) and (\d+)x\d+\))")
-_TOO_LONG = re.compile(r"broadcast a dimension of length (\d+) at -\d+! .*?broadcastable to \[([\d, ]+)\]")
-
-
 def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """Features (our own input, found by its shape in the message) whose last dim is not what the first layer
     takes: "Given normalized_shape=[768], expected input with shape [768], but got input of size
@@ -221,18 +189,18 @@ def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     ernie4_5_vl_moe); and text longer than the position table: "Attempting to broadcast a dimension of length
     16 at -2! ... broadcastable to [1, 32, 512]" (owlvit, owlv2: their text has 16 positions); "Last dimension of
     the inputs: 32 doesn't correspond to config.d_model: 768" (perceiver: features, not ids)."""
-    if m := _NORMALIZED.search(message):
+    if m := error_text("layer-norm-shape").search(message):
         shape = tuple(int(d) for d in m.group(2).split(","))
         name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
         return plan.with_shape(name, (*shape[1:-1], int(m.group(1)))) if name else None
-    if (m := _LAST_DIM.search(message)) and m.group(1) in info.shapes:  # ids where the forward wants features
+    if (m := error_text("last-dimension").search(message)) and m.group(1) in info.shapes:  # ids where the forward wants features
         name, got, want = m.group(1), int(m.group(2)), int(m.group(3))
         old = info.shapes[name]
         if name in info.floats:
             return plan.with_shape(name, (*old[1:-1], want)) if old[-1] == got else None
         better = plan.with_shape(name, (*old[1:], want))
         return better.with_float(name) if better else None
-    if m := _REDUCTION.search(message):
+    if m := error_text("matmul-reduction").search(message):
         rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))
         for name, shape in info.shapes.items():
             lead = 1
@@ -241,7 +209,7 @@ def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> Inp
             if name in info.floats and len(shape) <= 3 and shape[-1] == got and lead == rows:
                 return plan.with_shape(name, (*shape[1:-1], want))
         return None
-    if m := _TOO_LONG.search(message):
+    if m := error_text("broadcast-too-long").search(message):
         length, target = int(m.group(1)), [int(d) for d in m.group(2).split(",")]
         text = next((n for n in ("input_ids", "decoder_input_ids") if n in info.shapes), None)
         if text and len(target) >= 2 and target[1] == info.shapes[text][-1] > length:
@@ -249,16 +217,12 @@ def repair_feature_width(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return None
 
 
-_NEEDS = re.compile(r"specify|required|must be (?:provided|passed|given)|cannot be `?None|needs? to be (?:passed|provided)|are passed", re.I)
-_NOT_BOTH = re.compile(r"\bboth\b|only one|not both", re.I)
-
-
 def repair_needed_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input the forward says it needs, by its parameter name in the message: "You have to specify
     bbox" (bros), "Bbox is required for horizontal relative position bias" (udop), "`visual_feats` cannot be
     `None`" (lxmert), "You have to specify either pixel_values or image_embeds" (vilt: the first one named,
     the next on the next try). Messages about giving two at once are not this kind."""
-    if not _NEEDS.search(message) or _NOT_BOTH.search(message):
+    if not error_text("input-needed").search(message) or error_text("inputs-exclusive").search(message):
         return None
     params = {p.lower(): p for p in info.params}
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", message):
@@ -268,13 +232,10 @@ def repair_needed_input(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     return None
 
 
-_IS_MISSING = re.compile(r"`(\w+)` is missing")
-
-
 def repair_missing_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input the forward says is missing by its name in backticks: "Multimodal data was passed (via
     `image_grid_thw` or `video_grid_thw`) but `mm_token_type_ids` is missing" (ernie4_5_vl_moe's M-RoPE index)."""
-    m = _IS_MISSING.search(message)
+    m = error_text("input-is-missing").search(message)
     if m is None or m.group(1) not in info.params or m.group(1) in info.shapes:
         return None
     return plan.with_extra(m.group(1))
@@ -286,11 +247,6 @@ def _read_side(line: str) -> str:
     return parts[-1]
 
 
-_NONE_ATTRIBUTE = re.compile(
-    r"'NoneType' object (?:has no attribute|is not (?:subscriptable|iterable))|must be Tensor, not NoneType|invalid combination of arguments - got \(NoneType,"
-)
-
-
 def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input the forward reads without a None check, named by the line that raised:
     "'NoneType' object has no attribute 'size'" at ``num_images = image_attention_mask.size(-1)`` (idefics),
@@ -298,7 +254,7 @@ def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     argument 'indices' (position 2) must be Tensor, not NoneType" at an embedding of ``input_ids`` (instructblip),
     "conv1d() received an invalid combination of arguments - got (NoneType, Parameter, ..." at
     ``mel_spec = self.mel_conv(input_features)`` (clvp: its optional log-mel input)."""
-    if not _NONE_ATTRIBUTE.search(message):
+    if not error_text("none-input-read").search(message):
         return None
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
         if word in info.params and word not in info.shapes and word not in plan.extra and word not in ("kwargs", "args", "self"):
@@ -306,15 +262,12 @@ def repair_none_input(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     return None
 
 
-_OBJECT_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '\w+'")
-
-
 def repair_misread_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An optional input that sends the forward down a path its model does not have, named by the line that
     raised: llava with ``image_sizes`` splits its features by ``self.vision_tower.patch_size``, which only a
     pixtral tower has ("'CLIPVisionModel' object has no attribute 'patch_size'"); without them it takes
     the image whole (transformers/models/llava/modeling_llava.py, get_image_features). Left out, once."""
-    m = _OBJECT_ATTRIBUTE.search(message)
+    m = error_text("object-attribute").search(message)
     if m is None or m.group(1) == "NoneType":
         return None
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", info.line):  # the whole line: its keywords (device=...) are no assignment
@@ -323,16 +276,11 @@ def repair_misread_input(message: str, plan: InputPlan, info: InputsInfo) -> Inp
     return None
 
 
-_NOT_FLOAT = re.compile(
-    r"Input dtype must be either a floating point|expected scalar type Float but found Long|expected .*?Float.*? but (?:found|got) .*?Long", re.I
-)
-
-
 def repair_float_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """An input made as integers that the forward averages or multiplies as floats, named by the line that
     raised: "mean(): could not infer output dtype. Input dtype must be either a floating point or complex
     dtype. Got: Long" at ``bbox[:, :, [0, 2]].mean(dim=-1)`` (udop's boxes)."""
-    if not _NOT_FLOAT.search(message):
+    if not error_text("integer-input-as-float").search(message):
         return None
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", _read_side(info.line)):
         if word in info.shapes and word not in info.floats and word not in plan.floats:
@@ -350,33 +298,26 @@ def repair_audio_layout(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
 
 
 Repair = Callable[[str, InputPlan, InputsInfo], "InputPlan | None"]
-_DUPLICATE_KEYWORD = re.compile(r"got multiple values for keyword argument '(\w+)'")
 
 
 def repair_duplicate_keyword(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """A keyword the wrapper adds (``use_cache=False``) that a forward taking ``**kwargs`` also passes on
     itself: "got multiple values for keyword argument 'use_cache'" (mimi_encoder, pocket_tts_audio_tokenizer)."""
-    m = _DUPLICATE_KEYWORD.search(message)
+    m = error_text("duplicate-keyword").search(message)
     if m is None or m.group(1) in plan.dropped or m.group(1) not in WRAPPER_KEYWORDS:
         return None
     return replace(plan, dropped=(*plan.dropped, m.group(1)))
-
-
-_REFUSED = re.compile(r"`(\w+)` is expected to be `?None`?")
 
 
 def repair_refused_input(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """Token ids a forward refuses because its caller always gives embeddings: "`input_ids` is expected to be
     `None`" (qwen3_omni_moe_talker_code_predictor: the talker calls it with ``inputs_embeds``, its own hidden
     state and the embedded code). The ids are not made; ``inputs_embeds`` are, when the forward takes them."""
-    m = _REFUSED.search(message)
+    m = error_text("input-refused").search(message)
     if m is None or m.group(1) not in info.shapes or m.group(1) in plan.dropped or "inputs_embeds" not in info.params:
         return None
     better = replace(plan, dropped=(*plan.dropped, m.group(1)))
     return better.with_extra("inputs_embeds") or better
-
-
-_TUPLE_OUTPUT = re.compile(r"'tuple' object has no attribute '(\w+)'")
 
 
 def repair_tuple_output(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
@@ -384,13 +325,12 @@ def repair_tuple_output(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
     then reads the inner output by attribute: "'tuple' object has no attribute 'last_hidden_state'" at
     ``self.model(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state`` (jev: transformers/models/jev/
     modeling_jev.py). The forward returns what it returns; the wrapper takes its first tensor either way."""
-    m = _TUPLE_OUTPUT.search(message)
+    m = error_text("tuple-output").search(message)
     if m is None or "return_dict" in plan.dropped or m.group(1) not in info.line:
         return None
     return replace(plan, dropped=(*plan.dropped, "return_dict"))
 
 
-_CONV_ON_ROWS = re.compile(r"Expected 3D \(unbatched\) or 4D \(batched\) input to conv2d, but got input of size: \[(\d+), (\d+)\]")
 _PATCH_DIMS = re.compile(r"chan\w*\s*,\s*(?:height|h|patch\w*)\s*,\s*(?:width|w|patch\w*)\s*\)?\s*=", re.I)
 
 
@@ -409,10 +349,10 @@ def repair_patch_rows(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     kimi_k25/modeling_kimi_k25.py: ``self.proj(pixel_values)``), or an unpacking of the patches that ends in
     channels, height and width (``batch_size, sequence_len, channel, height, width = pixel_values.shape``,
     paddleocr_vl/modeling_paddleocr_vl.py, whose image processor gives ``(N, C, P, P)``)."""
-    if m := _CONV_ON_ROWS.search(message):
+    if m := error_text("conv2d-on-rows").search(message):
         shape = (int(m.group(1)), int(m.group(2)))
         name = next((n for n, s in info.shapes.items() if s == shape and n in info.floats), None)
-    elif _UNPACK.search(message) and _PATCH_DIMS.search(info.line) and (line := _UNPACK_LINE.match(info.line)):
+    elif error_text("not-enough-to-unpack").search(message) and _PATCH_DIMS.search(info.line) and (line := _UNPACK_LINE.match(info.line)):
         name = line.group(2).rpartition(".")[2]
         name = name if len(info.shapes.get(name, ())) == 2 and name in info.floats else None
     else:
@@ -423,17 +363,12 @@ def repair_patch_rows(message: str, plan: InputPlan, info: InputsInfo) -> InputP
     return plan.with_shape(name, (found[0], found[1], found[1])) if found else None
 
 
-_SECTIONS = re.compile(
-    r"split_with_sizes expects split_sizes to sum exactly to (\d+) \(input tensor's size at dimension -1\), but got split_sizes=\[([\d, ]+)\]"
-)
-
-
 def repair_rope_sections(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
     """A multimodal rotary whose frequencies do not fill its sections: "split_with_sizes expects split_sizes to sum
     exactly to 64 (input tensor's size at dimension -1), but got split_sizes=[8, 12, 12]" at
     ``freq.split(self.mrope_section, dim=-1)`` (glm4v_text, glm_image_text, glm4v_moe_text): the config's rotary
     width is fitted to the sections (:func:`fit_rotary`). Kept as (the width seen, *the sections)."""
-    m = _SECTIONS.search(message)
+    m = error_text("rotary-sections").search(message)
     if m is None or "section" not in info.line or plan.rope_sections:
         return None
     return replace(plan, rope_sections=(int(m.group(1)), *(int(d) for d in m.group(2).split(","))))
@@ -444,7 +379,7 @@ def repair_image_as_patches(message: str, plan: InputPlan, info: InputsInfo) -> 
     [588, 1152]" where our pixels (1, 3, 378, 378) lie flat as 1134 rows of 378 and 588 is ``C*P*P`` for the
     config's patch size: the image as its sequence of flattened patches (B, H/P * W/P, C*P*P), what
     molmo2/image_processing_molmo2.py ``batch_pixels_to_patches`` gives the tower."""
-    m = _REDUCTION.search(message)
+    m = error_text("matmul-reduction").search(message)
     if m is None:
         return None
     rows, got, want = (int(g) for g in (m.groups()[:3] if m.group(1) else m.groups()[3:]))

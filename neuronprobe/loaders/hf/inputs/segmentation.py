@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from neuronprobe.loaders.hf.build import StatefulInput
 from neuronprobe.loaders.hf.config import sub_configs
 from neuronprobe.loaders.hf.inputs.primitives import text_ids
-
-Recipe = Callable[[Any, Any, Any, int, int, str, dict[str, Any], Any], "dict[str, Any] | None"]
-
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext, recipe
 
 # --- segment anything (SAM, SAM2, EdgeTAM, SAM3): prompts and image embeddings ------------
 
@@ -41,7 +38,8 @@ def _point_prompt(batch: int, side: int, device: str) -> dict[str, Any]:
     }
 
 
-def sam_image_and_point(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+@recipe(priority=1000, needs=("pixel_values", "input_points", "input_labels"))
+def sam_image_and_point(ctx: RecipeContext) -> dict[str, Any] | None:
     """A SAM-family model on an image (sam, sam_hq, sam2, edgetam, sam3_tracker; the forward takes ``pixel_values``
     and ``input_points``): pixels at the prompt encoder's ``image_size``, the size the processor gives, since
     SAM2 and EdgeTAM reshape their feature maps to the config's ``backbone_feature_sizes`` (modeling_sam2.py
@@ -49,52 +47,55 @@ def sam_image_and_point(inner: Any, config: Any, params: Any, batch: int, seq: i
     documented use (``processor(images=raw_image, input_points=[[[400, 650]]])``)."""
     import torch
 
-    prompt = _prompt_config(config)
-    if prompt is None or "pixel_values" not in params or "input_points" not in params or "input_labels" not in params:
+    prompt = _prompt_config(ctx.config)
+    if prompt is None:
         return None
     side, _ = _sam_sizes(prompt)
-    made = _point_prompt(batch, side, device)
-    if plan is None or plan.shape("pixel_values") is None:  # a size the forward's own error asked for stays
-        channels = int(getattr(getattr(config, "vision_config", None), "num_channels", 3) or 3)
-        made["pixel_values"] = torch.randn(batch, channels, side, side, device=device)
+    made = _point_prompt(ctx.batch, side, ctx.device)
+    if ctx.plan is None or ctx.plan.shape("pixel_values") is None:  # a size the forward's own error asked for stays
+        channels = int(getattr(getattr(ctx.config, "vision_config", None), "num_channels", 3) or 3)
+        made["pixel_values"] = torch.randn(ctx.batch, channels, side, side, device=ctx.device)
     return made
 
 
-def sam_prompts(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+@recipe(priority=1010)
+def sam_prompts(ctx: RecipeContext) -> dict[str, Any] | None:
     """A SAM prompt encoder on its own (sam2_prompt_encoder, edgetam_prompt_encoder, the video trackers'; its forward
     takes ``input_points``, ``input_labels``, ``input_boxes`` and ``input_masks`` and no image): a point, a box
     around it and a low-resolution mask, so every prompt path runs (modeling_sam2.py ``Sam2PromptEncoder.forward``:
     points padded only without a box, boxes (B, prompts, 4) as two corners, masks at ``mask_input_size``)."""
     import torch
 
-    prompt = _prompt_config(config)
+    prompt = _prompt_config(ctx.config)
     wanted = ("input_points", "input_labels", "input_boxes", "input_masks")
-    if prompt is None or not all(name in params for name in wanted) or "pixel_values" in params:
+    if prompt is None or not all(name in ctx.params for name in wanted) or "pixel_values" in ctx.params:
         return None
     side, mask = _sam_sizes(prompt)
-    box = torch.tensor([side / 4, side / 4, 3 * side / 4, 3 * side / 4], device=device)
+    box = torch.tensor([side / 4, side / 4, 3 * side / 4, 3 * side / 4], device=ctx.device)
     return {
-        **_point_prompt(batch, side, device),
-        "input_boxes": box.expand(batch, 1, 4).contiguous(),
-        "input_masks": torch.randn(batch, 1, mask, mask, device=device),
+        **_point_prompt(ctx.batch, side, ctx.device),
+        "input_boxes": box.expand(ctx.batch, 1, 4).contiguous(),
+        "input_masks": torch.randn(ctx.batch, 1, mask, mask, device=ctx.device),
     }
 
 
-def sam_mask_embedding(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+@recipe(priority=1020)
+def sam_mask_embedding(ctx: RecipeContext) -> dict[str, Any] | None:
     """SAM's mask embedding (hf:sam_prompt_encoder and hf:sam_hq_prompt_encoder build ``SamMaskEmbedding``, the one
     class that takes the prompt-encoder config: ``SamPromptEncoder`` takes the whole ``SamConfig``): its forward
     takes ``masks``, the mask prompt as floats at ``mask_input_size`` (B, 1, 256, 256) (modeling_sam.py, the
     processor's ``mask_pad_size``)."""
     import torch
 
-    prompt = _prompt_config(config)
-    if prompt is None or list(params) != ["masks"]:
+    prompt = _prompt_config(ctx.config)
+    if prompt is None or list(ctx.params) != ["masks"]:
         return None
     _, mask = _sam_sizes(prompt)
-    return {"masks": torch.randn(batch, 1, mask, mask, device=device)}
+    return {"masks": torch.randn(ctx.batch, 1, mask, mask, device=ctx.device)}
 
 
-def sam3_box_prompt(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+@recipe(priority=1030)
+def sam3_box_prompt(ctx: RecipeContext) -> dict[str, Any] | None:
     """SAM3's detector next to its text prompt takes box prompts (its forward takes ``input_boxes`` and
     ``input_boxes_labels``): one positive box, normalised (cx, cy, w, h), as Sam3Processor gives for
     ``input_boxes=[[[x0, y0, x1, y1]]], input_boxes_labels=[[1]]``. Only with a box does ``Sam3Model.forward`` run
@@ -102,11 +103,11 @@ def sam3_box_prompt(inner: Any, config: Any, params: Any, batch: int, seq: int, 
     input_boxes.numel() > 0``), so sam3_geometry_encoder's inputs are recorded there."""
     import torch
 
-    if not all(name in params for name in ("pixel_values", "input_boxes", "input_boxes_labels")) or "input_points" in params:
+    if not all(name in ctx.params for name in ("pixel_values", "input_boxes", "input_boxes_labels")) or "input_points" in ctx.params:
         return None
     return {
-        "input_boxes": torch.full((batch, 1, 4), 0.5, device=device),
-        "input_boxes_labels": torch.ones(batch, 1, dtype=torch.long, device=device),
+        "input_boxes": torch.full((ctx.batch, 1, 4), 0.5, device=ctx.device),
+        "input_boxes_labels": torch.ones(ctx.batch, 1, dtype=torch.long, device=ctx.device),
     }
 
 
@@ -127,7 +128,8 @@ def _session_class(inner: Any, params: Any) -> Any:
 TEXT_PROMPT_TOKENS = 32  # Sam3VideoProcessor.add_text_prompt pads each prompt to 32 tokens
 
 
-def sam_video_session(inner: Any, config: Any, params: Any, batch: int, seq: int, device: str, inputs: dict[str, Any], plan: Any) -> dict[str, Any] | None:
+@recipe(priority=1040)
+def sam_video_session(ctx: RecipeContext) -> dict[str, Any] | None:
     """A SAM video model (the forward takes an ``inference_session``) used as its processor sets it up:
     ``init_video_session`` on a video (frames at the config's ``image_size``, here random), prompts on frame 0,
     then ``model(inference_session=session, frame_idx=0)``. A tracker (sam2_video, edgetam_video,
@@ -139,35 +141,32 @@ def sam_video_session(inner: Any, config: Any, params: Any, batch: int, seq: int
     (processing_sam3_video.py). The session is a :class:`hf.StatefulInput`: the forward consumes its prompts."""
     import torch
 
-    session_class = _session_class(inner, params)
-    side = getattr(config, "image_size", None)
+    session_class = _session_class(ctx.inner, ctx.params)
+    side = getattr(ctx.config, "image_size", None)
     points = hasattr(session_class, "add_point_inputs")
     if session_class is None or not isinstance(side, int) or not (points or hasattr(session_class, "add_prompt")):
         return None
-    frames = torch.randn(VIDEO_FRAMES, 3, side, side, device=device)
+    frames = torch.randn(VIDEO_FRAMES, 3, side, side, device=ctx.device)
     session = session_class(
         video=frames,
         video_height=side,
         video_width=side,
-        inference_device=device,
-        inference_state_device=device,
-        video_storage_device=device,
+        inference_device=ctx.device,
+        inference_state_device=ctx.device,
+        video_storage_device=ctx.device,
         dtype=torch.float32,
     )
     if points:
-        for obj_id in range(1, batch + 1):
+        for obj_id in range(1, ctx.batch + 1):
             prompt = {
-                "point_coords": torch.full((1, 1, 1, 2), side / 2, device=device),
-                "point_labels": torch.ones(1, 1, 1, dtype=torch.int32, device=device),
+                "point_coords": torch.full((1, 1, 1, 2), side / 2, device=ctx.device),
+                "point_labels": torch.ones(1, 1, 1, dtype=torch.int32, device=ctx.device),
             }
             session.add_point_inputs(session.obj_id_to_idx(obj_id), 0, prompt)
-        session.obj_with_new_inputs = list(range(1, batch + 1))
+        session.obj_with_new_inputs = list(range(1, ctx.batch + 1))
     else:
-        text = next((sub for sub in sub_configs(config) if hasattr(sub, "vocab_size") and hasattr(sub, "max_position_embeddings")), config)
+        text = next((sub for sub in sub_configs(ctx.config) if hasattr(sub, "vocab_size") and hasattr(sub, "max_position_embeddings")), ctx.config)
         prompt_id = session.add_prompt("object")
-        session.prompt_input_ids[prompt_id] = text_ids(text, 1, TEXT_PROMPT_TOKENS, device)
-        session.prompt_attention_masks[prompt_id] = torch.ones(1, TEXT_PROMPT_TOKENS, dtype=torch.long, device=device)
+        session.prompt_input_ids[prompt_id] = text_ids(text, 1, TEXT_PROMPT_TOKENS, ctx.device)
+        session.prompt_attention_masks[prompt_id] = torch.ones(1, TEXT_PROMPT_TOKENS, dtype=torch.long, device=ctx.device)
     return {"inference_session": StatefulInput(session), "frame_idx": 0}
-
-
-SAM_RECIPES: tuple[Recipe, ...] = (sam_image_and_point, sam_prompts, sam_mask_embedding, sam3_box_prompt, sam_video_session)
