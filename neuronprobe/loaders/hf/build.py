@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import functools
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,41 +149,71 @@ def _build_by_class(config: Any, first_error: BaseException, filled: list[str] |
     raise BuildError(error_line(first_error)) from first_error
 
 
+def _modeling_modules(model_type: str) -> list[Any]:
+    """The modeling modules of a model type's package (``transformers.models.<name>.modeling_*``), imported."""
+    import importlib
+    import pkgutil
+
+    from transformers import CONFIG_MAPPING
+
+    package = CONFIG_MAPPING[model_type].__module__.rpartition(".")[0]
+    found = []
+    for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        if info.name.startswith("modeling_"):
+            with _ignore():  # a modeling module that needs what is not installed
+                found.append(importlib.import_module(f"{package}.{info.name}"))
+    return found
+
+
+@contextlib.contextmanager
+def _constructors_watched(modules: list[Any], config_class: type, got: list[Any]) -> Iterator[None]:
+    """While the block runs, every ``torch.nn.Module`` class of ``modules`` that defines its own ``__init__``
+    puts the first module built with a config of exactly ``config_class`` (positional or keyword) in ``got``:
+    the outermost, since a constructor is entered before those of the modules it builds. Restored after."""
+    import torch
+
+    def watched(init: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(init)
+        def init_watched(self: Any, *args: Any, **kwargs: Any) -> None:
+            if not got and any(type(a) is config_class for a in (*args, *kwargs.values())):
+                got.append(self)
+            init(self, *args, **kwargs)
+
+        return init_watched
+
+    classes = {c for m in modules for c in vars(m).values() if isinstance(c, type) and issubclass(c, torch.nn.Module) and "__init__" in vars(c)}
+    originals = {c: vars(c)["__init__"] for c in classes}
+    try:
+        for cls, init in originals.items():
+            cls.__init__ = watched(init)  # type: ignore[misc]
+        yield
+    finally:
+        for cls, init in originals.items():
+            cls.__init__ = init  # type: ignore[misc]
+
+
 def built_by_parent(config: Any) -> Any:
     """The module a parent model builds from this sub-config, when no class builds from it alone: the outermost
     module whose constructor gets a config of this class while the parent (its default config with this config in
     place; on the CPU, shrunk) is built. Gemma 4 Unified's vision embedder is ``Gemma4UnifiedVisionEmbedder(config.vision_config,
     config.text_config)`` (transformers/models/gemma4_unified/modeling_gemma4_unified.py); VibeVoice's diffusion head
     is ``VibeVoiceDiffusionHead(config.diffusion_head_config)``, a constructor without a typed config
-    (transformers/models/vibevoice/modeling_vibevoice.py). None when no parent builds one."""
-    import sys
-
+    (transformers/models/vibevoice/modeling_vibevoice.py). The constructors watched are those of the module classes
+    in the parent's own modeling modules, wrapped for the parent's build only (:func:`_constructors_watched`);
+    matched by config class, since the parent's model constructors build from a deep copy of its config
+    (``_from_config``). None when no parent builds one."""
     import torch
 
     for parent_type, attr in parents_of(getattr(config, "model_type", ""), type(config)):
         got: list[Any] = []
-
-        def watch(frame: Any, event: str, arg: Any, got: list[Any] = got) -> None:
-            if event != "call" or frame.f_code.co_name != "__init__" or got:
-                return
-            names = frame.f_code.co_varnames[: frame.f_code.co_argcount]
-            module = frame.f_locals.get(names[0]) if names else None
-            # by class: the parent's model constructors build from a deep copy of its config (_from_config)
-            if isinstance(module, torch.nn.Module) and any(type(frame.f_locals.get(n)) is type(config) for n in names[1:]):
-                got.append(module)
-
         try:
             on_meta = torch.empty(0).is_meta  # the device the component is being built on
             parent_config = build_config(parent_type, [])
             if not on_meta:  # real weights: the parent's other parts small
                 parent_config, _ = shrink_config(parent_config)
             setattr(parent_config, attr, config)
-            previous = sys.getprofile()
-            sys.setprofile(watch)
-            try:
+            with _constructors_watched(_modeling_modules(parent_type), type(config), got):
                 _build_model(parent_config, "meta" if on_meta else "cpu")
-            finally:
-                sys.setprofile(previous)
         except Exception:  # this parent does not build: the next one may
             continue
         if got:
