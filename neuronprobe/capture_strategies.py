@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, error_line, root_error
+from neuronprobe.loaders.fired import Fired, recording
 from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +55,7 @@ class Outcome:
     attempts: list[Attempt]
     notes: list[str]
     strategy: CaptureStrategy = NONE
+    fired: Fired = dataclasses.field(default_factory=Fired)  # hf: the recipes and repairs of the strategy that captured
 
 
 REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
@@ -168,49 +170,50 @@ def capture_hf(
     for strategy in strategies:
         plan = hf.InputPlan()
         config_error: BaseException | None = None
-        for _ in range(INPUT_RETRIES + 2):  # the last try may be inputs recorded from a parent
-            device = "cpu" if strategy == CPU_SHRUNK else "meta"
-            try:
-                loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
-            except hf.BuildError as exc:
-                attempts.append(Attempt(strategy, str(exc), build_failed=True))
-                break
-            except NeuronprobeError:
-                raise
-            except hf_parent.NoParentInputs as exc:  # say why the config's inputs failed, then why no parent helped
-                parent_failed = True  # the parents' runs do not depend on the strategy: not tried again
-                attempts.append(Attempt(strategy, f"{describe(config_error) if config_error else ''}; inputs from a parent: {exc}"[:REASON_CHARS]))
-                break
-            except Exception as exc:  # building the inputs raised
-                attempts.append(Attempt(strategy, describe(exc)))
-                break
-            if strategy == FAKE:
-                loaded = to_fake(loaded)
-            report, error = _run(run, loaded)
-            if report is not None:
-                remade = plan.describe()
-                outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy)
-                stop = stopped_early(report)
-                if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
-                    return outcome
-                partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
-                attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
-                break
-            assert error is not None
-            root = root_error(error)
-            info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
-            better = None if plan.from_parent else hf.learn_from_error(str(root), plan, info)
-            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), lambda: hf.build_config(model_type, overrides)):
-                better = dataclasses.replace(plan, fill_unset=True)
-            if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
-                better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
-                config_error = error
-            if better is None:
-                attempts.append(Attempt(strategy, describe(error)))
-                break
-            plan = better
-        else:
-            attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
+        with recording() as fired:  # this strategy's own: each strategy starts from fresh inputs
+            for _ in range(INPUT_RETRIES + 2):  # the last try may be inputs recorded from a parent
+                device = "cpu" if strategy == CPU_SHRUNK else "meta"
+                try:
+                    loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
+                except hf.BuildError as exc:
+                    attempts.append(Attempt(strategy, str(exc), build_failed=True))
+                    break
+                except NeuronprobeError:
+                    raise
+                except hf_parent.NoParentInputs as exc:  # say why the config's inputs failed, then why no parent helped
+                    parent_failed = True  # the parents' runs do not depend on the strategy: not tried again
+                    attempts.append(Attempt(strategy, f"{describe(config_error) if config_error else ''}; inputs from a parent: {exc}"[:REASON_CHARS]))
+                    break
+                except Exception as exc:  # building the inputs raised
+                    attempts.append(Attempt(strategy, describe(exc)))
+                    break
+                if strategy == FAKE:
+                    loaded = to_fake(loaded)
+                report, error = _run(run, loaded)
+                if report is not None:
+                    remade = plan.describe()
+                    outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy, fired)
+                    stop = stopped_early(report)
+                    if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
+                        return outcome
+                    partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
+                    attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
+                    break
+                assert error is not None
+                root = root_error(error)
+                info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
+                better = None if plan.from_parent else hf.learn_from_error(str(root), plan, info)
+                if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), lambda: hf.build_config(model_type, overrides)):
+                    better = dataclasses.replace(plan, fill_unset=True)
+                if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
+                    better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
+                    config_error = error
+                if better is None:
+                    attempts.append(Attempt(strategy, describe(error)))
+                    break
+                plan = better
+            else:
+                attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
     # Every way stopped partway: the fullest capture, with every way's reason (its own stop among them).
     return dataclasses.replace(partial, attempts=attempts) if partial else Outcome(None, attempts, [])
 
@@ -291,6 +294,8 @@ def finish(report: Report, outcome: Outcome) -> Report:
 
     report.capture.strategy = outcome.strategy
     report.capture.strategy_reasons = [StrategyReason(a.strategy, a.reason) for a in outcome.attempts]
+    report.capture.input_recipes = list(outcome.fired.recipes)
+    report.capture.input_repairs = list(outcome.fired.repairs)
     report.not_analysed.extend(Limitation(what="model build", why=n) for n in outcome.notes)
     return report
 

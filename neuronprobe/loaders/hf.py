@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from neuronprobe.errors import InputError, error_line
+from neuronprobe.loaders import fired
 
 DEFAULT_IMAGE_SIZE = 224
 DEFAULT_CHANNELS = 3
@@ -2038,6 +2039,7 @@ def learn_from_error(message: str, plan: InputPlan, info: InputsInfo | str) -> I
     for repair in REPAIRS:
         better = repair(message, plan, info)
         if better is not None and better != plan:
+            fired.repair(repair.__name__)  # the zoo tier's record of which repairs a real type exercises
             return better
     return None
 

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
+from neuronprobe.loaders import fired
+
 Recipe = Callable[[Any, Any, Any, int, int, str, dict[str, Any], Any], "dict[str, Any] | None"]
 
 
@@ -1616,5 +1618,6 @@ def family_inputs(inner: Any, config: Any, params: Any, batch: int, seq: int, de
     for recipe in RECIPES:
         found = recipe(inner, config, params, batch, seq, device, {**inputs, **made}, plan)
         if found:
+            fired.recipe(recipe.__name__)  # the zoo tier's record of which recipes a real type exercises
             made.update(found)
     return made
