@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, error_line, root_error
 from neuronprobe.loaders import hf
 from neuronprobe.loaders.fake_weights import fake_module, fake_value
+from neuronprobe.loaders.fired import Fired, recording
 from neuronprobe.loaders.hf.search import Step, capture_learner, learn_inputs, search
 from neuronprobe.vocabulary import CaptureStrategy
 
@@ -57,6 +58,7 @@ class Outcome:
     attempts: list[Attempt]
     notes: list[str]
     strategy: CaptureStrategy = NONE
+    fired: Fired = dataclasses.field(default_factory=Fired)  # hf: the recipes and repairs of the strategy that captured
 
 
 REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
@@ -152,11 +154,12 @@ def capture_hf(
             return Step(error=error, info=hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root_error(error)))
 
         # The last try may be inputs recorded from a parent.
-        found = search(attempt, capture_learner(model_type, overrides, parents=not parent_failed), retries=INPUT_RETRIES + 1)
+        with recording() as fired:  # this strategy's own: each strategy starts from fresh inputs
+            found = search(attempt, capture_learner(model_type, overrides, parents=not parent_failed), retries=INPUT_RETRIES + 1)
         if found.value is not None:
             report, loaded = found.value
             remade = found.plan.describe()
-            outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy)
+            outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy, fired)
             stop = stopped_early(report)
             if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
                 return outcome
@@ -247,6 +250,8 @@ def finish(report: Report, outcome: Outcome) -> Report:
 
     report.capture.strategy = outcome.strategy
     report.capture.strategy_reasons = [StrategyReason(a.strategy, a.reason) for a in outcome.attempts]
+    report.capture.input_recipes = list(outcome.fired.recipes)
+    report.capture.input_repairs = list(outcome.fired.repairs)
     report.not_analysed.extend(Limitation(what="model build", why=n) for n in outcome.notes)
     return report
 

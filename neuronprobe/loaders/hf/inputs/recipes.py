@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from neuronprobe.loaders import fired
 from neuronprobe.loaders.hf.inputs.primitives import InputPlan
 
 # A transformers file or folder a docstring names: transformers/models/x/y.py, x/y.py, modeling_x.py, transformers/models/x/.
@@ -116,5 +117,6 @@ def family_inputs(ctx: RecipeContext) -> dict[str, Any]:
     for one in registered():
         found = one(dataclasses.replace(ctx, inputs={**ctx.inputs, **made}))
         if found:
+            fired.recipe(one.name)  # the one recording point of the recipes that made a capture's inputs (the zoo tier)
             made.update(found)
     return made

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from neuronprobe.loaders import fired
 from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS
 from neuronprobe.loaders.hf.config import DEFAULT_CHANNELS
 from neuronprobe.loaders.hf.error_texts import error_text
@@ -423,5 +424,6 @@ def learn_from_error(message: str, plan: InputPlan, info: InputsInfo | str) -> I
     for repair in REPAIRS:
         better = repair(message, plan, info)
         if better is not None and better != plan:
+            fired.repair(repair.__name__)  # the one recording point of the repairs that made a capture's inputs (the zoo tier)
             return better
     return None
