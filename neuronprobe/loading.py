@@ -186,9 +186,12 @@ def _optional(module: Any, name: str) -> Callable[..., Any] | None:
 
 
 def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
+    """The config of ``model_type`` with ``overrides``, built as the loader builds it: offline, under the
+    torchvision import hook (importing transformers' config classes may import torchvision)."""
     from neuronprobe.loaders.hf import build_config
 
-    return build_config(model_type, overrides)
+    with hf_build_scope():
+        return build_config(model_type, overrides)
 
 
 def _env_true(value: str | None) -> bool:
