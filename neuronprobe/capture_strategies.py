@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.errors import InternalError, ModelLoadError, NeuronprobeError, error_line, root_error
+from neuronprobe.loaders import hf
+from neuronprobe.loaders.fake_weights import fake_module, fake_value
+from neuronprobe.loaders.fired import Fired, recording
+from neuronprobe.loaders.hf.search import Step, capture_learner, learn_inputs, search
 from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +58,7 @@ class Outcome:
     attempts: list[Attempt]
     notes: list[str]
     strategy: CaptureStrategy = NONE
+    fired: Fired = dataclasses.field(default_factory=Fired)  # hf: the recipes and repairs of the strategy that captured
 
 
 REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
@@ -65,39 +70,6 @@ def describe(exc: BaseException) -> str:
 
 
 # --- fake tensors -------------------------------------------------------------------------
-
-
-def fake_value(mode: Any, value: Any) -> Any:
-    """Every tensor in ``value`` (nested lists, tuples, dicts) as a fake CPU tensor under ``mode``."""
-    import torch
-
-    from neuronprobe._torch.fake_tensor import fake_cpu
-
-    if isinstance(value, torch.Tensor):
-        return fake_cpu(mode, value)
-    if isinstance(value, (list, tuple)):
-        return type(value)(fake_value(mode, v) for v in value)
-    if isinstance(value, dict):
-        return {k: fake_value(mode, v) for k, v in value.items()}
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # bundled inputs (esmfold2's EsmFold2AtomInputs)
-        return dataclasses.replace(value, **{f.name: fake_value(mode, getattr(value, f.name)) for f in dataclasses.fields(value) if f.init})
-    return value
-
-
-def fake_module(module: Any, mode: Any) -> Any:
-    """The module's weights and buffers as fake CPU tensors under ``mode``, in place."""
-    import torch
-
-    from neuronprobe._torch.fake_tensor import fake_cpu
-
-    for sub in module.modules():
-        for name, param in list(sub._parameters.items()):
-            if param is not None:
-                sub._parameters[name] = torch.nn.Parameter(fake_cpu(mode, param), requires_grad=param.requires_grad)
-        for name, buffer in list(sub._buffers.items()):
-            if buffer is not None:
-                sub._buffers[name] = fake_cpu(mode, buffer)
-    return module
 
 
 def to_fake(loaded: LoadedModel) -> LoadedModel:
@@ -157,8 +129,6 @@ def capture_hf(
     three; ``benchmarks/bench_strategies.py`` passes one at a time to time each
     way on a model the cheaper ways could already capture.
     """
-    from neuronprobe.loaders import hf, hf_parent
-
     unknown = set(strategies) - set(HF_STRATEGIES)
     if unknown:
         raise ValueError(f"unknown capture strategies {sorted(unknown)}; known: {', '.join(HF_STRATEGIES)}")
@@ -166,51 +136,43 @@ def capture_hf(
     parent_failed = False
     partial: Outcome | None = None
     for strategy in strategies:
-        plan = hf.InputPlan()
-        config_error: BaseException | None = None
-        for _ in range(INPUT_RETRIES + 2):  # the last try may be inputs recorded from a parent
+
+        def attempt(plan: hf.InputPlan, strategy: CaptureStrategy = strategy) -> Step[tuple[Report, LoadedModel]]:
             device = "cpu" if strategy == CPU_SHRUNK else "meta"
             try:
                 loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
-            except hf.BuildError as exc:
-                attempts.append(Attempt(strategy, str(exc), build_failed=True))
-                break
             except NeuronprobeError:
                 raise
-            except hf_parent.NoParentInputs as exc:  # say why the config's inputs failed, then why no parent helped
-                parent_failed = True  # the parents' runs do not depend on the strategy: not tried again
-                attempts.append(Attempt(strategy, f"{describe(config_error) if config_error else ''}; inputs from a parent: {exc}"[:REASON_CHARS]))
-                break
-            except Exception as exc:  # building the inputs raised
-                attempts.append(Attempt(strategy, describe(exc)))
-                break
+            except Exception as exc:  # the build, the parent's recording or the inputs raised: nothing to learn
+                return Step(error=exc)
             if strategy == FAKE:
                 loaded = to_fake(loaded)
             report, error = _run(run, loaded)
             if report is not None:
-                remade = plan.describe()
-                outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy)
-                stop = stopped_early(report)
-                if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
-                    return outcome
-                partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
-                attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
-                break
+                return Step(value=(report, loaded))
             assert error is not None
-            root = root_error(error)
-            info = hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root)
-            better = None if plan.from_parent else hf.learn_from_error(str(root), plan, info)
-            if better is None and not plan.fill_unset and hf.may_need_unset_fields(str(root), lambda: hf.build_config(model_type, overrides)):
-                better = dataclasses.replace(plan, fill_unset=True)
-            if better is None and not plan.from_parent and not parent_failed and hf_parent.has_parent(model_type):
-                better = dataclasses.replace(plan, from_parent=True)  # a component: its parent's call says what it takes
-                config_error = error
-            if better is None:
-                attempts.append(Attempt(strategy, describe(error)))
-                break
-            plan = better
+            return Step(error=error, info=hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root_error(error)))
+
+        # The last try may be inputs recorded from a parent.
+        with recording() as fired:  # this strategy's own: each strategy starts from fresh inputs
+            found = search(attempt, capture_learner(model_type, overrides, parents=not parent_failed), retries=INPUT_RETRIES + 1)
+        if found.value is not None:
+            report, loaded = found.value
+            remade = found.plan.describe()
+            outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy, fired)
+            stop = stopped_early(report)
+            if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
+                return outcome
+            partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
+            attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
+        elif isinstance(found.error, hf.BuildError):
+            attempts.append(Attempt(strategy, str(found.error), build_failed=True))
+        elif isinstance(found.error, hf.NoParentInputs):  # say why the config's inputs failed, then why no parent helped
+            parent_failed = True  # the parents' runs do not depend on the strategy: not tried again
+            config_error = describe(found.errors[-2]) if len(found.errors) > 1 else ""
+            attempts.append(Attempt(strategy, f"{config_error}; inputs from a parent: {found.error}"[:REASON_CHARS]))
         else:
-            attempts.append(Attempt(strategy, describe(error) if error is not None else "the input retries ran out"))
+            attempts.append(Attempt(strategy, describe(found.error) if found.error is not None else "the input retries ran out"))
     # Every way stopped partway: the fullest capture, with every way's reason (its own stop among them).
     return dataclasses.replace(partial, attempts=attempts) if partial else Outcome(None, attempts, [])
 
@@ -255,7 +217,6 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
     """Raise InputError when the failure is the input's: a config no device can build, or ``--set`` values
     the default config does not need (it captures without them on the meta device)."""
     from neuronprobe.errors import InputError
-    from neuronprobe.loaders import hf
 
     if outcome.attempts and all(a.build_failed for a in outcome.attempts):
         raise InputError(
@@ -263,20 +224,18 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
         )
     if not overrides:
         return
-    plan: hf.InputPlan | None = hf.InputPlan()
-    report = None
-    for _ in range(INPUT_RETRIES + 1):  # the default config with the same input repairs the capture had
+
+    def attempt(plan: hf.InputPlan) -> Step[Report]:  # the default config with the same input repairs the capture had
         try:
             plain = hf.load(model_type, [], seq_len, batch, device="meta", plan=plan)
-        except Exception:
-            return
+        except Exception as exc:
+            return Step(error=exc)
         report, error = _run(run, plain)
-        if report is not None or error is None:
-            break
-        root = root_error(error)
-        plan = hf.learn_from_error(str(root), plan or hf.InputPlan(), hf.inputs_info(plain.module.model, plain.kwargs or {}, root))
-        if plan is None:
-            return
+        if error is None:
+            return Step(value=report)
+        return Step(error=error, info=hf.inputs_info(plain.module.model, plain.kwargs or {}, root_error(error)))
+
+    report = search(attempt, learn_inputs, retries=INPUT_RETRIES).value
     if report is not None:
         fields = ", ".join(o.partition("=")[0].strip() for o in overrides)
         forward = next((a.reason for a in outcome.attempts if not a.build_failed), outcome.attempts[-1].reason)
@@ -291,6 +250,8 @@ def finish(report: Report, outcome: Outcome) -> Report:
 
     report.capture.strategy = outcome.strategy
     report.capture.strategy_reasons = [StrategyReason(a.strategy, a.reason) for a in outcome.attempts]
+    report.capture.input_recipes = list(outcome.fired.recipes)
+    report.capture.input_repairs = list(outcome.fired.repairs)
     report.not_analysed.extend(Limitation(what="model build", why=n) for n in outcome.notes)
     return report
 

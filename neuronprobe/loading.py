@@ -21,11 +21,11 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.loaders.model import LoadedModel
 
 HF_PREFIX = "hf:"
 VISION_PREFIXES = ("tv:", "timm:")
@@ -34,31 +34,6 @@ HF_DEFAULT_BATCH = 1
 HF_OFFLINE_ENV = "HF_HUB_OFFLINE"
 _HUB_CONSTANTS = "huggingface_hub.constants"
 _TRUE_WORDS = frozenset({"1", "ON", "YES", "TRUE"})  # huggingface_hub's own reading of a true variable
-
-
-@dataclass
-class LoadedModel:
-    """What the analyses need from a model, however it was given."""
-
-    name: str
-    source: str
-    module: Any  # torch.nn.Module
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    make_inputs: Callable[[int, int], Any] | None = None
-    sample_inputs: Callable[[], Iterable[Any]] | None = None
-    path: Path | None = None
-    on_meta: bool = False
-    # --train: the model file's optional train_step(model, optimizer, batch) and get_optimizer(model)
-    train_step: Callable[..., Any] | None = None
-    get_optimizer: Callable[[Any], Any] | None = None
-    overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
-    notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
-    assume_sizes: bool = False  # fake capture: branches on data-dependent sizes are followed with an assumed size
-    input_plan: dict[str, Any] | None = None  # hf: the input repairs the capture needed, for a worker that rebuilds the inputs
-    # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
-    # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
-    inputs_form: str | None = None
 
 
 def inputs_form(inputs: Any) -> str | None:
@@ -210,28 +185,13 @@ def _optional(module: Any, name: str) -> Callable[..., Any] | None:
 # --- hf: architectures ---------------------------------------------------------------
 
 
-def parse_override(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE`` with VALUE read as JSON when it parses (ints, floats, bools, lists), else a string."""
-    import json
-
-    key, sep, raw = text.partition("=")
-    key = key.strip()
-    if not sep or not key:
-        raise InputError(f"--set {text!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=2")
-    raw = raw.strip()
-    lowered = raw.lower()
-    if lowered in ("true", "false"):
-        return key, lowered == "true"
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
-
-
 def build_hf_config(model_type: str, overrides: Iterable[str]) -> Any:
+    """The config of ``model_type`` with ``overrides``, built as the loader builds it: offline, under the
+    torchvision import hook (importing transformers' config classes may import torchvision)."""
     from neuronprobe.loaders.hf import build_config
 
-    return build_config(model_type, overrides)
+    with hf_build_scope():
+        return build_config(model_type, overrides)
 
 
 def _env_true(value: str | None) -> bool:

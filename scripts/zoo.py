@@ -3,18 +3,24 @@
     python scripts/zoo.py --out benchmarks/zoo.jsonl [--only llama,gpt2] [--timeout 120]
     python scripts/zoo.py --table benchmarks/zoo.jsonl > benchmarks/zoo.md
     python scripts/zoo.py --out benchmarks/zoo.jsonl --replace --only $(python scripts/zoo.py --moe)
+    OMP_NUM_THREADS=1 python scripts/zoo.py --tier tests/data/zoo_tier.json [--results benchmarks/zoo.jsonl]
 
 Each model type gets small layer counts (every layer-count field of the config
 and its sub-configs set to 1 with ``--set``), is analysed with the static
 backend, and gives one JSON line: analysed or not and by which capture strategy,
 ops, findings by verdict, seconds, and the reason when it failed. A benchmark,
 not a test: the whole zoo takes about 20 minutes as two processes (each with --only half the types) on two cores.
+
+``--tier`` writes the zoo tier ``make test`` runs (``tests/test_zoo_tier_*.py``): a few dozen types
+that together exercise every family recipe and input repair of the ``hf:`` loader and every capture
+strategy, chosen from the zoo results by a greedy cover (see :func:`write_tier`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import signal
@@ -153,6 +159,8 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
         row["inputs"] = inputs_made(report)
         row["graph_breaks"] = report.summary.graph_breaks
         row["verdict"] = report.verdict
+        row["recipes"] = list(report.capture.input_recipes)  # the loader's recipes and repairs that made the inputs
+        row["repairs"] = list(report.capture.input_repairs)
         if "moe" in row:
             row["routing"] = routing_findings(report)
     except Timeout as exc:
@@ -351,6 +359,169 @@ def table(path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+# --- the zoo tier (issue 27): a few dozen types that exercise every recipe and repair of the loader ---------------
+
+TIER_OPS_FRACTION = 0.8  # a tier type must still capture this share of the ops it captured when recorded
+TIER_TYPE_COST = 2.0  # seconds a type costs the test beyond its own analysis (a process-wide import is paid once)
+TIER_STRATEGIES = ("meta", "fake", "cpu-shrunk")
+TIER_PROBE_TIMEOUT = 30
+TIER_PER_STRATEGY = 3  # candidates for a strategy alone: the quickest of its types
+
+
+def registered_inputs_rules() -> tuple[list[str], list[str]]:
+    """The names of the loader's family recipes and input repairs, in their registries' order."""
+    from neuronprobe.loaders import hf
+    from neuronprobe.loaders.hf.inputs.families import registered as recipes
+
+    return [r.name for r in recipes()], [r.__name__ for r in hf.REPAIRS]
+
+
+def probe_recipes(model_type: str, overrides: list[str]) -> list[str]:
+    """The recipes that fire when ``model_type``'s first inputs are made on the meta device (no forward run):
+    a cheap pass over every type that finds the candidates worth a recorded analysis."""
+    from neuronprobe.loaders import fired, hf
+    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
+
+    def alarm(signum: int, frame: Any) -> None:
+        raise Timeout(f"over {TIER_PROBE_TIMEOUT} s")
+
+    signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(TIER_PROBE_TIMEOUT)
+    with fired.recording() as names:
+        try:
+            with hf_build_scope():
+                hf.load(model_type, overrides, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, device="meta")
+        except (Exception, Timeout):  # a type whose first inputs fail still tells which recipes fired on the way
+            pass
+        finally:
+            signal.alarm(0)
+    return list(names.recipes)
+
+
+def tier_candidates(rows: list[dict[str, Any]], probe: dict[str, list[str]]) -> list[str]:
+    """The analysed types worth recording: every type whose inputs were made beyond the config alone (repairs,
+    parents, filled fields; the zoo's ``inputs`` column), every type the probe saw a recipe fire in, and the
+    :data:`TIER_PER_STRATEGY` quickest types of each strategy other than meta."""
+    whole = [r for r in rows if r["analysed"] and not r.get("partial")]
+    out = {r["model_type"] for r in whole if r.get("inputs") or probe.get(r["model_type"])}
+    for strategy in TIER_STRATEGIES[1:]:
+        out.update(r["model_type"] for r in sorted((r for r in whole if r["strategy"] == strategy), key=lambda r: r["seconds"])[:TIER_PER_STRATEGY])
+    return [r["model_type"] for r in sorted(whole, key=lambda r: (r["seconds"], r["model_type"])) if r["model_type"] in out]  # quickest first
+
+
+def greedy_tier(recorded: list[dict[str, Any]], goal: set[str]) -> list[tuple[dict[str, Any], list[str]]]:
+    """A greedy weighted set cover of ``goal`` (recipe and repair names, ``strategy:<name>``): each step takes the
+    recorded type that adds the most uncovered names per second of analysis; ties go to the cheaper type, then
+    by name. Returns each chosen row with the names it was chosen for."""
+
+    def names(row: dict[str, Any]) -> set[str]:
+        return {*row.get("recipes", []), *row.get("repairs", []), f"strategy:{row['strategy']}"}
+
+    left = set(goal)
+    chosen: list[tuple[dict[str, Any], list[str]]] = []
+    pool = [r for r in recorded if r.get("analysed") and not r.get("partial")]
+    while left:
+        useful = [r for r in pool if names(r) & left]
+        if not useful:
+            break
+        best = min(useful, key=lambda r: (-len(names(r) & left) / (r["seconds"] + TIER_TYPE_COST), r["seconds"], r["model_type"]))
+        new = sorted(names(best) & left)
+        chosen.append((best, new))
+        left -= set(new)
+        pool.remove(best)
+    return chosen
+
+
+def tier_json(data: dict[str, Any]) -> str:
+    """The tier file: indented, with one line per type (a regenerated tier diffs by type)."""
+    head = json.dumps({k: v for k, v in data.items() if k != "types"}, indent=1)
+    types = ",\n".join(f"  {json.dumps(t)}" for t in data["types"])
+    return f'{head[:-2]},\n "types": [\n{types}\n ]\n}}\n'
+
+
+def write_tier(tier: Path, results: Path, record: Path, timeout: int, budget: float | None = None) -> None:
+    """Choose the zoo tier from ``results`` and write it to ``tier``.
+
+    1. a probe (inputs made on the meta device, no forward) over every analysed type finds where recipes fire;
+    2. the candidates (:func:`tier_candidates`) are analysed as the zoo does, recording the recipes and repairs
+       that made the captured inputs (``Report.capture.input_recipes`` / ``input_repairs``); the rows go to
+       ``record`` (resumed when it exists: delete it after a loader change);
+    3. a greedy cover (:func:`greedy_tier`) of every registered recipe and repair and every capture strategy.
+
+    Run it in one process on one core (``OMP_NUM_THREADS=1``): about a quarter of the full zoo's time.
+    ``budget``: stop recording new candidates after this many seconds (the quickest are recorded first) and
+    choose from what is recorded; a later run resumes.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import torch
+    import transformers
+
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    previous: dict[str, dict[str, Any]] = {}  # a type's probe line, then its recorded analysis
+    if record.exists():
+        for line in record.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                previous.setdefault(r["model_type"], {}).update(r)
+    probe: dict[str, list[str]] = {}
+    recorded: list[dict[str, Any]] = []
+    skipped: list[str] = []  # candidates the budget left unrecorded
+    with record.open("a", encoding="utf-8") as fh:
+        for r in rows:
+            if r["analysed"] and not r.get("partial"):
+                if r["model_type"] in previous:
+                    probe[r["model_type"]] = previous[r["model_type"]].get("probe", [])
+                    continue
+                probe[r["model_type"]] = probe_recipes(r["model_type"], r.get("set") or [])
+                fh.write(json.dumps({"model_type": r["model_type"], "probe": probe[r["model_type"]]}) + "\n")
+                fh.flush()
+        start = time.monotonic()
+        for model_type in tier_candidates(rows, probe):
+            if model_type in previous and "recipes" in previous[model_type]:
+                recorded.append(previous[model_type])
+                continue
+            if budget is not None and time.monotonic() - start > budget:
+                skipped.append(model_type)
+                continue
+            row = analyse_one(model_type, timeout)
+            row["probe"] = probe.get(model_type, [])
+            recorded.append(row)
+            fh.write(json.dumps(row) + "\n")
+            fh.flush()
+            print(f"{model_type}: {row['strategy']} {row.get('ops', '')} {row['seconds']}s {row.get('recipes')} {row.get('repairs')}", file=sys.stderr)
+    recipes, repairs = registered_inputs_rules()
+    goal = {*recipes, *repairs, *(f"strategy:{s}" for s in TIER_STRATEGIES)}
+    quiet = {r["model_type"]: r["seconds"] for r in rows}  # the zoo's own seconds: a steadier cost than a busy recording's
+    chosen = greedy_tier([{**r, "seconds": quiet.get(r["model_type"], r["seconds"])} for r in recorded], goal)
+    covered = {n for _, new in chosen for n in new}
+    data = {
+        "about": "The zoo tier: hf: model types that together exercise every family recipe and input repair of the loader "
+        "and every capture strategy; tests/test_zoo_tier_*.py analyse each as the zoo does. Generated, not hand-picked.",
+        "command": f"OMP_NUM_THREADS=1 python scripts/zoo.py --tier {tier} --results {results}",
+        "recorded_on": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "ops_fraction": TIER_OPS_FRACTION,
+        # Registered names no analysed type fires: kept in the loader, listed here so the coverage test knows them.
+        "unexercised": {"recipes": [n for n in recipes if n not in covered], "repairs": [n for n in repairs if n not in covered]},
+        "candidates_not_recorded": skipped,  # left by --budget: a complete tier has none
+        "types": [
+            {
+                "model_type": r["model_type"],
+                "set": r.get("set") or [],
+                "strategy": r["strategy"],
+                "ops": r["ops"],
+                "min_ops": math.floor(TIER_OPS_FRACTION * r["ops"]),
+                "recipes": r.get("recipes", []),
+                "repairs": r.get("repairs", []),
+                "chosen_for": new,
+                "seconds": r["seconds"],
+            }
+            for r, new in sorted(chosen, key=lambda c: c[0]["model_type"])
+        ],
+    }
+    tier.write_text(tier_json(data), encoding="utf-8")
+    print(f"{tier}: {len(chosen)} types, {sum(r['seconds'] for r, _ in chosen):.0f} s recorded; unexercised {data['unexercised']}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="append one JSON line per model type (resumes where it stopped)")
@@ -359,10 +530,22 @@ def main() -> None:
     parser.add_argument("--table", type=Path, help="print the markdown table of a results file")
     parser.add_argument("--replace", action="store_true", help="with --only: run these types again and replace their rows")
     parser.add_argument("--moe", action="store_true", help="print the mixture-of-experts model types, comma-separated")
+    parser.add_argument("--tier", type=Path, help="write the zoo tier (tests/data/zoo_tier.json) chosen from --results")
+    parser.add_argument("--results", type=Path, default=Path("benchmarks/zoo.jsonl"), help="with --tier: the zoo results to choose from")
+    parser.add_argument("--budget", type=float, help="with --tier: seconds to spend recording new candidates (quickest first)")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        default=Path("benchmarks/zoo_tier_record.jsonl"),
+        help="with --tier: the recorded candidates (resumed; delete after a loader change)",
+    )
     args = parser.parse_args()
     if args.moe:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         print(",".join(moe_types()))
+        return
+    if args.tier:
+        write_tier(args.tier, args.results, args.record, args.timeout, args.budget)
         return
     if args.table:
         sys.stdout.write(table(args.table))

@@ -143,7 +143,8 @@ def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_th
     import pytest
     import torch
 
-    from neuronprobe.loaders import hf, hf_parent
+    from neuronprobe.loaders import hf
+    from neuronprobe.loaders.hf import parent as hf_parent
     from neuronprobe.loading import hf_build_scope
 
     with hf_build_scope():
@@ -172,7 +173,7 @@ def test_a_default_config_that_leaves_a_needed_field_unset_gets_a_value_and_says
     report = analyze_spec("hf:deepseek_ocr2_text", AnalyzeOptions(backend="static", overrides=["num_hidden_layers=1"]))
     assert report.capture.strategy == "fake" and report.summary.ops_total > 100
     notes = [lim.why for lim in report.not_analysed if lim.what == "model build"]
-    # Filled at the build now, when the constructor is what raises on it (hf.complete_for_build).
+    # Filled at the build now, when the constructor is what raises on it (hf_config.complete_for_build).
     assert any("unset" in n and "num_experts_per_tok=2" in n for n in notes), notes
 
 

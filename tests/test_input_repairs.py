@@ -1,4 +1,4 @@
-"""Input repairs for ``hf:`` models (neuronprobe/loaders/hf.py ``REPAIRS``): each learns from the
+"""Input repairs for ``hf:`` models (neuronprobe/loaders/hf/ ``REPAIRS``): each learns from the
 forward's own error message how its inputs should change.
 
 Unit tests run each repair on a message a real zoo type raised (pure, no model built); the end-to-end
@@ -14,6 +14,7 @@ import pytest
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo, learn_from_error
+from neuronprobe.loaders.hf.inputs import primitives, repairs
 from neuronprobe.vocabulary import CaptureStrategy
 
 PIXELS = {"pixel_values": (1, 3, 224, 224)}
@@ -45,39 +46,39 @@ def test_video_pixels_get_the_config_frame_count_from_the_unpacking_line():
     config = SimpleNamespace(num_frames=16, tubelet_size=2)
     message = "not enough values to unpack (expected 5, got 4)"
     line = "batch_size, num_frames, num_channels, height, width = pixel_values.shape"
-    plan = hf.repair_missing_dims(message, InputPlan(), info(PIXELS, line=line, config=config))
+    plan = repairs.repair_missing_dims(message, InputPlan(), info(PIXELS, line=line, config=config))
     assert plan is not None and plan.shape("pixel_values") == (16, 3, 224, 224)  # videomae
 
 
 def test_multi_image_pixels_get_one_image():
     line = "batch_size, num_images, num_channels, height, width = pixel_values.shape"
-    plan = hf.repair_missing_dims("not enough values to unpack (expected 5, got 4)", InputPlan(), info(PIXELS, line=line, config=SimpleNamespace()))
+    plan = repairs.repair_missing_dims("not enough values to unpack (expected 5, got 4)", InputPlan(), info(PIXELS, line=line, config=SimpleNamespace()))
     assert plan is not None and plan.shape("pixel_values") == (1, 3, 224, 224)  # idefics2, smolvlm
 
 
 def test_pixels_flattened_by_the_forward_before_its_unpack_get_a_dim_of_one():
     line = "batch_size, num_channels, height, width = pixel_values.shape"
-    plan = hf.repair_missing_dims("not enough values to unpack (expected 4, got 3)", InputPlan(), info(PIXELS, line=line))
+    plan = repairs.repair_missing_dims("not enough values to unpack (expected 4, got 3)", InputPlan(), info(PIXELS, line=line))
     assert plan is not None and plan.shape("pixel_values") == (1, 3, 224, 224)  # idefics: (B, images, C, H, W)
 
 
 def test_an_image_pair_is_read_from_the_stated_shape():
     message = "Input must be a 5D tensor of shape (batch_size, 2, num_channels, height, width)"
-    plan = hf.repair_missing_dims(message, InputPlan(), info(PIXELS, line='raise ValueError("Input must be a 5D tensor")'))
+    plan = repairs.repair_missing_dims(message, InputPlan(), info(PIXELS, line='raise ValueError("Input must be a 5D tensor")'))
     assert plan is not None and plan.shape("pixel_values") == (2, 3, 224, 224)  # superglue, lightglue, efficientloftr
 
 
 def test_raw_audio_gets_its_channel_dim_from_the_unpacking_line():
     config = SimpleNamespace(audio_channels=1)
     line = "_, channels, input_length = input_values.shape"
-    plan = hf.repair_missing_dims("not enough values to unpack (expected 3, got 2)", InputPlan(), info(AUDIO, "input_values", line, config=config))
+    plan = repairs.repair_missing_dims("not enough values to unpack (expected 3, got 2)", InputPlan(), info(AUDIO, "input_values", line, config=config))
     assert plan is not None and plan.shape("input_values") == (1, 16000)  # encodec, mimi
 
 
 def test_a_repair_already_in_the_plan_teaches_nothing():
     line = "batch_size, num_images, num_channels, height, width = pixel_values.shape"
     plan = InputPlan(shapes=(("pixel_values", (1, 3, 224, 224)),))
-    assert hf.repair_missing_dims("not enough values to unpack (expected 5, got 4)", plan, info({"pixel_values": (1, 1, 3, 224, 224)}, line=line)) is None
+    assert repairs.repair_missing_dims("not enough values to unpack (expected 5, got 4)", plan, info({"pixel_values": (1, 1, 3, 224, 224)}, line=line)) is None
 
 
 # --- raw audio -------------------------------------------------------------------------------
@@ -93,13 +94,13 @@ def test_a_repair_already_in_the_plan_teaches_nothing():
     ],
 )
 def test_raw_audio_becomes_batch_channels_time(message: str):
-    plan = hf.repair_audio_channels(message, InputPlan(), info(AUDIO, "input_values", config=SimpleNamespace()))
+    plan = repairs.repair_audio_channels(message, InputPlan(), info(AUDIO, "input_values", config=SimpleNamespace()))
     assert plan is not None and plan.shape("input_values") == (1, 16000)
 
 
 def test_a_broadcast_of_another_length_is_not_an_audio_layout_error():
     message = "Attempting to broadcast a dimension of length 2048 at -1! Mismatching argument at index 1 had torch.Size([2048])"
-    assert hf.repair_audio_channels(message, InputPlan(), info(AUDIO, "input_values")) is None
+    assert repairs.repair_audio_channels(message, InputPlan(), info(AUDIO, "input_values")) is None
 
 
 # --- sizes and lengths the error states --------------------------------------------------------
@@ -107,18 +108,18 @@ def test_a_broadcast_of_another_length_is_not_an_audio_layout_error():
 
 def test_the_image_size_the_model_states():
     message = "Input image size (224*224) doesn't match model (256*192)."
-    plan = hf.repair_stated_size(message, InputPlan(), info(PIXELS))
+    plan = repairs.repair_stated_size(message, InputPlan(), info(PIXELS))
     assert plan is not None and plan.shape("pixel_values") == (3, 256, 192)  # vitpose
 
 
 def test_pixels_joined_to_a_prompt_are_scaled_with_the_prompt():
     shapes = {"pixel_values": (1, 3, 896, 448), "prompt_pixel_values": (1, 3, 896, 448), "prompt_masks": (1, 3, 896, 448)}
-    plan = hf.repair_stated_size("Input image size (1792*448) doesn't match model (896*448).", InputPlan(), info(shapes))
+    plan = repairs.repair_stated_size("Input image size (1792*448) doesn't match model (896*448).", InputPlan(), info(shapes))
     assert plan is not None and {n: plan.shape(n) for n in shapes} == dict.fromkeys(shapes, (3, 448, 448))  # seggpt
 
 
 def test_one_side_at_a_time_from_a_timm_assertion():
-    plan = hf.repair_stated_size(
+    plan = repairs.repair_stated_size(
         "Input height (224) doesn't match model (336).", InputPlan(), info({"pixel_values_videos": (1, 1, 3, 224, 224)}, "pixel_values_videos")
     )
     assert plan is not None and plan.shape("pixel_values_videos") == (1, 3, 336, 224)  # pe_video
@@ -126,30 +127,30 @@ def test_one_side_at_a_time_from_a_timm_assertion():
 
 def test_an_image_too_small_for_its_smallest_scale():
     message = "Image size 224x224 is too small to be scaled with scaled_images_ratios=(0.25, 0.5, 1) when patch_size=384."
-    plan = hf.repair_stated_size(message, InputPlan(), info(PIXELS))
+    plan = repairs.repair_stated_size(message, InputPlan(), info(PIXELS))
     assert plan is not None and plan.shape("pixel_values") == (3, 1536, 1536)  # depth_pro
 
 
 def test_channels_of_our_own_input_not_of_a_feature_map_inside():
     message = "Given groups=1, weight of size [1536, 80, 7], expected input[1, 1, 32] to have 80 channels, but got 1 channels instead"
-    plan = hf.repair_stated_size(message, InputPlan(), info({"mel_spectrogram": (1, 1, 32)}, "mel_spectrogram"))
+    plan = repairs.repair_stated_size(message, InputPlan(), info({"mel_spectrogram": (1, 1, 32)}, "mel_spectrogram"))
     assert plan is not None and plan.shape("mel_spectrogram") == (80, 32)
     inside = "Given groups=1, weight of size [256, 384, 1, 1], expected input[1, 1024, 14, 14] to have 384 channels, but got 1024 channels instead"
-    assert hf.repair_stated_size(inside, InputPlan(), info(PIXELS)) is None  # edgetam: a feature map, not the pixels
+    assert repairs.repair_stated_size(inside, InputPlan(), info(PIXELS)) is None  # edgetam: a feature map, not the pixels
 
 
 def test_a_sequence_length_the_model_configuration_states():
     message = "Input sequence length (16) doesn't match model configuration (32)."
-    plan = hf.repair_stated_length(message, InputPlan(), info({"past_values": (1, 16, 7)}, "past_values"))
+    plan = repairs.repair_stated_length(message, InputPlan(), info({"past_values": (1, 16, 7)}, "past_values"))
     assert plan is not None and plan.shape("past_values") == (32, 7)  # patchtst, patchtsmixer
 
 
 def test_a_length_rounded_up_to_the_multiple_the_model_needs():
     message = "`input_values` length 16000 is not a multiple of 1920. Prepare the audio with `MuseSparkFeatureExtractor`"
-    plan = hf.repair_stated_length(message, InputPlan(), info(AUDIO, "input_values"))
+    plan = repairs.repair_stated_length(message, InputPlan(), info(AUDIO, "input_values"))
     assert plan is not None and plan.shape("input_values") == (17280,)  # muse_spark_audio
     message = "Qwen3ASREncoder expects `padded_feature_length` to be a multiple of `n_window * 2` (100), but got 128."
-    plan = hf.repair_stated_length(message, InputPlan(), info({"input_features": (1, 128, 128)}, "input_features"))
+    plan = repairs.repair_stated_length(message, InputPlan(), info({"input_features": (1, 128, 128)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (128, 200)
 
 
@@ -166,26 +167,26 @@ def test_a_length_rounded_up_to_the_multiple_the_model_needs():
     ],
 )
 def test_an_input_the_forward_says_it_needs(message: str, params: tuple[str, ...], needed: str):
-    plan = hf.repair_needed_input(message, InputPlan(), info({"input_ids": (1, 32)}, "input_ids", params=params))
+    plan = repairs.repair_needed_input(message, InputPlan(), info({"input_ids": (1, 32)}, "input_ids", params=params))
     assert plan is not None and plan.extra == (needed,)
 
 
 def test_the_next_named_input_when_the_first_is_already_asked_for():
     message = "You have to specify either pixel_values or image_embeds"
     plan = InputPlan(extra=("pixel_values",))
-    better = hf.repair_needed_input(message, plan, info({"input_ids": (1, 32)}, "input_ids", params=("input_ids", "pixel_values", "image_embeds")))
+    better = repairs.repair_needed_input(message, plan, info({"input_ids": (1, 32)}, "input_ids", params=("input_ids", "pixel_values", "image_embeds")))
     assert better is not None and better.extra == ("pixel_values", "image_embeds")
 
 
 def test_giving_two_at_once_is_not_a_missing_input():
     message = "You cannot specify both input_ids and inputs_embeds at the same time"
-    assert hf.repair_needed_input(message, InputPlan(), info({"input_ids": (1, 32)}, "input_ids", params=("input_ids", "inputs_embeds"))) is None
+    assert repairs.repair_needed_input(message, InputPlan(), info({"input_ids": (1, 32)}, "input_ids", params=("input_ids", "inputs_embeds"))) is None
 
 
 def test_an_input_read_without_a_none_check_is_named_by_the_line():
     message = "'NoneType' object has no attribute 'size'"
     params = ("input_ids", "pixel_values", "image_attention_mask")
-    plan = hf.repair_none_input(
+    plan = repairs.repair_none_input(
         message,
         InputPlan(),
         info({"input_ids": (1, 32), "pixel_values": (1, 1, 3, 224, 224)}, "input_ids", "num_images = image_attention_mask.size(-1)", params),
@@ -193,14 +194,14 @@ def test_an_input_read_without_a_none_check_is_named_by_the_line():
     assert plan is not None and plan.extra == ("image_attention_mask",)  # idefics
     message = "embedding(): argument 'indices' (position 2) must be Tensor, not NoneType"
     line = "inputs_embeds = self.language_model.get_input_embeddings()(input_ids)"
-    plan = hf.repair_none_input(message, InputPlan(), info(PIXELS, line=line, params=("pixel_values", "input_ids", "inputs_embeds")))
+    plan = repairs.repair_none_input(message, InputPlan(), info(PIXELS, line=line, params=("pixel_values", "input_ids", "inputs_embeds")))
     assert plan is not None and plan.extra == ("input_ids",)  # instructblip: what the line reads, not what it assigns
 
 
 def test_integer_boxes_the_forward_averages_become_floats():
     message = "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: Long"
     shapes = {"input_ids": (1, 32), "bbox": (1, 32, 4)}
-    plan = hf.repair_float_input(
+    plan = repairs.repair_float_input(
         message, InputPlan(), info(shapes, "input_ids", "horizontal_position: Tensor = bbox[:, :, [0, 2]].mean(dim=-1)", ints=("bbox",))
     )
     assert plan is not None and plan.floats == ("bbox",)  # udop
@@ -265,15 +266,15 @@ def test_zoo_types_that_needed_repaired_inputs_are_analysed(spec: str, overrides
 
 def test_features_get_the_width_their_first_norm_takes():
     message = "Given normalized_shape=[160], expected input with shape [160], but got input of size torch.Size([1, 80, 10000])"
-    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 10000)}, "input_features"))
+    plan = repairs.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 10000)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (80, 160)  # wav2vec2-bert
 
 
 def test_features_get_the_width_their_first_linear_takes():
     message = "a and b must have same reduction dim, but got [80, 128] X [320, 1024]."
-    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
+    plan = repairs.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (80, 320)  # granite_speech5_ctc
-    assert hf.repair_feature_width("a and b must have same reduction dim, but got [256, 3072] X [5632, 4096].", InputPlan(), info(PIXELS)) is None
+    assert repairs.repair_feature_width("a and b must have same reduction dim, but got [256, 3072] X [5632, 4096].", InputPlan(), info(PIXELS)) is None
 
 
 def test_text_no_longer_than_the_position_table():
@@ -281,26 +282,26 @@ def test_text_no_longer_than_the_position_table():
         "Attempting to broadcast a dimension of length 16 at -2! Mismatching argument at index 1 had torch.Size([1, 16, 512]); "
         "but expected shape should be broadcastable to [1, 32, 512]"
     )
-    plan = hf.repair_feature_width(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 768, 768)}, "input_ids"))
+    plan = repairs.repair_feature_width(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 768, 768)}, "input_ids"))
     assert plan is not None and plan.shape("input_ids") == (16,)  # owlvit, owlv2
 
 
 def test_spectrogram_features_get_a_channel_dim_of_one():
     message = "Dimension out of range (expected to be in range of [-3, 2], but got 3)"
-    plan = hf.repair_audio_channels(message, InputPlan(), info({"input_features": (1, 64, 128)}, "input_features"))
+    plan = repairs.repair_audio_channels(message, InputPlan(), info({"input_features": (1, 64, 128)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (1, 64, 128)  # clap_audio_model: (B, 1, T, mel)
 
 
 def test_a_long_time_series_context_is_cut_to_whole_patches_of_the_sequence():
     config = SimpleNamespace(context_length=16384, patch_length=32)
-    assert tuple(hf._by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
+    assert tuple(primitives._by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
     short = SimpleNamespace(context_length=32, num_input_channels=7)
-    assert tuple(hf._by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context
+    assert tuple(primitives._by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context
 
 
 def test_channels_of_our_input_with_its_time_padded_by_the_forward():
     message = "Given groups=1, weight of size [32, 1, 7], expected input[1, 32, 70] to have 1 channels, but got 32 channels instead"
-    plan = hf.repair_stated_size(message, InputPlan(), info({"hidden_states": (1, 32, 64)}, "hidden_states"))
+    plan = repairs.repair_stated_size(message, InputPlan(), info({"hidden_states": (1, 32, 64)}, "hidden_states"))
     assert plan is not None and plan.shape("hidden_states") == (1, 64)  # vibevoice_acoustic_tokenizer_encoder
 
 
@@ -309,24 +310,25 @@ def test_a_parameter_sized_for_our_inputs_trailing_dims():
         "Attempting to broadcast a dimension of length 448 at -1! Mismatching argument at index 1 had torch.Size([448, 448]); "
         "but expected shape should be broadcastable to [1, 3, 224, 224]"
     )
-    plan = hf.repair_stated_size(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 224, 224)}, "input_ids"))
+    plan = repairs.repair_stated_size(message, InputPlan(), info({"input_ids": (1, 32), "pixel_values": (1, 3, 224, 224)}, "input_ids"))
     assert plan is not None and plan.shape("pixel_values") == (3, 448, 448)  # tvp
 
 
 def test_ids_where_the_forward_wants_features_become_features():
     message = "Last dimension of the inputs: 32 doesn't correspond to config.d_model: 768. Make sure to set config.d_model appropriately."
-    plan = hf.repair_feature_width(message, InputPlan(), info({"inputs": (1, 32)}, "inputs", ints=("inputs",)))
+    plan = repairs.repair_feature_width(message, InputPlan(), info({"inputs": (1, 32)}, "inputs", ints=("inputs",)))
     assert plan is not None and plan.shape("inputs") == (32, 768) and plan.floats == ("inputs",)  # perceiver
 
 
 def test_the_layer_norm_message_in_its_cpu_wording():
     message = "Given normalized_shape=[160], expected input with shape [*, 160], but got input of size[1, 80, 128]"
-    plan = hf.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
+    plan = repairs.repair_feature_width(message, InputPlan(), info({"input_features": (1, 80, 128)}, "input_features"))
     assert plan is not None and plan.shape("input_features") == (80, 160)
 
 
 def test_a_keyword_the_forward_passes_on_itself_is_dropped_from_the_wrapper():
-    from neuronprobe.loaders.hf import InputPlan, InputsInfo, repair_duplicate_keyword
+    from neuronprobe.loaders.hf import InputPlan, InputsInfo
+    from neuronprobe.loaders.hf.inputs.repairs import repair_duplicate_keyword
 
     message = "MimiEncoder.forward() got multiple values for keyword argument 'use_cache'"
     plan = repair_duplicate_keyword(message, InputPlan(), InputsInfo())

@@ -1,4 +1,4 @@
-"""Audio and speech inputs for ``hf:`` models: the AUDIO family recipes (neuronprobe/loaders/hf_families.py)
+"""Audio and speech inputs for ``hf:`` models: the AUDIO family recipes (neuronprobe/loaders/hf/inputs/)
 and the repairs learned from audio models' errors (codebook ids, refused ids, a None conv input).
 
 Unit tests run the repairs on the messages real zoo types raised and the recipes on small stand-in
@@ -14,8 +14,10 @@ import pytest
 import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-from neuronprobe.loaders import hf, hf_families
+from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo, learn_from_error
+from neuronprobe.loaders.hf.inputs import repairs
+from neuronprobe.loaders.hf.inputs.families import registered
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -44,13 +46,13 @@ def test_ids_a_per_codebook_offset_is_added_to_get_a_codebook_dim():
 def test_codebook_ids_from_the_real_tensor_wording_and_a_dim_of_one_put_in_before():
     message = "The size of tensor a (32) must match the size of tensor b (9) at non-singleton dimension 2"
     line = "tokens = (audio_codes + self.offsets.to(audio_codes.device)).view("
-    plan = hf.repair_codebook_ids(message, InputPlan(), info({"input_ids": (1, 1, 32)}, ints=("input_ids",), line=line))
+    plan = repairs.repair_codebook_ids(message, InputPlan(), info({"input_ids": (1, 1, 32)}, ints=("input_ids",), line=line))
     assert plan is not None and plan.shape("input_ids") == (32, 9)  # dia_decoder's 9 channels
 
 
 def test_a_size_mismatch_not_at_an_offset_is_not_a_codebook_error():
     message = "The size of tensor a (32) must match the size of tensor b (9) at non-singleton dimension 2"
-    assert hf.repair_codebook_ids(message, InputPlan(), info({"input_ids": (1, 32)}, ints=("input_ids",), line="x = a + b")) is None
+    assert repairs.repair_codebook_ids(message, InputPlan(), info({"input_ids": (1, 32)}, ints=("input_ids",), line="x = a + b")) is None
 
 
 def test_float_features_are_not_codebook_ids():
@@ -58,7 +60,7 @@ def test_float_features_are_not_codebook_ids():
         "Attempting to broadcast a dimension of length 80 at -1! Mismatching argument at index 1 had torch.Size([80]); "
         "but expected shape should be broadcastable to [1, 32]"
     )
-    assert hf.repair_codebook_ids(message, InputPlan(), info({"input_features": (1, 32)})) is None
+    assert repairs.repair_codebook_ids(message, InputPlan(), info({"input_features": (1, 32)})) is None
 
 
 def test_refused_ids_give_way_to_embeddings():
@@ -87,8 +89,10 @@ def test_a_none_conv_input_is_named_by_the_line():
 
 
 def test_every_audio_recipe_names_the_transformers_source_it_was_learned_from():
-    for recipe in hf_families.AUDIO_RECIPES:
-        assert recipe.__doc__ and "transformers/models/" in recipe.__doc__, recipe.__name__
+    audio_recipes = [r for r in registered() if r.family == "audio"]
+    assert len(audio_recipes) == 17
+    for recipe in audio_recipes:
+        assert any(s.startswith("transformers/models/") for s in recipe.sources), recipe.name
 
 
 def test_joined_frames_come_with_each_clips_length():

@@ -13,8 +13,10 @@ from types import SimpleNamespace
 import pytest
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-from neuronprobe.loaders import hf, hf_families
+from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo, learn_from_error
+from neuronprobe.loaders.hf import config as hf_config
+from neuronprobe.loaders.hf.inputs import grids, repairs
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -39,15 +41,15 @@ def test_patch_rows_given_to_a_conv_become_patch_images():
 def test_patch_rows_unpacked_as_channels_height_width_become_patch_images():
     line = "batch_size, sequence_len, channel, height, width = pixel_values.shape"
     message = "not enough values to unpack (expected 5, got 2)"
-    plan = hf.repair_patch_rows(message, InputPlan(), info(PATCHES, line=line, config=VISION))
+    plan = repairs.repair_patch_rows(message, InputPlan(), info(PATCHES, line=line, config=VISION))
     assert plan is not None and plan.shape("pixel_values") == (3, 14, 14)  # paddleocr_vl
     frames = "batch_size, num_frames, num_channels, height, width = pixel_values.shape"  # videomae's pixels are not patch rows
-    assert hf.repair_patch_rows(message, InputPlan(), info({"pixel_values": (1, 3, 224, 224)}, line=frames)) is None
+    assert repairs.repair_patch_rows(message, InputPlan(), info({"pixel_values": (1, 3, 224, 224)}, line=frames)) is None
 
 
 def test_a_row_that_is_no_square_patch_is_left_alone():
     message = "Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of size: [16, 500]"
-    assert hf.repair_patch_rows(message, InputPlan(), info({"pixel_values": (16, 500)}, config=VISION)) is None
+    assert repairs.repair_patch_rows(message, InputPlan(), info({"pixel_values": (16, 500)}, config=VISION)) is None
 
 
 def test_an_image_given_to_a_linear_patch_embedding_becomes_its_patch_sequence():
@@ -94,7 +96,7 @@ def test_inkling2_takes_one_channels_last_block_per_image_token():
 def test_molmo_pooling_windows_cover_each_crop():
     import torch
 
-    windows = hf_families._pooling_windows(torch.arange(9).reshape(3, 3), 2, 2)
+    windows = grids._pooling_windows(torch.arange(9).reshape(3, 3), 2, 2)
     assert windows.tolist() == [[0, 1, 3, 4], [2, -1, 5, -1], [6, 7, -1, -1], [8, -1, -1, -1]]  # padded after, as arange_for_pooling
     config, inputs = _inputs("molmo2", [], "cpu")  # the VLM: two crops of 27x27 patches (378 / 14), 14x14 windows each
     assert tuple(inputs["pixel_values"].shape) == (2, 729, 588) and inputs["image_grids"].tolist() == [[14, 14, 14, 14]]
@@ -110,7 +112,7 @@ def test_an_input_named_as_missing_is_made_as_each_tokens_modality():
     )
     shapes = {"input_ids": (1, 20), "pixel_values": (16, 588), "image_grid_thw": (1, 3)}
     seen = InputsInfo(main_input="input_ids", shapes=shapes, params=(*shapes, "video_grid_thw", "mm_token_type_ids"))
-    plan = hf.repair_missing_input(message, InputPlan(), seen)
+    plan = repairs.repair_missing_input(message, InputPlan(), seen)
     assert plan is not None and plan.extra == ("mm_token_type_ids",)  # ernie4_5_vl_moe; not video_grid_thw, named first
     _, inputs = _inputs("ernie4_5_vl_moe", ["text_config.num_hidden_layers=1"], "cpu", plan)
     assert inputs["mm_token_type_ids"].tolist() == [[1] * 4 + [0] * 4]  # the 4 image tokens of a 4x4 grid merged 2x2, then text
@@ -131,15 +133,15 @@ def test_rotary_sections_the_rotary_does_not_fill_are_learned_from_the_split():
     plan = learn_from_error(message, InputPlan(), info({"input_ids": (1, 16)}, "input_ids", line=line))
     assert plan is not None and plan.rope_sections == (64, 8, 12, 12)
     assert InputPlan.from_json(plan.to_json()) == plan  # it travels to the xla-cpu worker
-    assert hf.repair_rope_sections(message, InputPlan(), info({"input_ids": (1, 16)}, "input_ids", line="x = y.split(sizes)")) is None
+    assert repairs.repair_rope_sections(message, InputPlan(), info({"input_ids": (1, 16)}, "input_ids", line="x = y.split(sizes)")) is None
 
 
 def test_fit_rotary_sets_the_field_the_default_config_leaves_out():
     text = hf.build_config("glm4v_text", [])  # GLM-4.1V: head_dim 128, partial_rotary_factor 0.5
-    assert hf.fit_rotary(text, (8, 12, 12), 64) == ["partial_rotary_factor=0.5"]
+    assert hf_config.fit_rotary(text, (8, 12, 12), 64) == ["partial_rotary_factor=0.5"]
     moe = hf.build_config("glm4v_moe_text", [])  # GLM-4.5V: partial 0.5 given, head_dim 128 left out (4096 / 96 = 42)
-    assert hf.fit_rotary(moe, (8, 12, 12), 11) == ["head_dim=128"]
-    assert hf.fit_rotary(hf.build_config("glm4v_text", []), (8, 12, 12), 99) == []  # no rotary of that width
+    assert hf_config.fit_rotary(moe, (8, 12, 12), 11) == ["head_dim=128"]
+    assert hf_config.fit_rotary(hf.build_config("glm4v_text", []), (8, 12, 12), 99) == []  # no rotary of that width
 
 
 # --- captures that stop partway ---------------------------------------------------------------------
@@ -167,14 +169,11 @@ def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: py
     end in 300: the complete capture is the result, and the reasons say how the others went."""
     from neuronprobe import capture_strategies as cs
     from neuronprobe.loaders import hf as hf_loader
-    from neuronprobe.loaders import hf_parent
 
     monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=SimpleNamespace(model=None), kwargs={}))
     monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
     monkeypatch.setattr(hf_loader, "inputs_info", lambda *a: None)
-    monkeypatch.setattr(hf_loader, "learn_from_error", lambda *a: None)
-    monkeypatch.setattr(hf_loader, "may_need_unset_fields", lambda *a: False)
-    monkeypatch.setattr(hf_parent, "has_parent", lambda t: False)
+    monkeypatch.setattr(cs, "capture_learner", lambda *a, **k: lambda *b: None)  # a failure teaches nothing here
     devices = iter([(_outcome(2000, True).report, None), (None, RuntimeError("fake says no")), (_outcome(300, False).report, None)])
     monkeypatch.setattr(cs, "_run", lambda run, loaded: next(devices))
     outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]
@@ -186,11 +185,9 @@ def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: py
 def test_when_every_way_stops_partway_the_fullest_is_kept_with_every_reason(monkeypatch: pytest.MonkeyPatch):
     from neuronprobe import capture_strategies as cs
     from neuronprobe.loaders import hf as hf_loader
-    from neuronprobe.loaders import hf_parent
 
     monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=None, kwargs={}))
     monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
-    monkeypatch.setattr(hf_parent, "has_parent", lambda t: False)
     runs = iter([(_outcome(12, True).report, None), (_outcome(40, True).report, None), (_outcome(9, True).report, None)])
     monkeypatch.setattr(cs, "_run", lambda run, loaded: next(runs))
     outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]

@@ -1,4 +1,4 @@
-"""Image-text family inputs (neuronprobe/loaders/hf_families.py ``IMAGE_TEXT_RECIPES``), the vision image size a
+"""Image-text family inputs (neuronprobe/loaders/hf/inputs/ ``IMAGE_TEXT_RECIPES``), the vision image size a
 connector can pool (hf ``_pooled_image_size``) and the optional input a forward misreads (``repair_misread_input``).
 
 Pure tests run a recipe on a config namespace and hand-made inputs, or a repair on the message a zoo type raised;
@@ -14,8 +14,11 @@ import pytest
 import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-from neuronprobe.loaders import hf, hf_families
+from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo
+from neuronprobe.loaders.hf import config as hf_config
+from neuronprobe.loaders.hf.inputs import families, image_text, primitives, repairs
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext
 
 
 def params(*names: str) -> dict[str, inspect.Parameter]:
@@ -31,14 +34,14 @@ def notes(report: object) -> list[str]:
 
 def test_a_patch_grid_the_connector_cannot_pool_becomes_the_smallest_that_fits():
     config = hf.build_config("gemma3", [])  # 224 px in patches of 16: 14 a side, pooled to 256 tokens = 16 a side
-    changes = hf._pooled_image_size(config)
+    changes = hf_config._pooled_image_size(config)
     assert config.vision_config.image_size == 256 and changes and "pools by 16" in changes[0]
     config = hf.build_config("modernvbert", [])  # 14 patches a side, pixel_shuffle_factor 4
-    hf._pooled_image_size(config)
+    hf_config._pooled_image_size(config)
     assert config.vision_config.image_size == 256
     config = hf.build_config("paligemma", [])  # a grid that fits is left alone
     size = config.vision_config.image_size
-    assert hf._pooled_image_size(config) == [] and config.vision_config.image_size == size
+    assert hf_config._pooled_image_size(config) == [] and config.vision_config.image_size == size
 
 
 def test_a_users_image_size_is_never_replaced():
@@ -61,13 +64,13 @@ def test_an_optional_input_the_forward_misreads_is_left_out():
     shapes = {"input_ids": (1, 592), "pixel_values": (1, 3, 336, 336), "image_sizes": (1, 2)}
     info = InputsInfo(main_input="input_ids", shapes=shapes, params=tuple(shapes), line=line, optional=frozenset(shapes))
     message = "'CLIPVisionModel' object has no attribute 'patch_size'"
-    plan = hf.repair_misread_input(message, InputPlan(), info)
+    plan = repairs.repair_misread_input(message, InputPlan(), info)
     assert plan is not None and plan.dropped == ("image_sizes",)
     assert "image_sizes left out" in (plan.describe() or "")
-    assert hf.repair_misread_input(message, plan, info) is None  # once
-    assert hf.repair_misread_input("'NoneType' object has no attribute 'patch_size'", InputPlan(), info) is None
+    assert repairs.repair_misread_input(message, plan, info) is None  # once
+    assert repairs.repair_misread_input("'NoneType' object has no attribute 'patch_size'", InputPlan(), info) is None
     required = InputsInfo(main_input="input_ids", shapes=shapes, params=tuple(shapes), line=line)
-    assert hf.repair_misread_input(message, InputPlan(), required) is None  # an input the forward requires stays
+    assert repairs.repair_misread_input(message, InputPlan(), required) is None  # an input the forward requires stays
 
 
 # --- recipes on hand-made inputs ---------------------------------------------------------------------
@@ -76,9 +79,9 @@ def test_an_optional_input_the_forward_misreads_is_left_out():
 def test_pixel_shuffle_images_get_their_mask_and_the_tokens_the_shuffle_leaves():
     vision = SimpleNamespace(image_size=256, patch_size=32)
     config = SimpleNamespace(vision_config=vision, scale_factor=2, image_token_id=7)
-    made = hf._image_token_count(config, vision)  # what make_inputs put in front of the text
+    made = primitives._image_token_count(config, vision)  # what make_inputs put in front of the text
     inputs = {"pixel_values": torch.zeros(1, 1, 3, 256, 256), "input_ids": torch.cat([torch.full((1, made), 7), torch.ones(1, 16, dtype=torch.long)], dim=1)}
-    found = hf_families.pixel_shuffle_images(None, config, params("pixel_attention_mask"), 1, 16, "cpu", inputs, InputPlan())
+    found = image_text.pixel_shuffle_images(RecipeContext(None, config, params("pixel_attention_mask"), 1, 16, "cpu", inputs, InputPlan()))
     assert found is not None and found["pixel_attention_mask"].shape == (1, 1, 256, 256)
     assert int((found["input_ids"] == 7).sum()) == (256 // 32 // 2) ** 2 and found["input_ids"].shape[1] == 16 + 16
 
@@ -86,7 +89,7 @@ def test_pixel_shuffle_images_get_their_mask_and_the_tokens_the_shuffle_leaves()
 def test_kosmos2_text_has_the_image_embedding_positions_its_mask_marks():
     config = SimpleNamespace(latent_query_num=64)
     inputs = {"pixel_values": torch.zeros(1, 3, 224, 224), "input_ids": torch.ones(1, 32, dtype=torch.long)}
-    found = hf_families.image_positions_mask(None, config, params("image_embeds_position_mask"), 1, 32, "cpu", inputs, InputPlan())
+    found = image_text.image_positions_mask(RecipeContext(None, config, params("image_embeds_position_mask"), 1, 32, "cpu", inputs, InputPlan()))
     assert found is not None and found["input_ids"].shape == found["image_embeds_position_mask"].shape == (1, 98)
     mask = found["image_embeds_position_mask"][0]
     assert int(mask.sum()) == 64 and mask[0] == 0 and mask[1] == 1 and mask[65] == 0
@@ -94,8 +97,17 @@ def test_kosmos2_text_has_the_image_embedding_positions_its_mask_marks():
 
 def test_mllama_tiles_padded_with_their_aspect_ratio():
     config = SimpleNamespace(supported_aspect_ratios=[[1, 1], [1, 2]], max_num_tiles=4, image_size=448, num_channels=3)
-    found = hf_families.aspect_ratio_tiles(
-        None, config, params("pixel_values", "aspect_ratio_ids", "aspect_ratio_mask"), 1, 16, "cpu", {"pixel_values": torch.zeros(1, 3, 448, 448)}, InputPlan()
+    found = image_text.aspect_ratio_tiles(
+        RecipeContext(
+            None,
+            config,
+            params("pixel_values", "aspect_ratio_ids", "aspect_ratio_mask"),
+            1,
+            16,
+            "cpu",
+            {"pixel_values": torch.zeros(1, 3, 448, 448)},
+            InputPlan(),
+        )
     )
     assert found is not None and found["pixel_values"].shape == (1, 1, 4, 3, 448, 448)
     assert found["aspect_ratio_ids"].tolist() == [[1]] and found["aspect_ratio_mask"].tolist() == [[[1, 0, 0, 0]]]
@@ -103,8 +115,8 @@ def test_mllama_tiles_padded_with_their_aspect_ratio():
 
 def test_gemma4_patches_padded_with_minus_one_positions():
     config = SimpleNamespace(pooling_kernel_size=3, patch_size=16, num_channels=3)
-    found = hf_families.padded_patch_positions(
-        None, config, params("pixel_values", "pixel_position_ids"), 1, 16, "cpu", {"pixel_values": torch.zeros(1)}, InputPlan()
+    found = image_text.padded_patch_positions(
+        RecipeContext(None, config, params("pixel_values", "pixel_position_ids"), 1, 16, "cpu", {"pixel_values": torch.zeros(1)}, InputPlan())
     )
     assert found is not None and found["pixel_values"].shape == (1, 2520, 768)
     positions = found["pixel_position_ids"][0]
@@ -114,8 +126,8 @@ def test_gemma4_patches_padded_with_minus_one_positions():
 
 def test_a_second_vision_tower_gets_pixels_at_its_own_size():
     config = SimpleNamespace(high_res_vision_config=SimpleNamespace(image_size=1024, num_channels=3))
-    found = hf_families.second_vision_tower(
-        None, config, params("pixel_values", "high_res_pixel_values"), 1, 16, "cpu", {"pixel_values": torch.zeros(1)}, InputPlan()
+    found = image_text.second_vision_tower(
+        RecipeContext(None, config, params("pixel_values", "high_res_pixel_values"), 1, 16, "cpu", {"pixel_values": torch.zeros(1)}, InputPlan())
     )
     assert found is not None and found["high_res_pixel_values"].shape == (1, 3, 1024, 1024)
 
@@ -123,7 +135,7 @@ def test_a_second_vision_tower_gets_pixels_at_its_own_size():
 def test_recipes_leave_other_families_alone():
     config = SimpleNamespace(vision_config=SimpleNamespace(image_size=224, patch_size=14), image_token_id=3)
     inputs = {"pixel_values": torch.zeros(1, 3, 224, 224), "input_ids": torch.ones(1, 16, dtype=torch.long)}
-    assert hf_families.family_inputs(None, config, params("input_ids", "pixel_values", "attention_mask"), 1, 16, "cpu", inputs, InputPlan()) == {}
+    assert families.family_inputs(RecipeContext(None, config, params("input_ids", "pixel_values", "attention_mask"), 1, 16, "cpu", inputs, InputPlan())) == {}
 
 
 # --- end to end: zoo types that failed before -------------------------------------------------------
@@ -154,12 +166,16 @@ def test_llava_with_a_clip_tower_is_analysed_without_image_sizes():
 
 def test_minicpm_slices_in_one_row_with_their_grids_and_precomputed_positions():
     config = SimpleNamespace(patch_size=14, image_size=224, num_channels=3)  # a vision tower's own config: no vision_config
-    found = hf_families.navit_row_patches(None, config, params("pixel_values", "target_sizes"), 2, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+    found = image_text.navit_row_patches(
+        RecipeContext(None, config, params("pixel_values", "target_sizes"), 2, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+    )
     assert found is not None and found["pixel_values"].shape == (1, 3, 14, 2 * 16 * 16 * 14)  # 16 patches a side: a multiple of 4
     assert found["target_sizes"].device.type == "cpu" and found["target_sizes"].tolist() == [[16, 16], [16, 16]]  # read as values
     assert found["position_ids"].shape == (2 * 16 * 16,)
     parent = SimpleNamespace(vision_config=config, patch_size=14, image_size=224)  # the full model keeps its own inputs
     assert (
-        hf_families.navit_row_patches(None, parent, params("pixel_values", "target_sizes"), 1, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+        image_text.navit_row_patches(
+            RecipeContext(None, parent, params("pixel_values", "target_sizes"), 1, 16, "meta", {"pixel_values": torch.zeros(1)}, InputPlan())
+        )
         is None
     )

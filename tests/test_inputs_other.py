@@ -1,4 +1,4 @@
-"""Inputs for the "other" families (neuronprobe/loaders/hf_families.py ``OTHER_RECIPES``) and the general fixes
+"""Inputs for the "other" families (neuronprobe/loaders/hf/inputs/ ``OTHER_RECIPES``) and the general fixes
 found with them: the return_dict repair, config fields a parent config or a detector leaves unset, backbone image
 sizes, bundled dataclass inputs under fake tensors.
 
@@ -17,8 +17,11 @@ import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.capture_strategies import fake_value
-from neuronprobe.loaders import hf, hf_families
+from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo
+from neuronprobe.loaders.hf import config as hf_config
+from neuronprobe.loaders.hf.inputs import other, primitives, repairs
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -27,21 +30,21 @@ def params(*names: str) -> dict[str, inspect.Parameter]:
 
 
 def recipe(fn, config, names, inputs=None, batch=1, seq=32, device="meta"):
-    return fn(None, config, params(*names), batch, seq, device, inputs or {}, InputPlan())
+    return fn(RecipeContext(None, config, params(*names), batch, seq, device, inputs or {}, InputPlan()))
 
 
 # --- recipes ---------------------------------------------------------------------------------
 
 
 def test_xmod_gets_the_first_language_adapter_per_sequence():
-    made = recipe(hf_families.language_adapter_inputs, SimpleNamespace(languages=("en_XX",)), ["input_ids", "lang_ids"], batch=2)
+    made = recipe(other.language_adapter_inputs, SimpleNamespace(languages=("en_XX",)), ["input_ids", "lang_ids"], batch=2)
     assert made is not None and made["lang_ids"].shape == (2,) and made["lang_ids"].dtype == torch.long
-    assert recipe(hf_families.language_adapter_inputs, SimpleNamespace(), ["input_ids", "lang_ids"]) is None  # no adapters: not X-MOD
+    assert recipe(other.language_adapter_inputs, SimpleNamespace(), ["input_ids", "lang_ids"]) is None  # no adapters: not X-MOD
 
 
 def test_a_trajectory_has_three_tokens_a_step_within_the_position_table():
     config = SimpleNamespace(state_dim=17, act_dim=4, n_positions=30, max_ep_len=4096)
-    made = recipe(hf_families.trajectory_inputs, config, ["states", "actions", "returns_to_go", "timesteps"], device="cpu")
+    made = recipe(other.trajectory_inputs, config, ["states", "actions", "returns_to_go", "timesteps"], device="cpu")
     assert made is not None
     assert made["states"].shape == (1, 10, 17) and made["actions"].shape == (1, 10, 4) and made["returns_to_go"].shape == (1, 10, 1)
     assert made["timesteps"].tolist() == [list(range(10))]
@@ -50,13 +53,13 @@ def test_a_trajectory_has_three_tokens_a_step_within_the_position_table():
 def test_a_decision_head_reads_one_question_at_the_last_token():
     ids = torch.zeros(1, 32, dtype=torch.long)
     names = ["input_ids", "marks", "num_options", "question_type_ids"]
-    made = recipe(hf_families.decision_inputs, SimpleNamespace(), names, {"input_ids": ids}, device="cpu")
+    made = recipe(other.decision_inputs, SimpleNamespace(), names, {"input_ids": ids}, device="cpu")
     assert made is not None and made["marks"].tolist() == [[32]] and made["num_options"].tolist() == [[2]] and made["question_type_ids"].tolist() == [[0]]
 
 
 def test_rag_gets_n_docs_contexts_and_their_scores():
     config = SimpleNamespace(n_docs=5, max_combined_length=300, generator=SimpleNamespace(vocab_size=50265))
-    made = recipe(hf_families.retrieved_docs_inputs, config, ["input_ids", "context_input_ids", "doc_scores"], batch=2)
+    made = recipe(other.retrieved_docs_inputs, config, ["input_ids", "context_input_ids", "doc_scores"], batch=2)
     assert made is not None
     assert made["context_input_ids"].shape == (10, 32) and made["context_attention_mask"].shape == (10, 32) and made["doc_scores"].shape == (2, 5)
 
@@ -64,27 +67,27 @@ def test_rag_gets_n_docs_contexts_and_their_scores():
 def test_omdet_class_structure_stays_on_the_cpu_next_to_meta_weights():
     config = SimpleNamespace(text_config=SimpleNamespace(vocab_size=49408, max_position_embeddings=77))
     names = ["pixel_values", "classes_input_ids", "classes_attention_mask", "tasks_input_ids", "tasks_attention_mask", "classes_structure"]
-    made = recipe(hf_families.class_prompt_inputs, config, names)
+    made = recipe(other.class_prompt_inputs, config, names)
     assert made is not None and made["classes_input_ids"].shape == (2, 77) and made["tasks_input_ids"].shape == (1, 77)
     assert made["classes_structure"].device.type == "cpu" and made["classes_structure"].tolist() == [2]
 
 
 def test_draft_context_is_the_targets_selected_layers_side_by_side():
     config = SimpleNamespace(target_layer_ids=[1, 13, 25], hidden_size=64, block_size=16)
-    made = recipe(hf_families.draft_context_inputs, config, ["noise_embeds", "context_hidden_states"])
+    made = recipe(other.draft_context_inputs, config, ["noise_embeds", "context_hidden_states"])
     assert made is not None and made["noise_embeds"].shape == (1, 16, 64) and made["context_hidden_states"].shape == (1, 32, 192)
 
 
 def test_rf_detr_pixels_tile_into_its_windows():
     config = SimpleNamespace(backbone_config=SimpleNamespace(num_windows=4, patch_size=14))
-    made = recipe(hf_families.windowed_backbone_pixels, config, ["pixel_values"], {"pixel_values": torch.zeros(1, 3, 518, 518, device="meta")})
+    made = recipe(other.windowed_backbone_pixels, config, ["pixel_values"], {"pixel_values": torch.zeros(1, 3, 518, 518, device="meta")})
     assert made is not None and made["pixel_values"].shape == (1, 3, 560, 560)
     lw_detr = SimpleNamespace(backbone_config=SimpleNamespace(num_windows=16, num_windows_side=4, patch_size=16))
-    assert recipe(hf_families.windowed_backbone_pixels, lw_detr, ["pixel_values"], {"pixel_values": torch.zeros(1, 3, 1024, 1024)}) is None
+    assert recipe(other.windowed_backbone_pixels, lw_detr, ["pixel_values"], {"pixel_values": torch.zeros(1, 3, 1024, 1024)}) is None
 
 
 def test_oneformer_task_prompt_is_padded_to_the_task_length():
-    made = recipe(hf_families.task_prompt_inputs, SimpleNamespace(task_seq_len=77, text_encoder_vocab_size=49408), ["pixel_values", "task_inputs"])
+    made = recipe(other.task_prompt_inputs, SimpleNamespace(task_seq_len=77, text_encoder_vocab_size=49408), ["pixel_values", "task_inputs"])
     assert made is not None and made["task_inputs"].shape == (1, 77)
 
 
@@ -94,25 +97,25 @@ def test_oneformer_task_prompt_is_padded_to_the_task_length():
 def test_return_dict_is_dropped_when_the_forward_reads_its_inner_output_by_attribute():
     line = "hidden_states = self.model(input_ids=input_ids, use_cache=False, **kwargs).last_hidden_state[0]"
     info = InputsInfo(main_input="input_ids", shapes={"input_ids": (1, 32)}, line=line)
-    plan = hf.repair_tuple_output("'tuple' object has no attribute 'last_hidden_state'", InputPlan(), info)
+    plan = repairs.repair_tuple_output("'tuple' object has no attribute 'last_hidden_state'", InputPlan(), info)
     assert plan is not None and plan.dropped == ("return_dict",)  # jev
-    assert hf.repair_tuple_output("'tuple' object has no attribute 'last_hidden_state'", plan, info) is None
-    assert hf.repair_tuple_output("'tuple' object has no attribute 'shape'", InputPlan(), InputsInfo(line="x = y.shape")) is not None
-    assert hf.repair_tuple_output("'tuple' object has no attribute 'logits'", InputPlan(), InputsInfo(line="x = out[0]")) is None
+    assert repairs.repair_tuple_output("'tuple' object has no attribute 'last_hidden_state'", plan, info) is None
+    assert repairs.repair_tuple_output("'tuple' object has no attribute 'shape'", InputPlan(), InputsInfo(line="x = y.shape")) is not None
+    assert repairs.repair_tuple_output("'tuple' object has no attribute 'logits'", InputPlan(), InputsInfo(line="x = out[0]")) is None
 
 
 def test_a_field_only_the_parent_config_sets_is_filled_from_it():
     config = hf.build_config("t5gemma2_text", [])
     assert not hasattr(config, "dropout_rate")
-    changes = hf.fill_from_parent(config, AttributeError("'T5Gemma2TextConfig' object has no attribute 'dropout_rate'"))
+    changes = hf_config.fill_from_parent(config, AttributeError("'T5Gemma2TextConfig' object has no attribute 'dropout_rate'"))
     assert config.dropout_rate == 0.0 and changes and "hf:t5gemma2" in changes[0]
-    assert hf.fill_from_parent(config, AttributeError("'T5Gemma2TextConfig' object has no attribute 'no_such_field'")) == []
+    assert hf_config.fill_from_parent(config, AttributeError("'T5Gemma2TextConfig' object has no attribute 'no_such_field'")) == []
 
 
 def test_a_detector_without_an_image_size_takes_its_backbones():
-    assert hf._image_size(SimpleNamespace(backbone_config=SimpleNamespace(image_size=1024))) == (1024, 1024)
-    assert hf._image_size(SimpleNamespace(image_size=384, backbone_config=SimpleNamespace(image_size=1024))) == (384, 384)
-    assert hf._image_size(SimpleNamespace()) == (hf.DEFAULT_IMAGE_SIZE, hf.DEFAULT_IMAGE_SIZE)
+    assert primitives._image_size(SimpleNamespace(backbone_config=SimpleNamespace(image_size=1024))) == (1024, 1024)
+    assert primitives._image_size(SimpleNamespace(image_size=384, backbone_config=SimpleNamespace(image_size=1024))) == (384, 384)
+    assert primitives._image_size(SimpleNamespace()) == (hf.DEFAULT_IMAGE_SIZE, hf.DEFAULT_IMAGE_SIZE)
 
 
 def test_unset_detector_fields_get_one_value_per_class():

@@ -1,6 +1,6 @@
-"""Segment-anything inputs (neuronprobe/loaders/hf_families.py ``SAM_RECIPES``): images at the prompt encoder's
+"""Segment-anything inputs (neuronprobe/loaders/hf/inputs/ ``SAM_RECIPES``): images at the prompt encoder's
 size with a point prompt, prompts for a prompt encoder alone, box prompts for SAM3, video sessions for the
-trackers; and EdgeTAM's misspelled default backbone field (hf.mend_misspelled_defaults).
+trackers; and EdgeTAM's misspelled default backbone field (hf_config.mend_misspelled_defaults).
 
 Recipe tests make inputs for models built on the meta device (no forward); the end-to-end tests take zoo
 types that failed before through the analysis, one layer each.
@@ -15,6 +15,9 @@ import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.loaders import hf
+from neuronprobe.loaders.hf import InputPlan
+from neuronprobe.loaders.hf import config as hf_config
+from neuronprobe.loaders.hf.inputs.recipes import RecipeContext
 from neuronprobe.vocabulary import CaptureStrategy
 
 
@@ -34,13 +37,15 @@ def inputs_for(model_type: str, batch: int = 1) -> dict[str, Any]:
 
 
 def test_sam2_pixels_at_the_prompt_encoders_size_with_a_point():
-    from neuronprobe.loaders.hf_families import sam_image_and_point
+    from neuronprobe.loaders.hf.inputs.segmentation import sam_image_and_point
 
     params = {name: None for name in ("pixel_values", "input_points", "input_labels", "input_boxes", "input_masks")}
-    made = sam_image_and_point(None, hf.build_config("edgetam", []), params, 2, 8, "meta", {}, None)
+    made = sam_image_and_point(RecipeContext(None, hf.build_config("edgetam", []), params, 2, 8, "meta", {}, InputPlan()))
     assert made is not None and made["pixel_values"].shape == (2, 3, 1024, 1024)  # its vision config names no size
     assert made["input_points"].shape == (2, 1, 1, 2) and made["input_labels"].shape == (2, 1, 1)
-    assert sam_image_and_point(None, hf.build_config("sam3_tracker", []), params, 1, 8, "meta", {}, None)["pixel_values"].shape[-1] == 1008
+    assert (
+        sam_image_and_point(RecipeContext(None, hf.build_config("sam3_tracker", []), params, 1, 8, "meta", {}, InputPlan()))["pixel_values"].shape[-1] == 1008
+    )
 
 
 def test_a_prompt_encoder_alone_gets_every_prompt_kind():
@@ -58,36 +63,36 @@ def test_sam_mask_embedding_takes_a_mask_prompt():
 
 
 def test_sam3_gets_a_box_next_to_its_text():
-    from neuronprobe.loaders.hf_families import sam3_box_prompt
+    from neuronprobe.loaders.hf.inputs.segmentation import sam3_box_prompt
 
     params = {name: None for name in ("pixel_values", "input_ids", "input_boxes", "input_boxes_labels")}
-    made = sam3_box_prompt(None, None, params, 2, 8, "cpu", {}, None)
+    made = sam3_box_prompt(RecipeContext(None, None, params, 2, 8, "cpu", {}, InputPlan()))
     assert made is not None and made["input_boxes"].shape == (2, 1, 4) and made["input_boxes_labels"].tolist() == [[1], [1]]
-    assert sam3_box_prompt(None, None, {**params, "input_points": None}, 1, 8, "cpu", {}, None) is None  # sam2-style: points, not boxes
+    assert sam3_box_prompt(RecipeContext(None, None, {**params, "input_points": None}, 1, 8, "cpu", {}, InputPlan())) is None  # sam2-style: points, not boxes
 
 
 # --- EdgeTAM's default backbone --------------------------------------------------------------------
 
 
 def test_one_edit_apart():
-    assert hf._one_edit_apart("archirecture", "architecture")  # two neighbours swapped
-    assert hf._one_edit_apart("architectre", "architecture") and hf._one_edit_apart("architecture", "architectures")
-    assert not hf._one_edit_apart("architecture", "architecture") and not hf._one_edit_apart("hidden_act", "hidden_size")
+    assert hf_config._one_edit_apart("archirecture", "architecture")  # two neighbours swapped
+    assert hf_config._one_edit_apart("architectre", "architecture") and hf_config._one_edit_apart("architecture", "architectures")
+    assert not hf_config._one_edit_apart("architecture", "architecture") and not hf_config._one_edit_apart("hidden_act", "hidden_size")
 
 
 def test_edgetam_backbone_is_the_repvit_its_config_misspells():
     config = hf.build_config("edgetam", [])
     backbone = config.vision_config.backbone_config
     assert backbone.architecture == "repvit_m1"  # transformers' default spells it "archirecture": resnet50 otherwise
-    note = hf.misspelled_note(config)
+    note = hf_config.misspelled_note(config)
     assert note is not None and "architecture='repvit_m1'" in note and "'archirecture'" in note
-    assert hf.misspelled_note(hf.build_config("sam2", [])) is None
+    assert hf_config.misspelled_note(hf.build_config("sam2", [])) is None
 
 
 def test_a_users_backbone_choice_stays():
     config = hf.build_config("edgetam", ["vision_config.backbone_config.architecture=resnet18"])
     assert config.vision_config.backbone_config.architecture == "resnet18"
-    assert hf.misspelled_note(config) is None
+    assert hf_config.misspelled_note(config) is None
 
 
 # --- video sessions --------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def load_vision(spec: str, device: str = "meta") -> Any:
     import torch
 
     from neuronprobe.loaders import torchvision_ops
-    from neuronprobe.loading import LoadedModel
+    from neuronprobe.loaders.model import LoadedModel
 
     prefix, _, name = spec.partition(":")
     if not name:

@@ -276,6 +276,10 @@ class CaptureInfo:
     # earlier way failed.
     strategy: CaptureStrategy | None = None
     strategy_reasons: list[StrategyReason] = field(default_factory=list)
+    # hf: only: the loader's family recipes and input repairs (function names) that made the captured inputs,
+    # in the strategy that captured (issue 27; empty in older reports and for model files).
+    input_recipes: list[str] = field(default_factory=list)
+    input_repairs: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.

@@ -1,18 +1,4 @@
-"""Inputs for a component model type, recorded from the parent model that calls it.
-
-About one transformers model type in eight is a part of another model:
-``sam_mask_decoder``, ``glm_image_vision``, ``qwen2_5_omni_audio_encoder``. Their
-forwards take what the rest of the parent computed (image positional
-embeddings, sparse prompt embeddings, patch grids, feature lengths), and no
-config field says what those look like. The parent's forward does: so the
-parent is built (on the meta device, layers capped) with the component's
-config in place of its own sub-config, run on inputs made from the config, and
-stopped at the component's first call. That call's arguments are the
-component's inputs: the ones it gets when the real model runs.
-
-Used by ``hf.load`` when inputs made from the config alone fail; the report
-names the parent the inputs came from.
-"""
+"""Inputs recorded from a parent model's call of the component (a sub-config type)."""
 
 from __future__ import annotations
 
@@ -21,8 +7,13 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuronprobe.errors import error_line
-from neuronprobe.loaders.hf import WRAPPER_KEYWORDS  # set by forward_wrapper itself: not the component's inputs
+from neuronprobe.errors import error_line, root_error
+from neuronprobe.loaders.fake_weights import fake_module, fake_value
+from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS, build_model, fresh_inputs
+from neuronprobe.loaders.hf.config import build_config, parents_of, shrink_config
+from neuronprobe.loaders.hf.inputs.make import make_inputs
+from neuronprobe.loaders.hf.inputs.primitives import InputPlan, inputs_info
+from neuronprobe.loaders.hf.search import Step, learn_inputs, search
 
 PARENT_INPUT_RETRIES = 4  # a parent's own inputs are rebuilt from its error as for any hf: model
 MAX_CPU_RECORD_BYTES = 4 * 2**30  # a parent whose meta run fails is run for real only when its weights are this small
@@ -43,37 +34,6 @@ class _Recorded(Exception):  # a control-flow signal, not an error
 
 
 @functools.cache
-def _sub_config_owners() -> dict[type, list[tuple[str, str]]]:
-    """config class -> [(parent model_type, attribute)] for every config that nests it as a sub-config."""
-    from transformers import CONFIG_MAPPING
-
-    owners: dict[type, list[tuple[str, str]]] = {}
-    for model_type in list(CONFIG_MAPPING.keys()):
-        try:
-            config_class = CONFIG_MAPPING[model_type]
-        except Exception:  # a type whose config module cannot import here
-            continue
-        for attr, sub in (getattr(config_class, "sub_configs", None) or {}).items():
-            if isinstance(sub, type):
-                owners.setdefault(sub, []).append((model_type, attr))
-    return owners
-
-
-def parents_of(model_type: str, config_class: type) -> list[tuple[str, str]]:
-    """The model types that nest this config, the one whose name starts the component's first."""
-    found = [p for p in _sub_config_owners().get(config_class, []) if p[0] != model_type]
-    return sorted(found, key=lambda p: (not model_type.startswith(p[0]), len(p[0]), p[0]))
-
-
-def has_parent(model_type: str) -> bool:
-    from transformers import CONFIG_MAPPING
-
-    try:
-        return bool(parents_of(model_type, CONFIG_MAPPING[model_type]))
-    except Exception:  # an unknown type or one whose config cannot import
-        return False
-
-
 def _hook_target(parent: Any, component: Any) -> tuple[Any, Any] | None:
     """(module in the parent to stop at, the same-class module in the component to analyse).
 
@@ -172,38 +132,32 @@ class ParentRecorder:
     def _record(self, batch: int, seq: int) -> dict[str, Any]:
         import torch
 
-        from neuronprobe.capture_strategies import fake_value, root_error
-        from neuronprobe.loaders import hf
+        make_on = "meta" if self.record_device == "fake" else self.record_device
 
-        plan = hf.InputPlan()
-        error: BaseException | None = None
-        for _ in range(PARENT_INPUT_RETRIES + 1):
-            make_on = "meta" if self.record_device == "fake" else self.record_device
-            parent_inputs = hf.make_inputs(self.parent_inner, self.parent_config, batch, seq, make_on, plan)
+        def stop(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            raise _Recorded(args, kwargs)
+
+        def attempt(plan: InputPlan) -> Step[dict[str, Any]]:
+            parent_inputs = make_inputs(self.parent_inner, self.parent_config, batch, seq, make_on, plan)
             if self.record_device == "fake":
                 parent_inputs = dict(fake_value(self.fake_mode, parent_inputs))
-
-            def stop(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-                raise _Recorded(args, kwargs)
-
             handle = self.stop_at.register_forward_pre_hook(stop, with_kwargs=True)
             try:
                 with torch.no_grad():
-                    self.parent_inner(**hf.fresh_inputs(parent_inputs))
+                    self.parent_inner(**fresh_inputs(parent_inputs))
             except _Recorded as recorded:
                 kwargs = _as_kwargs(self.target, recorded.args_, recorded.kwargs_)
-                return dict(_materialise(kwargs, self.device))
+                return Step(value=dict(_materialise(kwargs, self.device)))
             except Exception as exc:
-                error = exc
-                root = root_error(exc)
-                better = hf.learn_from_error(str(root), plan, hf.inputs_info(self.parent_inner, parent_inputs, root))
-                if better is None:
-                    break
-                plan = better
+                return Step(error=exc, info=inputs_info(self.parent_inner, parent_inputs, root_error(exc)))
             finally:
                 handle.remove()
-            if error is None:
-                break
+            return Step()  # the forward ran to its end without calling the component
+
+        found = search(attempt, learn_inputs, retries=PARENT_INPUT_RETRIES)
+        if found.value is not None:
+            return found.value
+        error = found.errors[-1] if found.errors else None
         reason = error_line(error) if error is not None else "its forward never called the component"
         raise NoParentInputs(f"hf:{self.parent_type} did not reach {type(self.stop_at).__name__} ({reason})")
 
@@ -214,10 +168,9 @@ def _parent_config(parent_type: str, attr: str, config: Any, narrow_others: bool
     ``narrow_others``: the parent's other sub-configs are narrowed too (a real-CPU run
     holds their weights); the component's own widths stay, since its inputs are what is recorded.
     """
-    from neuronprobe.loaders import hf
 
-    parent_config, _ = hf.shrink_config(hf.build_config(parent_type, []), narrow=narrow_others)
-    component, _ = hf.shrink_config(config, narrow=False)
+    parent_config, _ = shrink_config(build_config(parent_type, []), narrow=narrow_others)
+    component, _ = shrink_config(config, narrow=False)
     setattr(parent_config, attr, component)
     return parent_config
 
@@ -230,7 +183,6 @@ def weight_bytes(module: Any) -> int:
 def _as_fake(module: Any) -> tuple[Any, Any]:
     """A meta-built parent with fake CPU weights, and their fake mode: CPU tensors its forward makes mix in, unbacked sizes flow."""
     from neuronprobe._torch.fake_tensor import fake_mode_with_shapes
-    from neuronprobe.capture_strategies import fake_module
 
     mode = fake_mode_with_shapes()
     return fake_module(module, mode), mode
@@ -243,7 +195,6 @@ def recorder_for(model_type: str, config: Any, component: Any, device: str, batc
     its own sub-config and its layers capped; when its forward cannot run there
     (a value read before the component), on the CPU with the same caps.
     """
-    from neuronprobe.loaders import hf
 
     reasons: list[str] = []
     for parent_type, attr in parents_of(model_type, type(config)):
@@ -251,13 +202,13 @@ def recorder_for(model_type: str, config: Any, component: Any, device: str, batc
             fake_mode = None
             try:
                 parent_config = _parent_config(parent_type, attr, config, narrow_others=record_device == "cpu")
-                parent_inner = hf.build_model(parent_config, "meta").inner
+                parent_inner = build_model(parent_config, "meta").inner
                 if record_device == "cpu":
                     size = weight_bytes(parent_inner)
                     if size > MAX_CPU_RECORD_BYTES:
                         reasons.append(f"hf:{parent_type} is too large to run on the CPU for the recording ({size / 2**30:.1f} GiB of weights at its widths)")
                         break
-                    parent_inner = hf.build_model(parent_config, "cpu").inner
+                    parent_inner = build_model(parent_config, "cpu").inner
                 elif record_device == "fake":
                     parent_inner, fake_mode = _as_fake(parent_inner)
             except Exception as exc:

@@ -1,0 +1,36 @@
+"""The LoadedModel: what the analyses need from a model, however it was given (a file, ``hf:``, ``tv:``, ``timm:``).
+
+Bottom of the loaders: it imports nothing from neuronprobe, so every loader can return one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class LoadedModel:
+    """What the analyses need from a model, however it was given."""
+
+    name: str
+    source: str
+    module: Any  # torch.nn.Module
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    make_inputs: Callable[[int, int], Any] | None = None
+    sample_inputs: Callable[[], Iterable[Any]] | None = None
+    path: Path | None = None
+    on_meta: bool = False
+    # --train: the model file's optional train_step(model, optimizer, batch) and get_optimizer(model)
+    train_step: Callable[..., Any] | None = None
+    get_optimizer: Callable[[Any], Any] | None = None
+    overrides: list[str] = field(default_factory=list)  # hf: --set KEY=VALUE, for a worker that rebuilds the model
+    notes: list[str] = field(default_factory=list)  # how the model was built where it differs from what was asked
+    assume_sizes: bool = False  # fake capture: branches on data-dependent sizes are followed with an assumed size
+    input_plan: dict[str, Any] | None = None  # hf: the input repairs the capture needed, for a worker that rebuilds the inputs
+    # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
+    # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
+    inputs_form: str | None = None
