@@ -208,6 +208,9 @@ class CaptureInfo:
     # earlier way failed.
     strategy: CaptureStrategy | None = None
     strategy_reasons: list[StrategyReason] = field(default_factory=list)
+    # Why dynamo stopped partway through the forward (an exception's first line), None when it ran to its end
+    # (or in reports from before issue 27): the capture holds only the ops before the stop.
+    stopped: str | None = None
 
     def __post_init__(self) -> None:
         # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.
@@ -557,7 +560,7 @@ class DecodeProposal:
         """pandas DataFrames of the proposal: curve, baselines, batch, memory, timeline (see report/decode_frames.py)."""
         from neuronprobe.report.decode_frames import decode_frames
 
-        return decode_frames(self)
+        return decode_frames(self, MemoryRow)
 
 
 # --- live backend and run diffs ----------------------------------------------
