@@ -29,11 +29,13 @@ demo: install
 xla-env: install
 	-$(VENV)/bin/neuronprobe setup xla-cpu
 
-# ruff (lint and format) and mypy, configured in pyproject.toml: a violation fails `make test`.
+# ruff (lint and format), mypy and import-linter (the layers of ARCHITECTURE.md), configured in
+# pyproject.toml: a violation fails `make test`.
 lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 
 # Two workers (the machines this runs on have two cores), each taking whole test files: a file's
 # module fixtures (a notebook kernel, a browser) stay in one process. About half the serial time.

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 __all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets", "propose_decode_buckets"]
 
 # The torchvision import hook (loaders/torchvision_ops.py) is not installed here: only while a model is
@@ -20,8 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
     from neuronprobe.shape_buckets import propose_buckets, propose_decode_buckets
+    from neuronprobe.version import __version__
 
 _LAZY = {
+    "__version__": ("neuronprobe.version", "__version__"),  # a bottom module, so that every layer can read it
     "analyze": ("neuronprobe.analysis", "analyze"),
     "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
     "propose_decode_buckets": ("neuronprobe.shape_buckets", "propose_decode_buckets"),

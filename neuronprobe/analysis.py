@@ -331,6 +331,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             export_error=f"{graph.failure.exception}: {graph.failure.message}" if graph.failure else None,
             seconds=round(graph.seconds, 3),
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
+            stopped=graph.stopped,
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
         metadata=_metadata(loaded, options),
@@ -671,7 +672,7 @@ def _model_dtype(loaded: LoadedModel) -> str:
 
 
 def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
-    from neuronprobe import __version__
+    from neuronprobe.version import __version__
 
     commit, dirty = git_state(loaded.path.resolve().parent) if loaded.path else (None, None)
     first = _first_tensor(loaded)

@@ -32,20 +32,8 @@ from typing import Any
 
 from neuronprobe._torch import MissingInternal, dispatcher, pytree
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
-from neuronprobe.cells import is_cell_file
+from neuronprobe.usercode import is_library, is_neuronprobe
 
-# Frames inside these folders are library code, not the user's: the user's
-# line is the innermost frame outside them.
-_TORCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__import__("importlib").util.find_spec("torch").origin)))
-_NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__))
-_TRANSFORMERS_HELPERS = re.compile(
-    r"[\\/]transformers[\\/](utils|integrations|generation)[\\/]|"
-    r"[\\/]transformers[\\/](masking_utils|modeling_utils|pytorch_utils|activations|modeling_layers|"
-    r"modeling_rope_utils|modeling_attn_mask_utils|cache_utils|modeling_flash_attention_utils)\.py$"
-)
-# torchvision's op library (nms, roi_align, MultiScaleRoIAlign) is library code like torch: a custom op
-# belongs at the line that called into it (a detection head for tv: models, the user's own forward otherwise).
-_OP_LIBRARIES = re.compile(r"[\\/]torchvision[\\/]ops[\\/]")
 _FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
 # torch 2.13 logs each break as "Graph break [(user stack suppressed ...)] in user code at FILE:LINE",
 # "Graph Break Reason: ...", then per break its gb_type line (torch/_dynamo/graph_break_registry.json)
@@ -169,6 +157,9 @@ class OpGraph:
     dynamo_graphs: int = 0
     notes: list[str] = field(default_factory=list)
     output_tensors: int | None = None  # tensors the forward returns; None when unknown
+    # Why dynamo stopped partway through the forward (``GuardOnDataDependentSymNode: u1``), or None when it ran
+    # the forward to its end: such a capture holds only the ops before the stop (also one of ``notes``, in words).
+    stopped: str | None = None
     assumed: list[AssumedBranch] = field(default_factory=list)  # branches on data-dependent sizes, followed with an assumed size
 
 
@@ -186,20 +177,6 @@ class AssumedBranch:
 # --- frames -----------------------------------------------------------------------
 
 
-def is_library_file(path: str) -> bool:
-    if is_cell_file(path):  # a notebook cell (<ipython-input-...>, ipykernel's temporary files): the user's code
-        return False
-    path = os.path.abspath(path) if not path.startswith("<") else path
-    return (
-        path.startswith("<")
-        or path.startswith(_TORCH_DIR + os.sep + "torch" + os.sep)
-        or path.startswith(_NEURONPROBE_DIR + os.sep)
-        or bool(_TRANSFORMERS_HELPERS.search(path))
-        or bool(_OP_LIBRARIES.search(path))
-        or os.sep + "contextlib.py" in path
-    )
-
-
 def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | None, str | None]:
     """Innermost frame of a recorded stack trace that is the user's code."""
     if not stack_trace:
@@ -207,7 +184,7 @@ def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | No
     found: tuple[str | None, int | None, str | None] = (None, None, None)
     for m in _FRAME.finditer(stack_trace):
         file = m.group("file")
-        if not is_library_file(file):
+        if not is_library(file):
             found = (file, int(m.group("line")), m.group("code").strip() or None)
     if found[0] is not None and not found[2]:
         found = (found[0], found[1], source_line(found[0], found[1]))
@@ -221,9 +198,9 @@ def _model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, 
     trace afterwards): there is no line to give, and (None, None, None) says so.
     """
     for fr in reversed(stack):
-        if os.path.abspath(fr.filename).startswith(_NEURONPROBE_DIR + os.sep):
+        if is_neuronprobe(fr.filename):
             break
-        if not is_library_file(fr.filename):
+        if not is_library(fr.filename):
             return fr.filename, fr.lineno, (fr.line or "").strip() or None
     return None, None, None
 
@@ -231,7 +208,7 @@ def _model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, 
 def user_frame_from_traceback(exc: BaseException) -> tuple[str | None, int | None, str | None]:
     found: tuple[str | None, int | None, str | None] = (None, None, None)
     for fr in traceback.extract_tb(exc.__traceback__):
-        if not is_library_file(fr.filename):
+        if not is_library(fr.filename):
             found = (fr.filename, fr.lineno, (fr.line or "").strip() or None)
     return found
 
@@ -714,6 +691,7 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     start = time.perf_counter()
     notes: list[str] = []
     output_tensors: int | None = None
+    stopped: str | None = None
     messages: list[str] = []
     with _dynamo_counters_kept(notes) as counted:
         try:
@@ -724,7 +702,8 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
         except MissingInternal as exc:
             notes.append(str(exc))
         except Exception as exc:
-            notes.append(f"dynamo capture stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            stopped = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            notes.append(f"dynamo capture stopped: {stopped}")
     breaks = _parse_breaks(messages)
     # Breaks at the very start of a frame (sparse tensors, unique) leave no log
     # line with a location; the counters still have their reasons.
@@ -747,6 +726,7 @@ def capture_dynamo(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
         dynamo_graphs=len(graphs),
         notes=notes,
         output_tensors=output_tensors,
+        stopped=stopped,
     )
 
 

@@ -180,8 +180,7 @@ def capture_hf(
 def stopped_early(report: Report) -> str | None:
     """Why dynamo stopped partway through the forward (a value read of a fake size, a CPU grid next to meta
     weights), or None when it ran the forward to its end: such a capture holds only the ops before the stop."""
-    prefix = "dynamo capture stopped: "
-    return next((lim.why.removeprefix(prefix) for lim in report.not_analysed if lim.what == "dynamo capture" and lim.why.startswith(prefix)), None)
+    return report.capture.stopped
 
 
 def _fuller(outcome: Outcome, partial: Outcome | None) -> Outcome:

@@ -39,7 +39,7 @@ app = typer.Typer(
 
 def _show_version(value: bool) -> None:
     if value:
-        from neuronprobe import __version__
+        from neuronprobe.version import __version__
 
         typer.echo(f"neuronprobe {__version__}")
         raise typer.Exit()
@@ -642,8 +642,8 @@ def audit(
             _write(json_path, json.dumps(dataclasses.asdict(section), indent=2) + "\n")
             console.print(f"json: {json_path}", markup=False)
         if sarif_path is not None:
-            from neuronprobe import __version__
             from neuronprobe.audit.sarif import sarif_json
+            from neuronprobe.version import __version__
 
             _write(sarif_path, sarif_json(section, __version__))
             console.print(f"sarif: {sarif_path}", markup=False)

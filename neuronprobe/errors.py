@@ -14,7 +14,7 @@ EXIT_INTERNAL = 3  # a bug in neuronprobe: a CI job can tell it from "your model
 
 # Where an internal error tells the user to report it (pyproject.toml names no project URL).
 BUG_REPORT_URL = "https://github.com/neuronprobe/neuronprobe/issues"
-EXIT_COULD_NOT_ANALYSE = 4  # valid input that no capture strategy could analyse
+EXIT_COULD_NOT_ANALYSE = 4  # valid input that no capture strategy could analyse: read from the written report (capture strategy "none"), never raised
 
 
 class NeuronprobeError(Exception):
@@ -52,12 +52,6 @@ class InternalError(Exception):
     """
 
     exit_code: int = EXIT_INTERNAL
-
-
-class CouldNotAnalyse(NeuronprobeError):
-    """Valid input that every capture strategy failed on: neuronprobe's limit, not the user's mistake."""
-
-    exit_code = EXIT_COULD_NOT_ANALYSE
 
 
 def root_error(exc: BaseException) -> BaseException:

@@ -26,6 +26,14 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def format_memory(n: int) -> str:
+    """A memory size as the ``--max-memory`` messages quote it: three figures, no space: ``1.5GiB``, ``512 B``."""
+    for unit, size in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}iB"
+    return f"{n} B"
+
+
 def format_duration(seconds: float) -> str:
     """A duration read at a glance: ``95 s``, ``0.25 s``, ``12.5 min``, ``4.0 h``."""
     if not math.isfinite(seconds):

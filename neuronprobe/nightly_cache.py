@@ -96,8 +96,8 @@ def stack_versions() -> dict[str, str | None]:
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
-    from neuronprobe import __version__
     from neuronprobe.nightly_shards import rules_version
+    from neuronprobe.version import __version__
 
     files: dict[str, str] = {}
     if not is_named_spec(model.model):

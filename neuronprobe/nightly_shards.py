@@ -119,7 +119,7 @@ def shard_models(config: NightlyConfig, index: int, count: int, history_dir: Pat
 
 def shard_files(config: NightlyConfig, index: int, count: int, date: str, require_backend: str | None, analysed: list[Analysed]) -> dict[str, str]:
     """The shard folder's files: one report per analysed model, then the manifest (last, so a complete manifest means a complete shard)."""
-    from neuronprobe import __version__
+    from neuronprobe.version import __version__
 
     check_date(date)
     files = {f"{a.name}.json": a.report.to_json() for a in analysed if a.report is not None}

@@ -44,14 +44,14 @@ from typing import Any
 from neuronprobe._torch import dispatcher, fake_tensor
 from neuronprobe._torch.autograd_node import current_autograd_node
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
-from neuronprobe.backends.train_program import build_optimizer  # the same optimizer the observed step builds
+from neuronprobe.backends import LiveBackend, Observation
+from neuronprobe.backends.train_program import TrainProgramOptions, build_optimizer  # the same optimizer the observed step builds
 from neuronprobe.capture import (
     OpCall,
     TensorMeta,
     _bare_call,
     _is_constant,
     _tensor_metas,
-    is_library_file,
     quiet_torch,
     relative_path,
     source_line,
@@ -60,6 +60,7 @@ from neuronprobe.capture import (
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.report.model import Finding, PhaseSummary, PolicyPrediction, RecompileCause, RecompileSection, TrainInfo
 from neuronprobe.support import Classification, find_rule
+from neuronprobe.usercode import is_library, is_neuronprobe
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, CauseKind, Phase, SourceLocation, Verdict
 
 STEP_CAPTURE = "train_step (eager, fake tensors)"
@@ -67,7 +68,6 @@ OPTIMIZERS: tuple[str, ...] = ("adamw", "adam", "sgd")
 OPTIMIZER_IMPLS: tuple[str, ...] = ("for-loop", "foreach", "fused")
 _SITE_KEY = "neuronprobe_site"
 _SKIP_NAMESPACES = ("prim", "profiler")
-_NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # torch frames between a tensor method and a TorchFunctionMode (Tensor.__repr__ -> handle_torch_function)
 _FAKE_TENSOR_FILE = fake_tensor.FAKE_TENSOR_FILE
 _DISPATCH_FILES = (os.path.join("torch", "overrides.py"), os.path.join("torch", "_tensor.py"), _FAKE_TENSOR_FILE)
@@ -247,7 +247,7 @@ class _State:
     def is_library(self, filename: str) -> bool:
         known = self._library.get(filename)
         if known is None:
-            known = self._library[filename] = is_library_file(filename)
+            known = self._library[filename] = is_library(filename)
         return known
 
     def read_origin(self) -> tuple[str, Any]:
@@ -257,7 +257,7 @@ class _State:
         (a Python method of the fake tensor that reads element by element)."""
         frame: Any = sys._getframe(2)
         tolist = None
-        while frame is not None and (frame.f_code.co_filename.startswith(_NEURONPROBE_DIR) or frame.f_code.co_filename.endswith(_DISPATCH_FILES)):
+        while frame is not None and (is_neuronprobe(frame.f_code.co_filename) or frame.f_code.co_filename.endswith(_DISPATCH_FILES)):
             if frame.f_code.co_filename.endswith(_FAKE_TENSOR_FILE) and frame.f_code.co_name == "tolist":
                 tolist = frame
             frame = frame.f_back
@@ -270,10 +270,10 @@ class _State:
     def user_site(self) -> _Site:
         """The innermost frame of the user's code on the live stack, and the module being run."""
         frame: Any = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.startswith(_NEURONPROBE_DIR):
+        while frame is not None and is_neuronprobe(frame.f_code.co_filename):
             frame = frame.f_back  # our own modes and hooks
         while frame is not None and self.is_library(frame.f_code.co_filename):
-            if frame.f_code.co_name in _STEP_RUNNERS and frame.f_code.co_filename.startswith(_NEURONPROBE_DIR):
+            if frame.f_code.co_name in _STEP_RUNNERS and is_neuronprobe(frame.f_code.co_filename):
                 frame = None  # reached neuronprobe's own step: the code above it is whoever called analyze()
                 break
             frame = frame.f_back  # torch, and our own modes when a dispatch happens inside a torch function
@@ -855,22 +855,10 @@ def with_labels(loaded: Any) -> Any:
 OBSERVED_ERROR_RULE = "observed-xla-error"  # the xla-cpu backend's rule for a program that raises on the device
 
 
-def observe_training(live: Any, loaded: Any, options: TrainOptions, target: str, timeout: float, op_timeout: float) -> Any:
-    """Run the training step on the live backend when it can (xla-cpu), else observe the forward and say so."""
-    from neuronprobe.report.model import Limitation
-
-    method = getattr(live, "observe_training", None)
-    if method is None:
-        observation = live.observe(loaded, target, timeout=timeout, op_timeout=op_timeout)
-        observation.limitations.append(
-            Limitation(
-                "training step on the live backend",
-                f"the {live.info().name} backend observes the forward only; backward, optimizer and loop are predicted",
-            )
-        )
-        return observation
-    choice = {"optimizer": options.optimizer, "optimizer_impl": options.optimizer_impl}
-    return method(loaded, target, choice, timeout=timeout, op_timeout=op_timeout)
+def observe_training(live: LiveBackend, loaded: Any, options: TrainOptions, target: str, timeout: float, op_timeout: float) -> Observation:
+    """The training step on the live backend (xla-cpu runs it; a backend that runs the forward only says so)."""
+    choice = TrainProgramOptions(optimizer=options.optimizer, optimizer_impl=options.optimizer_impl)
+    return live.observe_training(loaded, target, choice, timeout=timeout, op_timeout=op_timeout)
 
 
 def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead]) -> None:
@@ -887,8 +875,6 @@ def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead
     fused = next((c.call for c in calls if c.verdict.rule == "fused-optimizer"), None)
     for f in observation.findings:
         if f.rule == OBSERVED_ERROR_RULE:
-            f.op = "<training step on the XLA device>"
-            f.message = f.message.replace("the forward runs on torch 2.9's CPU but fails on the XLA device", "the training step fails on the XLA device")
             if fused is not None and "fused" in f.message:
                 f.op, f.phase = fused.op, Phase.OPTIMIZER
                 f.fix = fused_fix()

@@ -1,4 +1,12 @@
-"""Where in the user's own file something happened, from a traceback or a stack dump.
+"""Whose code a frame is, and where in the user's own file something happened.
+
+The one place that decides whether a file belongs to the user, to the torch stack
+(torch, torch-xla, the Neuron SDK), to a model library's shared helpers
+(transformers' utilities, torchvision's op library) or to neuronprobe itself:
+capture, training, recompiles, the Neuron backend, the xla-cpu worker and the HLO
+checks all ask :func:`owner` (or :func:`is_library`, :func:`user_frame`). Standard
+library only: the xla-cpu worker imports it inside torch-xla's interpreter, where
+the torch found by :func:`importlib.util.find_spec` is torch 2.9, not this one.
 
 A model file is arbitrary code. When it ends the analysis (``sys.exit``, an
 endless loop, unbounded memory), the one line neuronprobe prints names the model
@@ -6,18 +14,118 @@ file and, where known, the line that was running. The frames come either from a
 live exception or from text: the traceback a worker sent back, or the
 ``faulthandler`` dump taken just before the worker was killed.
 
-Bottom layer: imports nothing from neuronprobe but the errors.
+Bottom layer: imports nothing from neuronprobe but the errors and the notebook cell names.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import functools
+import importlib.util
 import os
 import re
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
+from neuronprobe.cells import is_cell_file
 from neuronprobe.errors import ModelLoadError
+
+# --- whose code a file is ------------------------------------------------------------------
+
+
+class Owner(enum.Enum):
+    """Whose code a source file is."""
+
+    USER = "user"  # the model file, the user's packages, a notebook cell
+    STACK = "stack"  # torch, torch-xla, the Neuron SDK (torch_neuronx, neuronxcc, libneuronxla)
+    HELPER = "helper"  # a model library's shared code: transformers' utilities, torchvision's op library
+    NEURONPROBE = "neuronprobe"
+    PYTHON = "python"  # <string>, <frozen ...>, contextlib: the interpreter's plumbing
+
+
+# The packages of the stack, located (never imported) in the running interpreter.
+STACK_PACKAGES = ("torch", "torch_xla", "torch_neuronx", "neuronxcc", "libneuronxla")
+# The same packages in paths printed by another interpreter (a Neuron host's traceback, the xla-cpu
+# worker's torch 2.9), where find_spec cannot locate them.
+_STACK_TEXT = re.compile(r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]")
+# transformers' shared helpers (masks, caches, rotary tables, activations): a line there is transformers'
+# plumbing, the model's own modeling_<type>.py is the place. torchvision's op library (nms, roi_align) is
+# library code like torch: a custom op belongs at the line that called into it.
+_HELPERS = re.compile(
+    r"[\\/]transformers[\\/](utils|integrations|generation)[\\/]|"
+    r"[\\/]transformers[\\/](masking_utils|modeling_utils|pytorch_utils|activations|modeling_layers|"
+    r"modeling_rope_utils|modeling_attn_mask_utils|cache_utils|modeling_flash_attention_utils)\.py$|"
+    r"[\\/]torchvision[\\/]ops[\\/]"
+)
+_NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_CONTEXTLIB = os.sep + "contextlib.py"
+
+
+@functools.lru_cache(maxsize=1)
+def _stack_dirs() -> tuple[str, ...]:
+    """The folders of the stack's packages in this interpreter (located, not imported)."""
+    dirs: list[str] = []
+    for name in STACK_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.abspath(p) + os.sep for p in spec.submodule_search_locations)
+    return tuple(dirs)
+
+
+@functools.lru_cache(maxsize=8192)
+def owner(path: str) -> Owner:
+    """Whose code the file ``path`` is (a frame's ``co_filename``, a traceback's ``File "..."``)."""
+    if is_cell_file(path):  # <ipython-input-...>, ipykernel's temporary cell files: the user's code
+        return Owner.USER
+    if path.startswith("<") or path.endswith(_CONTEXTLIB):
+        return Owner.PYTHON
+    full = os.path.abspath(path)
+    if full.startswith(_NEURONPROBE_DIR):
+        return Owner.NEURONPROBE
+    if full.startswith(_stack_dirs()) or _STACK_TEXT.search(path):
+        return Owner.STACK
+    if _HELPERS.search(path):
+        return Owner.HELPER
+    return Owner.USER
+
+
+def is_library(path: str) -> bool:
+    """Not the user's code: the innermost frame for which this is False is the user's line."""
+    return owner(path) is not Owner.USER
+
+
+def is_neuronprobe(path: str) -> bool:
+    return owner(path) is Owner.NEURONPROBE
+
+
+def is_installed(path: str) -> bool:
+    """A file of an installed package, in any interpreter (the worker's torch is not this process's torch)."""
+    return "site-packages" in path or "dist-packages" in path
+
+
+def user_frame(start: Any) -> tuple[str | None, int | None]:
+    """The innermost live frame of the user's code, walking out from the frame ``start``; failing
+    that, the innermost model-library helper (a host read inside transformers' masking_utils is
+    still worth a line); else ``(None, None)``."""
+    frame = start
+    helper: tuple[str | None, int | None] = (None, None)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        whose = owner(name)
+        if whose is Owner.USER:
+            return name, frame.f_lineno
+        if whose is Owner.HELPER and helper[0] is None:
+            helper = (name, frame.f_lineno)
+        frame = frame.f_back
+    return helper
+
+
+# --- lines of the model file in tracebacks and stack dumps -----------------------------------
 
 # `  File "/x/m.py", line 7, in forward` (traceback) and `  File "/x/m.py", line 7 in forward` (faulthandler).
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
@@ -92,10 +200,17 @@ def user_exit_guard(label: str, model_file: str | os.PathLike[str] | None) -> It
 
 
 __all__ = [
+    "STACK_PACKAGES",
+    "Owner",
     "deepest_frame_file",
     "exit_text",
+    "is_installed",
+    "is_library",
+    "is_neuronprobe",
     "line_in_stack_dump",
     "line_in_traceback",
+    "owner",
     "user_exit_guard",
+    "user_frame",
     "where",
 ]

@@ -119,6 +119,11 @@ def worst(verdicts: list[Verdict] | tuple[Verdict, ...]) -> Verdict:
     return max(verdicts, key=lambda v: v.rank)
 
 
+def worse(a: Verdict | str | None, b: Verdict | str) -> Verdict:
+    """The more severe of two verdicts; ``a`` is None when there is none yet (an op seen the first time)."""
+    return worst((Verdict(b),) if a is None else (Verdict(a), Verdict(b)))
+
+
 # Verdicts that compile into the device graph, and the problems, in severity order.
 SUPPORTED_VERDICTS: frozenset[Verdict] = frozenset(v for v in Verdict if not v.is_problem)
 PROBLEM_VERDICTS: tuple[Verdict, ...] = tuple(v for v in Verdict if v.is_problem)

@@ -33,12 +33,12 @@ from typing import Any
 from neuronprobe import errors as _errors
 from neuronprobe.defaults import DEFAULT_MEMORY_FRACTION, DEFAULT_TIMEOUT_S, MIN_MEMORY_BYTES
 from neuronprobe.errors import InputError, InternalError, ModelLoadError, NeuronprobeError
-from neuronprobe.usercode import deepest_frame_file, exit_text, line_in_stack_dump, line_in_traceback, where
+from neuronprobe.formatting import format_memory
+from neuronprobe.usercode import deepest_frame_file, exit_text, is_neuronprobe, line_in_stack_dump, line_in_traceback, where
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*%\s*$")
-_NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Exceptions that say "out of memory" wherever they are raised.
 _OOM_TEXT = ("can't allocate memory", "Cannot allocate memory", "out of memory")
 
@@ -89,7 +89,7 @@ def parse_memory(text: str | int, flag: str = "--max-memory") -> int:
         else:
             raise InputError(f"{flag} {text!r}: give a size such as 8G, 512M or 75% (of the machine's memory)")
     if value < MIN_MEMORY_BYTES:
-        raise InputError(f"{flag} {text}: the worker needs at least {human_bytes(MIN_MEMORY_BYTES)} to load torch")
+        raise InputError(f"{flag} {text}: the worker needs at least {format_memory(MIN_MEMORY_BYTES)} to load torch")
     return value
 
 
@@ -97,13 +97,6 @@ def check_timeout(seconds: float, flag: str = "--timeout") -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise InputError(f"{flag} {seconds:g}: use a positive number of seconds")
     return seconds
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("T", 2**40), ("G", 2**30), ("M", 2**20), ("K", 2**10)):
-        if n >= size:
-            return f"{n / size:.3g}{unit}iB"
-    return f"{n} B"
 
 
 # --- the child's side ------------------------------------------------------------------
@@ -180,7 +173,7 @@ def _is_internal(traceback_text: str) -> bool:
     file = deepest_frame_file(traceback_text)
     if not file:
         return False
-    return os.path.abspath(file).startswith(_NEURONPROBE_DIR + os.sep)
+    return is_neuronprobe(file)
 
 
 def _failure_message(result: Any, label: str, model_file: Path | None, limits: WorkerLimits, memory: int) -> str:
@@ -192,7 +185,7 @@ def _failure_message(result: Any, label: str, model_file: Path | None, limits: W
     if result.status == STATUS_MEMORY:
         line = line_in_stack_dump(result.stacks, model_file)
         return (
-            f"{where(label, line)}: the analysis used more than --max-memory {human_bytes(memory)} "
+            f"{where(label, line)}: the analysis used more than --max-memory {format_memory(memory)} "
             "(resident memory of the worker and every process it started) and was stopped; make the model or its inputs smaller, or raise --max-memory"
         )
     if result.status == STATUS_DIED:
@@ -302,7 +295,6 @@ __all__ = [
     "analyze_in_worker",
     "check_timeout",
     "default_max_memory",
-    "human_bytes",
     "limits_from_options",
     "parse_memory",
     "run_in_worker",

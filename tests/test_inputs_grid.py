@@ -149,10 +149,8 @@ def test_fit_rotary_sets_the_field_the_default_config_leaves_out():
 
 def _outcome(nodes: int, stopped: bool) -> object:
     from neuronprobe.capture_strategies import Outcome
-    from neuronprobe.report.model import Limitation
 
-    why = "dynamo capture stopped: GuardOnDataDependentSymNode: u1" if stopped else "3 graph breaks"
-    report = SimpleNamespace(capture=SimpleNamespace(nodes=nodes), not_analysed=[Limitation(what="dynamo capture", why=why)])
+    report = SimpleNamespace(capture=SimpleNamespace(nodes=nodes, stopped="GuardOnDataDependentSymNode: u1" if stopped else None))
     return Outcome(report, [], [])  # type: ignore[arg-type]
 
 

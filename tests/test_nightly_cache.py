@@ -14,9 +14,9 @@ import pytest
 from diff_fixtures import finding, make_report
 from typer.testing import CliRunner
 
-import neuronprobe
 import neuronprobe.nightly as nightly
 import neuronprobe.nightly_shards as nightly_shards
+import neuronprobe.version
 from neuronprobe.cli import app
 from neuronprobe.nightly import SUMMARY_FILE
 from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, local_imports
@@ -89,7 +89,7 @@ def test_an_edit_in_an_imported_helper_file_invalidates_only_its_model(config, c
 def test_a_version_or_option_change_invalidates_every_model(config, calls, monkeypatch, change):
     assert night(config, N1).exit_code == 0
     if change == "neuronprobe":
-        monkeypatch.setattr(neuronprobe, "__version__", "99.0.0")
+        monkeypatch.setattr(neuronprobe.version, "__version__", "99.0.0")  # where every module reads the version
     elif change == "rules":
         monkeypatch.setattr(nightly_shards, "rules_version", lambda: "2099.1.1")
     else:

@@ -14,10 +14,13 @@ before any work is done.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation
+
+if TYPE_CHECKING:
+    from neuronprobe.backends.train_program import TrainProgramOptions
 
 BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron", "xla-cpu")
 
@@ -36,7 +39,28 @@ class Observation:
 class LiveBackend(Protocol):
     def info(self) -> BackendInfo: ...
 
-    def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation: ...
+    def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
+        """What the backend saw of one forward of ``loaded``."""
+        ...
+
+    def observe_training(self, loaded: Any, target: str, options: TrainProgramOptions, *, timeout: float, op_timeout: float) -> Observation:
+        """What the backend saw of one training step (``--train``): forward, backward, optimizer step.
+
+        A backend that can only run the forward observes that and says so with :func:`forward_only`.
+        """
+        ...
+
+
+TRAINING_STEP_LIMITATION = "training step on the live backend"
+
+
+def forward_only(backend: LiveBackend, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
+    """``observe_training`` of a backend that runs the forward only: the forward, and a limitation saying so."""
+    observation = backend.observe(loaded, target, timeout=timeout, op_timeout=op_timeout)
+    observation.limitations.append(
+        Limitation(TRAINING_STEP_LIMITATION, f"the {backend.info().name} backend observes the forward only; backward, optimizer and loop are predicted")
+    )
+    return observation
 
 
 @dataclass

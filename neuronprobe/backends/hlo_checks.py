@@ -35,7 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends.xla_observe import TAG_PREFIX, is_library_path
+from neuronprobe.backends.xla_observe import TAG_PREFIX
+from neuronprobe.usercode import is_installed, is_library
 from neuronprobe.vocabulary import Verdict
 
 RULES_FILE = Path(__file__).parent / "data" / "hlo_rules.json"
@@ -199,7 +200,7 @@ class HloInstruction:
         m = _TAG.search(self.op_name)
         if m:
             return m.group("file"), int(m.group("line"))
-        if self.source_file and not _installed(self.source_file) and not is_library_path(self.source_file):
+        if self.source_file and not is_installed(self.source_file) and not is_library(self.source_file):
             return self.source_file, self.source_line
         return None, None
 
@@ -212,11 +213,6 @@ class HloInstruction:
             return _TYPE.sub(lambda m: f"{mapping.get(m.group('dtype'), m.group('dtype'))}[{m.group('dims')}]", text)
 
         return replace(self, result_type=swap(self.result_type), operand_types=[swap(t) for t in self.operand_types])
-
-
-def _installed(path: str) -> bool:
-    """A file of an installed package (the worker's torch is not this process's torch)."""
-    return "site-packages" in path or "dist-packages" in path
 
 
 @dataclass

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation, ResolvedBackend, static_info
+from neuronprobe.backends import Observation, ResolvedBackend, forward_only, static_info
 from neuronprobe.backends.detect import STACK_NATIVE, STACK_XLA, Detection, detect
 from neuronprobe.backends.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, StepResult, run_isolated
 from neuronprobe.backends.neuron_steps import (
@@ -47,11 +47,13 @@ from neuronprobe.backends.neuron_steps import (
     step_xla_outputs,
     step_xla_run,
 )
+from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.capture import relative_path
 from neuronprobe.errors import BackendUnavailable, InputError
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
-from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
+from neuronprobe.usercode import is_library
+from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict, worse
 
 ALLOW_FAKE_ENV = "NEURONPROBE_ALLOW_FAKE_SDK"  # "1": --backend auto|neuron may drive the test fake
 CACHE_ENV = "NEURONPROBE_NEURON_CACHE"  # "user": compile through the user's Neuron cache instead of a temporary one
@@ -68,9 +70,6 @@ _FAILED_WITH = re.compile(r"neuronx-cc failed with (-?\d+)")
 _EXIT_STATUS = re.compile(r"non-zero exit status (-?\d+)")
 _CALL_FRAME = re.compile(r"^(?P<file>.+?)\((?P<line>\d+)\): (?P<func>.*)$")
 _ATEN = re.compile(r"\baten::[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)?")
-# Frames inside the Neuron SDK's packages (or any installed torch) are library code,
-# like this torch's and neuronprobe's own (capture.is_library_file).
-_SDK_FRAME = re.compile(r"[\\/](torch_neuronx|torch_xla|neuronxcc|libneuronxla)[\\/]|[\\/](site|dist)-packages[\\/]torch[\\/]")
 
 FIX = {
     Verdict.COMPILE_ERROR: "the Neuron compiler rejects this op: rewrite it with ops it supports "
@@ -153,17 +152,11 @@ class AnalyzeResult:
     neuronx_cc_version: str | None = None
 
 
-def _is_library(path: str) -> bool:
-    from neuronprobe.capture import is_library_file
-
-    return is_library_file(path) or bool(_SDK_FRAME.search(path))
-
-
 def call_site(call: str) -> tuple[str | None, int | None]:
     """The user's frame of analyze's ``call`` (a TorchScript source range, innermost frame first)."""
     for raw in (call or "").splitlines():
         m = _CALL_FRAME.match(raw.strip())
-        if m and not _is_library(m.group("file")):
+        if m and not is_library(m.group("file")):  # the SDK's frames too (usercode.STACK_PACKAGES)
             return relative_path(m.group("file")), int(m.group("line"))
     return None, None
 
@@ -241,13 +234,6 @@ def op_in_message(message: str, vocabulary: list[str]) -> str | None:
         ):
             best = op
     return best
-
-
-def worse(a: str | None, b: str) -> Verdict:
-    """The more severe of two verdicts."""
-    if a is None:
-        return Verdict(b)
-    return max(Verdict(a), Verdict(b), key=lambda v: v.rank)
 
 
 # --- turning steps into an Observation (pure) ------------------------------------------------
@@ -508,6 +494,10 @@ class NeuronLiveBackend:
 
     def _env(self, workdir: Path) -> dict[str, str]:
         return {} if self.use_user_cache else isolated_cache_env(workdir / "neuron-compile-cache")
+
+    def observe_training(self, loaded: Any, target: str, options: TrainProgramOptions, *, timeout: float, op_timeout: float) -> Observation:
+        """The SDK's steps trace and run the forward only: that, and a limitation saying so."""
+        return forward_only(self, loaded, target, timeout=timeout, op_timeout=op_timeout)
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         """Run the SDK steps on ``loaded`` (a LoadedModel) and report what they observed."""

@@ -144,7 +144,7 @@ def _outputs_bytes(out: Any) -> bytes:
     as a handle to the child's shared memory, which is gone once the child exits."""
     from safetensors.torch import save
 
-    from neuronprobe.parity.reference import named_outputs
+    from neuronprobe.backends.outputs import named_outputs
 
     return save({name: t.contiguous().clone() for name, t in named_outputs(out).items()})
 

@@ -13,11 +13,23 @@ options, built exactly as the static capture builds it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_LR = 1e-3  # neuronprobe.training builds its optimizer here too
 SGD_MOMENTUM = 0.9
 _IMPLS = {"for-loop": {"foreach": False}, "foreach": {"foreach": True}, "fused": {"fused": True}}
+
+
+@dataclass(frozen=True)
+class TrainProgramOptions:
+    """How the training program builds its optimizer when the model file has no ``get_optimizer``.
+
+    Crosses to the worker as the request's ``program_options`` (a JSON object of these fields).
+    """
+
+    optimizer: str = "adamw"
+    optimizer_impl: str = "for-loop"
 
 
 def build_optimizer(params: list[Any], optimizer: str, impl: str) -> Any:
@@ -41,12 +53,12 @@ def _loss(output: Any) -> Any:
     return loss
 
 
-def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = None) -> Callable[[], Any]:
-    """One training step of ``loaded`` on ``device``; ``options``: optimizer and optimizer_impl names."""
-    from neuronprobe.backends.xla_worker import real_tensors, to_device
+def train_program(loaded: Any, device: Any, options: TrainProgramOptions | None = None) -> Callable[[], Any]:
+    """One training step of ``loaded`` on ``device``, its optimizer built as ``options`` say."""
+    from neuronprobe.backends.xla_tensors import real_tensors, to_device
     from neuronprobe.loading import train_batch
 
-    options = options or {}
+    options = options or TrainProgramOptions()
     module = loaded.module.to(device)
     module.train()
     args = to_device(real_tensors(loaded.args), device)
@@ -58,7 +70,7 @@ def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = Non
         optimizer = get_optimizer(module)
     else:
         params = [p for p in module.parameters() if p.requires_grad]
-        optimizer = build_optimizer(params, options.get("optimizer", "adamw"), options.get("optimizer_impl", "for-loop"))
+        optimizer = build_optimizer(params, options.optimizer, options.optimizer_impl)
     train_step = getattr(loaded, "train_step", None)
 
     params = list(module.parameters())
@@ -78,4 +90,4 @@ def train_program(loaded: Any, device: Any, options: dict[str, Any] | None = Non
     return run
 
 
-__all__ = ["build_optimizer", "train_program"]
+__all__ = ["TrainProgramOptions", "build_optimizer", "train_program"]

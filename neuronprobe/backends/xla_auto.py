@@ -57,12 +57,12 @@ class MemoryEstimate:
         return self.analysis + self.interpreter + self.weights * self.weight_copies + self.activations
 
     def describe(self) -> str:
-        from neuronprobe.worker import human_bytes
+        from neuronprobe.formatting import format_memory
 
         return (
-            f"{human_bytes(self.total)}: {human_bytes(self.weights)} of weights x{self.weight_copies}, "
-            f"{human_bytes(self.activations)} of activations, {human_bytes(self.interpreter)} for torch 2.9 + torch-xla "
-            f"and {human_bytes(self.analysis)} the analysis already holds"
+            f"{format_memory(self.total)}: {format_memory(self.weights)} of weights x{self.weight_copies}, "
+            f"{format_memory(self.activations)} of activations, {format_memory(self.interpreter)} for torch 2.9 + torch-xla "
+            f"and {format_memory(self.analysis)} the analysis already holds"
         )
 
 
@@ -139,7 +139,7 @@ def _shrunk_weights(loaded: Any) -> tuple[int, str]:
 
 def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> AutoChoice:
     """Observe as it is, observe a shrunken copy, or stay static (with the reason)."""
-    from neuronprobe.worker import human_bytes
+    from neuronprobe.formatting import format_memory
 
     why_not = not_observable(loaded)
     if why_not is not None:
@@ -150,7 +150,7 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> Au
     full = estimate(loaded, calls, train)
     if full.total <= budget:
         return AutoChoice(True)
-    over = f"observing it would need about {full.describe()}, over {HEADROOM:.0%} of --max-memory {human_bytes(max_memory)}"
+    over = f"observing it would need about {full.describe()}, over {HEADROOM:.0%} of --max-memory {format_memory(max_memory)}"
     if not str(loaded.source).startswith(HF_PREFIX):
         return AutoChoice(False, reason=f"{over}; a model file is observed as it is, so the static table's verdicts stand")
     try:
@@ -160,7 +160,7 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> Au
     small = MemoryEstimate(full.analysis, full.interpreter, weights, full.weight_copies, full.activations)
     if small.total <= budget:
         return AutoChoice(True, shrink=True, reason=over, changes=changes)
-    return AutoChoice(False, reason=f"{over}, and its shrunken copy would still need about {human_bytes(small.total)}")
+    return AutoChoice(False, reason=f"{over}, and its shrunken copy would still need about {format_memory(small.total)}")
 
 
 def observation_failed(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ What it reports, with ``origin=Origin.OBSERVED``:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import subprocess
@@ -30,6 +31,7 @@ from typing import Any
 
 from neuronprobe.backends import Observation
 from neuronprobe.backends.hlo_checks import load_rules
+from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_findings import (
     fallback_findings,
@@ -46,6 +48,12 @@ from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus
 
 BACKEND_NAME = "xla-cpu"
+# The worker's programs (xla_worker.PROGRAMS), and how a finding names each one's failure on the device.
+FORWARD_PROGRAM, TRAIN_PROGRAM = "forward", "train"
+_PROGRAM_FAILS = {
+    FORWARD_PROGRAM: ("<forward on the XLA device>", "the forward runs on torch 2.9's CPU but fails on the XLA device"),
+    TRAIN_PROGRAM: ("<training step on the XLA device>", "the training step fails on the XLA device"),
+}
 POLL_S = 0.05
 # Steps --op-timeout limits: the observation's own work. Starting the interpreter and building
 # the model (a cold import of torch 2.9 reads gigabytes of libraries) only count against --timeout.
@@ -273,7 +281,7 @@ class XlaCpuBackend:
 
     env: XlaEnv
     chosen_by_auto: bool = False
-    program: str = "forward"  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
+    program: str = FORWARD_PROGRAM  # what observe() runs on the XLA device: a name in xla_worker.PROGRAMS
     shrink: bool = False  # hf: build a shrunken copy in the worker (auto, when the full model does not fit: xla_auto)
     _steps: dict[str, BackendStep] = field(default_factory=dict)
 
@@ -316,18 +324,18 @@ class XlaCpuBackend:
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         return self._observe(self._request(loaded, ["observe"]), loaded, target, timeout=timeout, op_timeout=op_timeout)
 
-    def observe_training(self, loaded: Any, target: str, options: dict[str, Any], *, timeout: float, op_timeout: float) -> Observation:
+    def observe_training(self, loaded: Any, target: str, options: TrainProgramOptions, *, timeout: float, op_timeout: float) -> Observation:
         """One training step on the XLA device (``--train``): the worker's ``train`` program."""
-        request = {**self._request(loaded, ["observe"]), "program": "train", "program_options": options}
+        request = {**self._request(loaded, ["observe"]), "program": TRAIN_PROGRAM, "program_options": dataclasses.asdict(options)}
         return self._observe(request, loaded, target, timeout=timeout, op_timeout=op_timeout)
 
     def _observe(self, request: dict[str, Any], loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         with tempfile.TemporaryDirectory(prefix="neuronprobe-xla-") as tmp:
             run = run_worker(str(self.env.python), request, Path(tmp), timeout=timeout, op_timeout=op_timeout)
         self._steps = {k: _step_record(v) for k, v in run.steps.items()}
-        return self._observation(run, target, loaded)
+        return self._observation(run, target, loaded, request["program"])
 
-    def _observation(self, run: WorkerRun, target: str, loaded: Any) -> Observation:
+    def _observation(self, run: WorkerRun, target: str, loaded: Any, program: str) -> Observation:
         if (exited := model_exit(run, loaded)) is not None:
             raise exited
         obs = Observation(compile_log=run.log)
@@ -353,12 +361,13 @@ class XlaCpuBackend:
                     f"{_where(step, loaded)}the model does not run under torch 2.9 (the xla-cpu backend's torch), "
                     f"not even on its CPU: {step.extra.get('cpu_error') or step.error}"
                 )
+            what, fails = _PROGRAM_FAILS[program]
             obs.findings.append(
                 Finding.at(
                     "observed-xla-error",
                     SourceLocation(rel_path(step.file), step.line),
-                    "<forward on the XLA device>",
-                    f"the forward runs on torch 2.9's CPU but fails on the XLA device: {step.error[:1500]}",
+                    what,
+                    f"{fails}: {step.error[:1500]}",
                     origin=Origin.OBSERVED,
                 )
             )

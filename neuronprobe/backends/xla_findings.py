@@ -12,7 +12,7 @@ from typing import Any
 from neuronprobe.backends.hlo_checks import check_hlo, summarize_hits
 from neuronprobe.backends.xla_observe import HOST_SYNC_OP
 from neuronprobe.report.model import Finding, Limitation
-from neuronprobe.vocabulary import Origin, SourceLocation, Verdict
+from neuronprobe.vocabulary import Origin, SourceLocation, Verdict, worse
 
 # The fixes of observed-fallback and observed-host-sync are the registry's (support/data/builtin_rules.json).
 
@@ -184,8 +184,6 @@ def hlo_findings(
 
 
 def observed_verdicts(findings: list[Finding]) -> dict[str, str]:
-    from neuronprobe.backends.neuron import worse
-
     verdicts: dict[str, str] = {}
     for f in findings:
         if not f.op.startswith("<"):

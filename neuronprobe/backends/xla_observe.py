@@ -31,12 +31,13 @@ hit), including the graphs cut short by a fallback or a host read.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from neuronprobe.usercode import user_frame
 
 TAG_PREFIX = "np@"  # op_name prefix "np@FILE:LINE@aten::op@": the user's line and the dispatched op, in the HLO
 HOST_SYNC_OP = "aten::_local_scalar_dense"
@@ -44,69 +45,7 @@ MAX_LINES_PER_OP = 20  # enough to know whether an op was called from one line o
 # Environment for the interpreter that runs torch-xla, set before torch_xla is imported.
 DEBUG_ENV = {"XLA_HLO_DEBUG": "1", "XLA_IR_DEBUG": "1", "XLA_SAVE_TENSORS_FMT": "hlo"}
 SAVE_FILE_ENV = "XLA_SAVE_TENSORS_FILE"
-# torch's, torch-xla's and neuronprobe's own frames are never the place; transformers' shared
-# helpers are only when nothing else is (a host read inside masking_utils is still worth a line).
-_CORE_PACKAGES = ("torch", "torch_xla", "torch_neuronx")
-_NEURONPROBE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_HELPER_PARTS = tuple(
-    os.sep + "transformers" + os.sep + part
-    for part in (
-        "utils" + os.sep,
-        "integrations" + os.sep,
-        "generation" + os.sep,
-        "modeling_utils.py",
-        "masking_utils.py",
-        "pytorch_utils.py",
-        "activations.py",
-        "modeling_layers.py",
-        "modeling_rope_utils.py",
-        "modeling_attn_mask_utils.py",
-        "cache_utils.py",
-        "modeling_flash_attention_utils.py",
-    )
-)
-
-
-@functools.lru_cache(maxsize=1)
-def _core_dirs() -> tuple[str, ...]:
-    """The installed torch / torch-xla / SDK folders (located, not imported) and neuronprobe's own."""
-    import importlib.util
-
-    dirs = [_NEURONPROBE_DIR]
-    for name in _CORE_PACKAGES:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.submodule_search_locations:
-            dirs.extend(os.path.abspath(p) for p in spec.submodule_search_locations)
-    return tuple(d + os.sep for d in dirs)
-
-
-def _is_core(path: str) -> bool:
-    if path.startswith("<") or path.endswith(os.sep + "contextlib.py"):
-        return True
-    return os.path.abspath(path).startswith(_core_dirs())
-
-
-def is_library_path(path: str) -> bool:
-    """torch's, torch-xla's, the SDK's and neuronprobe's own files (and transformers' helpers)."""
-    return _is_core(path) or any(part in path for part in _HELPER_PARTS)
-
-
-def user_frame(start: Any) -> tuple[str | None, int | None]:
-    """The innermost frame outside library code, from the frame ``start`` outwards;
-    failing that, the innermost one outside torch and neuronprobe (a transformers helper)."""
-    frame = start
-    helper: tuple[str | None, int | None] = (None, None)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not is_library_path(name):
-            return name, frame.f_lineno
-        if helper[0] is None and not _is_core(name):
-            helper = (name, frame.f_lineno)
-        frame = frame.f_back
-    return helper
+# The place of an op is the user's frame (neuronprobe.usercode: stdlib only, so the worker can import it).
 
 
 def op_name(func: Any) -> str:
@@ -428,4 +367,4 @@ def count_compiles(run_call: Callable[[Any], Any], calls: list[Any], progress: C
     return {"calls": len(calls), **compile_counters(met), "host_syncs": int(met.counter_value(HOST_SYNC_OP) or 0)}
 
 
-__all__ = ["DEBUG_ENV", "TAG_PREFIX", "count_compiles", "is_library_path", "observe", "read_saved_graphs", "user_frame"]
+__all__ = ["DEBUG_ENV", "TAG_PREFIX", "count_compiles", "observe", "read_saved_graphs"]

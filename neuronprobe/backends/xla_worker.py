@@ -40,37 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.backends.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
+from neuronprobe.backends.xla_tensors import real_tensors, to_device
+from neuronprobe.usercode import is_library
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
 # returns the zero-argument callable that observe() runs.
 ProgramFactory = Callable[..., Callable[[], Any]]  # (loaded, device[, options])
 # The model's own ways of ending the process, reported as such (status "exit"), not as a device failure.
 _MODEL_EXITS = (SystemExit, KeyboardInterrupt)
-
-
-def to_device(value: Any, device: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.to(device)
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device) for v in value)
-    if isinstance(value, dict):
-        return {k: to_device(v, device) for k, v in value.items()}
-    return value
-
-
-def real_tensors(value: Any) -> Any:
-    """Meta tensors (shapes only) become zero-filled CPU tensors: the device needs values."""
-    import torch
-
-    if isinstance(value, torch.Tensor) and value.device.type == "meta":
-        return torch.zeros(value.shape, dtype=value.dtype)
-    if isinstance(value, (list, tuple)):
-        return type(value)(real_tensors(v) for v in value)
-    if isinstance(value, dict):
-        return {k: real_tensors(v) for k, v in value.items()}
-    return value
 
 
 def forward_program(loaded: Any, device: Any) -> Callable[[], Any]:
@@ -89,9 +66,9 @@ def forward_program(loaded: Any, device: Any) -> Callable[[], Any]:
 
 def train_step_program(loaded: Any, device: Any, options: dict[str, Any] | None = None) -> Callable[[], Any]:
     """One training step (``--train``): see :mod:`neuronprobe.backends.train_program`."""
-    from neuronprobe.backends.train_program import train_program
+    from neuronprobe.backends.train_program import TrainProgramOptions, train_program
 
-    return train_program(loaded, device, options)
+    return train_program(loaded, device, TrainProgramOptions(**options) if options else None)
 
 
 PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": train_step_program}
@@ -109,11 +86,9 @@ def load(request: dict[str, Any]) -> Any:
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:
-    from neuronprobe.backends.xla_observe import is_library_path
-
     place: tuple[str | None, int | None] = (None, None)
     for frame in traceback.extract_tb(exc.__traceback__):
-        if not is_library_path(frame.filename) and not frame.filename.endswith("xla_worker.py"):
+        if not is_library(frame.filename) and not frame.filename.endswith("xla_worker.py"):
             place = (frame.filename, frame.lineno)
     return place
 

@@ -22,9 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from neuronprobe.loading import HF_PREFIX, LoadedModel
 from neuronprobe.report.model import ModuleDrift
 
-__all__ = ["ModuleDrift", "Reference", "Tolerance", "compare", "drift_stats", "record_reference", "ulp"]
+__all__ = ["ModuleDrift", "Reference", "Tolerance", "compare", "drift_stats", "module_prefix", "record_reference", "ulp"]
 
 # The mantissa bits and smallest normal exponent of each low type, for ULPs.
 _FORMATS: dict[str, tuple[int, int]] = {
@@ -289,3 +290,8 @@ def dominant_op(module: Any, target: str, forward: Callable[[], Any], emulator: 
         emulator.observer = None
     op = max(worst, key=lambda k: worst[k]) if worst else None
     return f"aten::{op}" if op is not None and worst[op] > 0 else None  # no op adds error: it came in with the input
+
+
+def module_prefix(loaded: LoadedModel) -> str:
+    """The part of every module path that is neuronprobe's wrapper, not the user's model (``hf:``: ``model.``)."""
+    return "model." if loaded.source.startswith(HF_PREFIX) else ""

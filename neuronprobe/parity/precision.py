@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from neuronprobe.errors import InputError
+from neuronprobe.report.model import PrecisionInfo
 from neuronprobe.vocabulary import AutoCast, LowType, ServedDtype, Word
 
 # The first release whose compiler defaults to --auto-cast none with mixed-precision accumulation on.
@@ -194,3 +195,8 @@ def dedupe(precisions: Sequence[Precision]) -> list[Precision]:
             seen.add(key)
             out.append(key)
     return out
+
+
+def precision_info(p: Precision) -> PrecisionInfo:
+    """The report's record of a precision (its flags in words)."""
+    return PrecisionInfo(p.auto_cast, p.auto_cast_type, p.dtype, p.mixed_precision_accumulation, p.label, p.flags())

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from neuronprobe.backends.outputs import named_outputs
 from neuronprobe.errors import InputError
 from neuronprobe.report.reference_model import ReferenceComparison, TensorCheck, Top1Check
 from neuronprobe.vocabulary import ReferenceBackend, ReferenceTensorKind
@@ -164,7 +165,7 @@ def current_versions(backend: ReferenceBackend, extra: Mapping[str, str | None] 
     (torch-xla, torch-neuronx, neuronx-cc from the backend that ran; transformers, torchvision, timm)."""
     import torch
 
-    from neuronprobe import __version__
+    from neuronprobe.version import __version__
 
     versions = {"python": platform.python_version(), "torch": str(torch.__version__), "neuronprobe": __version__}
     for name, value in (extra or {}).items():
@@ -188,18 +189,6 @@ def model_library_versions(source: str) -> dict[str, str | None]:
 
 
 # --- naming outputs -------------------------------------------------------------------------
-
-
-def named_outputs(output: Any) -> dict[str, Any]:
-    """A model's output as ``{name: tensor}``: ``output`` for a lone tensor, ``output['logits']``,
-    ``output[0]`` for the leaves of a dict, tuple or ModelOutput; non-tensor leaves are left out."""
-    import torch
-
-    from neuronprobe._torch.pytree import leaves_with_names
-
-    if isinstance(output, torch.Tensor):
-        return {"output": output}
-    return {f"output{path}": leaf for path, leaf in leaves_with_names(output) if isinstance(leaf, torch.Tensor)}
 
 
 def default_tolerance(dtype: str) -> Tolerance:

@@ -732,8 +732,8 @@ def scan_parity(result: ParityResult) -> RiskyScan:
     precisions, it keeps the most telling confirmation, whose run its message names.
     """
     from neuronprobe.parity import emulate
+    from neuronprobe.parity.drift import module_prefix
     from neuronprobe.parity.precision import Precision
-    from neuronprobe.parity.run import module_prefix
 
     graphs: dict[str, OpGraph | None] = {}
     notes: list[str] = []

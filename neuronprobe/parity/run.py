@@ -19,9 +19,9 @@ from neuronprobe import defaults
 from neuronprobe.errors import InputError
 from neuronprobe.loading import HF_PREFIX, VISION_PREFIXES, LoadedModel, split_inputs
 from neuronprobe.parity import drift, emulate, metrics
-from neuronprobe.parity.drift import Tolerance
-from neuronprobe.parity.precision import Precision
-from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionInfo, PrecisionRun, Report, TopKCheck
+from neuronprobe.parity.drift import Tolerance, module_prefix
+from neuronprobe.parity.precision import Precision, precision_info
+from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionRun, Report, TopKCheck
 from neuronprobe.vocabulary import ParityRun
 
 
@@ -34,10 +34,6 @@ class ParityResult:
     inputs: list[tuple[tuple[Any, ...], dict[str, Any]]]
     reference_outputs: list[Any] = field(default_factory=list)  # the fp32 model output per input (as returned)
     per_module: list[dict[str, Any]] = field(default_factory=list)  # keep_outputs: per input, module call -> fp32 tensor
-
-
-def precision_info(p: Precision) -> PrecisionInfo:
-    return PrecisionInfo(p.auto_cast, p.auto_cast_type, p.dtype, p.mixed_precision_accumulation, p.label, p.flags())
 
 
 def _weight_bytes(module: Any) -> int:
@@ -195,11 +191,6 @@ def _as_reference(precision: Precision, references: list[drift.Reference]) -> Pr
     output = ModuleDrift("", rows[-1].module_type if rows else "", None, None, 0.0, 0.0, 0.0, 0, False)
     agreements = [metrics.agreement(r.final_value, r.final_value) for r in references]
     return PrecisionRun(precision_info(precision), modules=rows, output=output, agreement=_merge_agreements(agreements), note=SAME_AS_REFERENCE)
-
-
-def module_prefix(loaded: LoadedModel) -> str:
-    """The part of every module path that is neuronprobe's wrapper, not the user's model (``hf:``: ``model.``)."""
-    return "model." if loaded.source.startswith(HF_PREFIX) else ""
 
 
 def run_parity_full(

@@ -58,7 +58,7 @@ def run_xla_bf16(
     import torch
 
     from neuronprobe.backends.xla_cpu import run_worker
-    from neuronprobe.parity.run import precision_info
+    from neuronprobe.parity.precision import precision_info
 
     row = PrecisionRun(precision_info(XLA_PRECISION), run=ParityRun.XLA_CPU)
     request = _request(loaded)

@@ -42,6 +42,7 @@ from neuronprobe.recompiles.traffic import (
     traffic_from_samples,
 )
 from neuronprobe.report.model import BucketProposal, Limitation, ObservedCompiles, RecompileCause, RecompileSection
+from neuronprobe.usercode import is_library
 
 # The optional method a live backend implements to count real compiles on a Neuron host:
 #   count_compiles(loaded, inputs_per_call, *, timeout) -> ObservedCompiles
@@ -128,14 +129,12 @@ def forward_params(module: Any) -> list[str]:
 
 def forward_location(module: Any) -> tuple[str | None, int | None, str | None]:
     """Where the model's forward is defined: where a plain shape change points."""
-    from neuronprobe.capture import is_library_file
-
     try:
         file = inspect.getsourcefile(type(module).forward)
         lines, start = inspect.getsourcelines(type(module).forward)
     except (TypeError, OSError):
         return None, None, None
-    if not file or is_library_file(file):
+    if not file or is_library(file):
         return None, None, None
     text = next((ln.strip() for ln in lines if ln.strip().startswith("def ")), lines[0].strip() if lines else None)
     offset = next((i for i, ln in enumerate(lines) if ln.strip().startswith("def ")), 0)

@@ -44,9 +44,10 @@ import numpy as np
 
 from neuronprobe._torch import MissingInternal, dynamo_config, dynamo_counters, dynamo_guards, filenames, shape_env
 from neuronprobe._torch.dynamo_isolation import compile_isolated, isolated_compiles
-from neuronprobe.capture import is_library_file, quiet_torch, relative_path, source_line, user_frame_from_stack
+from neuronprobe.capture import quiet_torch, relative_path, source_line, user_frame_from_stack
 from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
+from neuronprobe.usercode import is_library
 from neuronprobe.vocabulary import CauseKind
 
 GRAPH_HASH_CHARS = 12
@@ -736,6 +737,6 @@ def collect_evidence(
             )
         )
     for c in causes:
-        if c.file and not is_library_file(c.file):
+        if c.file and not is_library(c.file):
             c.file = relative_path(c.file)
     return Evidence(observed, causes, limitations, list(result.shapes)), result

@@ -5,19 +5,19 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from neuronprobe.report.model import DecodeProposal, MemoryRow
-
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from neuronprobe.report.model import DecodeProposal, MemoryRow
+
 LADDER_COLUMNS = ["kind", "name", "edges", "graphs", "kv_overhead_pct", "step_overhead_pct", "optimal_kv_overhead_pct", "beyond_last", "chosen"]
 BATCH_COLUMNS = ["name", "batch_buckets", "seq_buckets", "graphs", "kv_overhead_pct", "step_overhead_pct", "method"]
-MEMORY_COLUMNS = [f.name for f in dataclasses.fields(MemoryRow)]
 TIMELINE_COLUMNS = ["seconds", "batch", "longest", "bucket", "batch_bucket"]
 
 
-def decode_frames(p: DecodeProposal) -> dict[str, pd.DataFrame]:
-    """``ladders`` (curve and baselines), ``batch`` (joint plans), ``memory`` (per TP degree), ``timeline`` (replay)."""
+def decode_frames(p: DecodeProposal, memory_row: type[MemoryRow]) -> dict[str, pd.DataFrame]:
+    """``ladders`` (curve and baselines), ``batch`` (joint plans), ``memory`` (per TP degree, one column per field
+    of ``memory_row``, the model's row class), ``timeline`` (replay)."""
     import pandas as pd
 
     ladders: list[dict[str, Any]] = []
@@ -59,6 +59,6 @@ def decode_frames(p: DecodeProposal) -> dict[str, pd.DataFrame]:
     return {
         "ladders": pd.DataFrame(ladders, columns=LADDER_COLUMNS),
         "batch": pd.DataFrame(batch, columns=BATCH_COLUMNS),
-        "memory": pd.DataFrame(memory, columns=MEMORY_COLUMNS),
+        "memory": pd.DataFrame(memory, columns=[f.name for f in dataclasses.fields(memory_row)]),
         "timeline": pd.DataFrame(timeline, columns=TIMELINE_COLUMNS),
     }

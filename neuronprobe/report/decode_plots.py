@@ -3,9 +3,8 @@ continuous-batching timeline. Same conventions as :mod:`neuronprobe.report.plots
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from neuronprobe.report.model import DecodeProposal
 from neuronprobe.report.plots import (
     BAR_COLOR,
     BASELINE_COLORS,
@@ -18,6 +17,9 @@ from neuronprobe.report.plots import (
     figure_to_svg,
     plain_label,
 )
+
+if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
+    from neuronprobe.report.model import DecodeProposal
 
 
 def decode_histogram_svg(p: DecodeProposal | None) -> str | None:

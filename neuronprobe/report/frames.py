@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from neuronprobe.report.model import Report
 from neuronprobe.vocabulary import Verdict, Word
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from neuronprobe.report.model import Report
 
 OPS_COLUMNS = ["op", "verdict", "count", "rule", "reason", "dtypes", "example_shapes", "modules", "phase"]
 FINDINGS_COLUMNS = [

@@ -29,11 +29,13 @@ import functools
 import hashlib
 import importlib.resources
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
-from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
 from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
+
+if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
+    from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
 
 TEMPLATE_PAGE = "report.html.j2"
 TEMPLATE_FRAGMENT = "embedded.html.j2"

@@ -9,7 +9,11 @@ place (``In [n], line k`` for a notebook cell) and fix.
 
 from __future__ import annotations
 
-from neuronprobe.report.model import Finding, Report
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
+    from neuronprobe.report.model import Finding, Report
+
 
 # Findings listed in the text views; the rest are counted ("and N more").
 TEXT_FINDINGS = 10

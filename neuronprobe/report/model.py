@@ -280,6 +280,9 @@ class CaptureInfo:
     # in the strategy that captured (issue 27; empty in older reports and for model files).
     input_recipes: list[str] = field(default_factory=list)
     input_repairs: list[str] = field(default_factory=list)
+    # Why dynamo stopped partway through the forward (an exception's first line), None when it ran to its end
+    # (or in reports from before issue 27): the capture holds only the ops before the stop.
+    stopped: str | None = None
 
     def __post_init__(self) -> None:
         # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.
@@ -629,7 +632,7 @@ class DecodeProposal:
         """pandas DataFrames of the proposal: curve, baselines, batch, memory, timeline (see report/decode_frames.py)."""
         from neuronprobe.report.decode_frames import decode_frames
 
-        return decode_frames(self)
+        return decode_frames(self, MemoryRow)
 
 
 # --- live backend and run diffs ----------------------------------------------

@@ -31,55 +31,14 @@ from typing import Any, Protocol, TypeVar
 from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError, InternalError
 from neuronprobe.registry import RuleKind, bundled_registry, register_user_rules
-from neuronprobe.support.conditions import Condition, holds
+from neuronprobe.support.conditions import holds
 from neuronprobe.support.device_dtypes import DeviceDtypes, device_dtypes
+from neuronprobe.support.rule import TARGETS, Rule, release_key
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
-TARGETS: tuple[str, ...] = ("trn1", "trn2", "inf2")
 # Every rule id a finding can carry, with its verdicts, fix and provenance, is registered once in
 # neuronprobe/registry.py; the ids classify() gives without a rule of neuron_rules.json (custom-op,
 # no-lowering, xla-lowering, composite-part, device-dtype, ...) are in data/builtin_rules.json.
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    verdict: Verdict
-    message: str
-    fix: str
-    ops: frozenset[str] = frozenset()
-    not_ops: frozenset[str] = frozenset()  # ops the rule never applies to (the exceptions of a dtype rule)
-    tags: frozenset[str] = frozenset()
-    dtypes: frozenset[str] = frozenset()
-    input_dtypes: frozenset[str] = frozenset()
-    layouts: frozenset[str] = frozenset()
-    targets: frozenset[str] = frozenset(TARGETS)
-    ncc_code: str | None = None
-    when: tuple[Condition, ...] = ()
-    fixes: dict[str, str] = field(default_factory=dict)
-    sdk_from: str | None = None  # first Neuron SDK release the rule applies to (None: all known)
-    sdk_fixed: str | None = None  # first release that no longer has the problem (None: not fixed)
-    provenance: str = ""
-    override: bool = False  # a user's rule that replaces the bundled rule of its id (for the ops it names)
-
-    def fix_for(self, key: str) -> str:
-        return self.fixes.get(key) or self.fixes.get(key.split(".")[0]) or self.fix
-
-    def applies_to_sdk(self, sdk: str) -> bool:
-        """Whether the rule holds in Neuron SDK release ``sdk`` (from <= sdk < fixed)."""
-        v = release_key(sdk)
-        return (self.sdk_from is None or release_key(self.sdk_from) <= v) and (self.sdk_fixed is None or v < release_key(self.sdk_fixed))
-
-    def reason(self) -> str:
-        """The message, with the condition that made the rule fire."""
-        if not self.when:
-            return self.message
-        return f"{self.message} (here: {'; '.join(c.describe() for c in self.when)})"
-
-
-def release_key(version: str) -> tuple[int, ...]:
-    """``"2.32.0"`` -> ``(2, 32, 0)``, for ordering SDK releases."""
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
 @dataclass(frozen=True)
@@ -215,8 +174,8 @@ def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
     from dataclasses import replace
     from pathlib import Path
 
-    from neuronprobe.vocabulary import SECTION_GATES  # --fail-on parity must not become a user rule's id too
     from neuronprobe.support.rulefile import load_rules_file
+    from neuronprobe.vocabulary import SECTION_GATES  # --fail-on parity must not become a user rule's id too
 
     reserved = code_rule_ids() | frozenset(SECTION_GATES)
     extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=reserved)

@@ -17,6 +17,7 @@ from typing import Any
 
 from neuronprobe.errors import InputError
 from neuronprobe.support.conditions import OUTPUT_NAME, ConditionError, parse_condition, schema_arguments
+from neuronprobe.support.rule import TARGETS, Rule, release_key
 from neuronprobe.vocabulary import Verdict
 
 RULE_KEYS = frozenset(
@@ -63,8 +64,6 @@ def _fail(source: str, rule_id: str, why: str) -> InputError:
 
 def parse_rule(doc: Any, source: str, releases: dict[str, str]) -> Any:
     """One rule object -> :class:`neuronprobe.support.Rule`; :class:`InputError` names the rule."""
-    from neuronprobe.support import TARGETS, Rule, release_key
-
     if not isinstance(doc, dict) or not isinstance(doc.get("id"), str) or not doc["id"]:
         raise InputError(f'{source}: every rule needs a string "id"; got {_short(doc)}')
     rid = doc["id"]

@@ -1,0 +1,40 @@
+"""A dynamo capture that stops partway says so in a field (issue 27): capture -> Report.capture.stopped -> the strategies."""
+
+from __future__ import annotations
+
+import torch
+
+from neuronprobe.capture import capture_dynamo
+from neuronprobe.capture_strategies import stopped_early
+from neuronprobe.report.model import CaptureInfo, Report
+
+
+class Stops(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.sin()
+        if y.shape[0] == 2:
+            raise ValueError("the model gave up here\nsecond line")
+        return y
+
+
+class RunsThrough(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.sin().cos()
+
+
+def test_a_capture_that_stops_names_why_in_a_field():
+    graph = capture_dynamo(Stops(), (torch.ones(2),), {})
+    assert graph.stopped == "ValueError: the model gave up here"  # the exception's first line
+    assert f"dynamo capture stopped: {graph.stopped}" in graph.notes  # the words the report's reader sees
+
+
+def test_a_capture_that_runs_through_has_no_stop():
+    graph = capture_dynamo(RunsThrough(), (torch.ones(2),), {})
+    assert graph.stopped is None and {"aten::sin", "aten::cos"} <= {c.op for c in graph.calls}
+
+
+def test_the_stop_travels_in_the_report_and_the_strategies_read_it_from_there():
+    report = Report(model="m", target="trn1", capture=CaptureInfo(method="dynamo", nodes=1, stopped="ValueError: x"))
+    again = Report.from_json(report.to_json())
+    assert again.capture.stopped == "ValueError: x" and stopped_early(again) == "ValueError: x"
+    assert stopped_early(Report(model="m", target="trn1", capture=CaptureInfo(method="dynamo", nodes=9))) is None
