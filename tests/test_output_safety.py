@@ -133,9 +133,14 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("buckets", "step_times"): "input",
     ("buckets", "json_path"): "output",
     ("setup", "path"): "output",
+    ("parity", "model"): "input",
+    ("parity", "reference"): "input",
+    ("parity", "json_path"): "output",
+    ("parity", "output_dir"): "output",
+    ("parity", "save_reference"): "output",
 }
 # Parameters typed str that still name a file (a model file or an hf: spec; audit's paths, so that an empty one is refused).
-STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths")}
+STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths"), ("parity", "model")}
 
 
 def _path_params() -> set[tuple[str, str]]:
@@ -262,6 +267,22 @@ def _case_setup_path(tmp_path: Path) -> tuple[list[str], list[Path]]:
     return ["setup", "xla-cpu", "--path", str(someone / "env")], [someone]
 
 
+def _case_parity_json(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    return ["parity", str(model), "--json", str(model)], [model]
+
+
+def _case_parity_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model = _model(tmp_path)
+    return ["parity", str(model), "-o", str(model)], [model]
+
+
+def _case_parity_save_reference(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    """A reference folder named over the model file itself."""
+    model = _model(tmp_path)
+    return ["parity", str(model), "--save-reference", str(model), "-o", str(tmp_path / "reports")], [model]
+
+
 OUTPUT_CASES = {
     ("analyze", "json_path"): _case_analyze_json,
     ("analyze", "output_dir"): _case_analyze_output_dir,
@@ -275,6 +296,9 @@ OUTPUT_CASES = {
     ("nightly", "cache_dir"): _case_nightly_cache,
     ("buckets", "json_path"): _case_buckets_json,
     ("setup", "path"): _case_setup_path,
+    ("parity", "json_path"): _case_parity_json,
+    ("parity", "output_dir"): _case_parity_output_dir,
+    ("parity", "save_reference"): _case_parity_save_reference,
 }
 
 
