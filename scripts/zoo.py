@@ -401,34 +401,38 @@ def probe_recipes(model_type: str, overrides: list[str]) -> list[str]:
 def tier_candidates(rows: list[dict[str, Any]], probe: dict[str, list[str]]) -> list[str]:
     """The analysed types worth recording: every type whose inputs were made beyond the config alone (repairs,
     parents, filled fields; the zoo's ``inputs`` column), every type the probe saw a recipe fire in, and the
-    :data:`TIER_PER_STRATEGY` quickest types of each strategy other than meta."""
-    whole = [r for r in rows if r["analysed"] and not r.get("partial")]
-    out = {r["model_type"] for r in whole if r.get("inputs") or probe.get(r["model_type"])}
+    :data:`TIER_PER_STRATEGY` quickest types of each strategy other than meta (captured whole). Partial
+    captures are candidates too: some families' recipes fire in no type the capture runs through."""
+    analysed = [r for r in rows if r["analysed"]]
+    whole = [r for r in analysed if not r.get("partial")]
+    out = {r["model_type"] for r in analysed if r.get("inputs") or probe.get(r["model_type"])}
     for strategy in TIER_STRATEGIES[1:]:
         out.update(r["model_type"] for r in sorted((r for r in whole if r["strategy"] == strategy), key=lambda r: r["seconds"])[:TIER_PER_STRATEGY])
-    return [r["model_type"] for r in sorted(whole, key=lambda r: (r["seconds"], r["model_type"])) if r["model_type"] in out]  # quickest first
+    return [r["model_type"] for r in sorted(analysed, key=lambda r: (r["seconds"], r["model_type"])) if r["model_type"] in out]  # quickest first
 
 
 def greedy_tier(recorded: list[dict[str, Any]], goal: set[str]) -> list[tuple[dict[str, Any], list[str]]]:
     """A greedy weighted set cover of ``goal`` (recipe and repair names, ``strategy:<name>``): each step takes the
     recorded type that adds the most uncovered names per second of analysis; ties go to the cheaper type, then
-    by name. Returns each chosen row with the names it was chosen for."""
+    by name. Types captured whole come first; partial captures (the forward stopped partway on every strategy)
+    only cover what no whole one does. Returns each chosen row with the names it was chosen for."""
 
     def names(row: dict[str, Any]) -> set[str]:
         return {*row.get("recipes", []), *row.get("repairs", []), f"strategy:{row['strategy']}"}
 
     left = set(goal)
     chosen: list[tuple[dict[str, Any], list[str]]] = []
-    pool = [r for r in recorded if r.get("analysed") and not r.get("partial")]
-    while left:
-        useful = [r for r in pool if names(r) & left]
-        if not useful:
-            break
-        best = min(useful, key=lambda r: (-len(names(r) & left) / (r["seconds"] + TIER_TYPE_COST), r["seconds"], r["model_type"]))
-        new = sorted(names(best) & left)
-        chosen.append((best, new))
-        left -= set(new)
-        pool.remove(best)
+    for partial in (False, True):
+        pool = [r for r in recorded if r.get("analysed") and bool(r.get("partial")) == partial]
+        while left:
+            useful = [r for r in pool if names(r) & left]
+            if not useful:
+                break
+            best = min(useful, key=lambda r: (-len(names(r) & left) / (r["seconds"] + TIER_TYPE_COST), r["seconds"], r["model_type"]))
+            new = sorted(names(best) & left)
+            chosen.append((best, new))
+            left -= set(new)
+            pool.remove(best)
     return chosen
 
 
@@ -468,7 +472,7 @@ def write_tier(tier: Path, results: Path, record: Path, timeout: int, budget: fl
     skipped: list[str] = []  # candidates the budget left unrecorded
     with record.open("a", encoding="utf-8") as fh:
         for r in rows:
-            if r["analysed"] and not r.get("partial"):
+            if r["analysed"]:
                 if r["model_type"] in previous:
                     probe[r["model_type"]] = previous[r["model_type"]].get("probe", [])
                     continue
@@ -508,6 +512,7 @@ def write_tier(tier: Path, results: Path, record: Path, timeout: int, budget: fl
                 "model_type": r["model_type"],
                 "set": r.get("set") or [],
                 "strategy": r["strategy"],
+                "partial": bool(r.get("partial")),
                 "ops": r["ops"],
                 "min_ops": math.floor(TIER_OPS_FRACTION * r["ops"]),
                 "recipes": r.get("recipes", []),

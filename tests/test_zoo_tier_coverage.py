@@ -86,11 +86,26 @@ def test_the_greedy_cover_takes_the_cheapest_types_that_cover_every_name():
         row("fast_b", 0.5, ["b"]),
         row("repairs_r", 1.0, [], ("r",), strategy="fake"),
         row("nothing", 0.1, []),
-        {**row("partial_c", 0.1, ["c"]), "partial": True},  # a partial capture is never chosen
+        {**row("partial_c", 0.1, ["c", "a"]), "partial": True},  # a partial capture only for what no whole one covers
     ]
     chosen = zoo.greedy_tier(rows, {"a", "b", "r", "c", "strategy:meta", "strategy:fake"})
     assert [(r["model_type"], new) for r, new in chosen] == [
         ("fast_a", ["a", "strategy:meta"]),  # 2 names for 0.5 s (+2 s a type), before fast_b by name
         ("repairs_r", ["r", "strategy:fake"]),  # 2 names for 1 s beat 1 name for 0.5 s
         ("fast_b", ["b"]),
-    ]  # c: only a partial capture has it, so it stays uncovered
+        ("partial_c", ["c"]),
+    ]
+
+
+def test_a_recording_keeps_each_name_once_in_firing_order_and_nothing_is_kept_outside_one():
+    from neuronprobe.loaders import fired
+
+    fired.recipe("outside")  # no recording open: nothing to note into, and no error
+    with fired.recording() as outer:
+        fired.recipe("b")
+        with fired.recording() as inner:  # a strategy's own recording hides the enclosing one
+            fired.repair("repair_x")
+        fired.recipe("a")
+        fired.recipe("b")
+    assert (outer.recipes, outer.repairs) == (["b", "a"], [])
+    assert (inner.recipes, inner.repairs) == ([], ["repair_x"])
