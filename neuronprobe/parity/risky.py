@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
@@ -313,9 +313,14 @@ class _Scan:
 
     def _eps_consumer(self, call: OpCall) -> str | None:
         """The first op downstream of ``call`` (a few hops) that divides by it, roots or logs it, as ``op at line``."""
+        user = self._downstream(call, 3, lambda u: u.name in _EPS_CONSUMERS)
+        return f"{name_of(user)}{_at_line(user, call)}" if user else None
+
+    def _downstream(self, call: OpCall, hops: int, wanted: Callable[[OpCall], bool]) -> OpCall | None:
+        """The first op within ``hops`` uses of ``call``'s output (breadth first) that is ``wanted``, if any."""
         seen: set[int] = set()
         frontier = [call.index]
-        for _ in range(3):
+        for _ in range(hops):
             nxt = []
             for i in frontier:
                 for u in self.users.get(i, ()):
@@ -325,8 +330,8 @@ class _Scan:
                     user = self.by_index.get(u)
                     if user is None:
                         continue
-                    if user.name in _EPS_CONSUMERS:
-                        return f"{name_of(user)}{_at_line(user, call)}"
+                    if wanted(user):
+                        return user
                     nxt.append(u)
             frontier = nxt
         return None
@@ -359,23 +364,7 @@ class _Scan:
 
     def _mask_user(self, call: OpCall) -> OpCall | None:
         """The softmax-like op the value reaches within a few ops, if any."""
-        seen: set[int] = set()
-        frontier = [call.index]
-        for _ in range(_MASK_REACH):
-            nxt = []
-            for i in frontier:
-                for u in self.users.get(i, ()):
-                    if u in seen:
-                        continue
-                    seen.add(u)
-                    user = self.by_index.get(u)
-                    if user is None:
-                        continue
-                    if any(m in user.name for m in _MASK_USERS):
-                        return user
-                    nxt.append(u)
-            frontier = nxt
-        return None
+        return self._downstream(call, _MASK_REACH, lambda u: any(m in u.name for m in _MASK_USERS))
 
     def _arithmetic(self, call: OpCall) -> list[_Hit]:
         value = call.constants.get("other")
