@@ -13,6 +13,7 @@ one sentence naming the row and the column, never the row's content.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +38,12 @@ OUTPUT_NAMES: tuple[str, ...] = (
 )
 # Longer than any model context served today; the position histogram is a dense array up to here.
 MAX_DECODE_LENGTH = 2**24
+# The most requests one trace may hold (a week of a large service is ~10^7), the most values
+# (rows x columns) it may hold, and the most decode steps (output tokens, summed) it may ask for:
+# each is named in the refusal, before the table is built.
+MAX_TRACE_ROWS = 2**25
+MAX_TRACE_VALUES = 2**28
+MAX_TRACE_STEPS = 2**36
 
 
 @dataclass
@@ -81,19 +88,21 @@ def read_decode_trace(
     time_column: str | None = None,
 ) -> DecodeTrace:
     """Read prompt and output lengths (and arrival times) from a trace file; see the module docstring."""
+    from neuronprobe.files import read_input
+
     p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a folder, not a trace file")
+    # Bounded: a FIFO waits a bounded time for its writer, /dev/zero is refused, a file above 1 GiB too.
+    data = read_input(p, "trace", pipes=True)
     suffix = p.suffix.lower()
     if suffix in PARQUET_SUFFIXES:
-        frame, row_label = _parquet(p), _row_label(0)
+        frame, row_label = _parquet(p, data), _row_label(0)
     elif suffix in JSONL_SUFFIXES:
-        frame, lines = _jsonl(p)
+        frame, lines = _jsonl(p, data)
         row_label = lambda i: f"line {lines[i]}"  # noqa: E731
     else:
-        frame, row_label = _delimited(p, DELIMITED_SUFFIXES.get(suffix, ",")), _row_label(2)
+        frame, row_label = _delimited(p, data, DELIMITED_SUFFIXES.get(suffix, ",")), _row_label(2)
+    if len(frame) > MAX_TRACE_ROWS:
+        raise InputError(f"{p}: {len(frame):,} requests; neuronprobe reads at most {MAX_TRACE_ROWS:,} (MAX_TRACE_ROWS): sample the trace")
     columns = [str(c) for c in frame.columns]
     pc = _choose(p, columns, prompt_column, PROMPT_NAMES, "--prompt-column", "prompt length")
     oc = _choose(p, columns, output_column, OUTPUT_NAMES, "--output-column", "output length")
@@ -108,6 +117,7 @@ def read_decode_trace(
         raise InputError(f"{p}: no requests found (the file has a header and no rows)")
     prompts = _lengths(frame[pc].to_numpy(), str(p), pc, row_label)
     outputs = _lengths(frame[oc].to_numpy(), str(p), oc, row_label)
+    check_steps(outputs, str(p))
     arrivals = None
     if tc is not None:
         stamps = _timestamps(frame[tc])
@@ -126,13 +136,32 @@ def _row_label(first_line: int) -> Any:
     return lambda i: f"row {i}"
 
 
-def _delimited(p: Path, sep: str) -> Any:
+def check_steps(outputs: np.ndarray, where: str) -> None:
+    """At most :data:`MAX_TRACE_STEPS` decode steps (output tokens) in all: the replay walks them."""
+    total = int(outputs.sum(dtype=np.float64))
+    if total > MAX_TRACE_STEPS:
+        raise InputError(f"{where}: {total:,} output tokens in all; neuronprobe replays at most {MAX_TRACE_STEPS:,} (MAX_TRACE_STEPS): sample the trace")
+
+
+def _check_size(p: Path, rows: int, columns: int) -> None:
+    """Rows and values (rows x columns) within the caps, counted before the table is built."""
+    if rows > MAX_TRACE_ROWS:
+        raise InputError(f"{p}: more than {MAX_TRACE_ROWS:,} requests; neuronprobe reads at most that many (MAX_TRACE_ROWS): sample the trace")
+    if rows * max(columns, 1) > MAX_TRACE_VALUES:
+        raise InputError(f"{p}: {rows:,} rows x {columns:,} columns; neuronprobe reads at most {MAX_TRACE_VALUES:,} values (MAX_TRACE_VALUES): keep the columns it needs")
+
+
+def _delimited(p: Path, data: bytes, sep: str) -> Any:
     import pandas as pd
 
+    if data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Excel's CSV): not part of the first column's name
+        data = data[3:]
+    header = data.split(b"\n", 1)[0]
+    _check_size(p, data.count(b"\n"), header.count(sep.encode()) + 1)
     try:
         # Numbers are parsed in C (10^6 rows in a fraction of a second); a column with a bad
         # cell comes back as text and _lengths names the row.
-        return pd.read_csv(p, sep=sep, keep_default_na=False, skip_blank_lines=True)
+        return pd.read_csv(io.BytesIO(data), sep=sep, keep_default_na=False, skip_blank_lines=True)
     except pd.errors.EmptyDataError:
         raise InputError(f"{p}: no requests found (the file is empty)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -140,24 +169,38 @@ def _delimited(p: Path, sep: str) -> Any:
         raise InputError(f"{p}: cannot read it as {'TSV' if sep == chr(9) else 'CSV'} ({str(exc).strip().splitlines()[-1]})") from None
 
 
-def _jsonl(p: Path) -> tuple[Any, list[int]]:
+def _json_int(text: str) -> int | float:
+    """A JSON integer within int64, else infinity (refused as a length by :func:`_lengths`, never an OverflowError)."""
+    if len(text.lstrip("-")) > 19:
+        return float("inf")
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else float("inf")
+
+
+def _jsonl(p: Path, data: bytes) -> tuple[Any, list[int]]:
     import pandas as pd
 
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read it as text ({type(exc).__name__})") from None
+        text = data.decode("utf-8-sig")  # a byte-order mark before the first object is not an error
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: cannot read it as text (not UTF-8 at byte {exc.start})") from None
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
+    values = 0
     for lineno, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+            obj = json.loads(raw, parse_int=_json_int)
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
             raise InputError(f"{p} line {lineno}: not valid JSON") from None
         if not isinstance(obj, dict):
             raise InputError(f"{p} line {lineno}: not a JSON object; each line needs one object with the prompt and output lengths")
+        values += len(obj)
+        if len(rows) >= MAX_TRACE_ROWS:
+            raise InputError(f"{p} line {lineno}: more than {MAX_TRACE_ROWS:,} requests; neuronprobe reads at most that many (MAX_TRACE_ROWS): sample the trace")
+        if values > MAX_TRACE_VALUES:
+            raise InputError(f"{p} line {lineno}: more than {MAX_TRACE_VALUES:,} values; neuronprobe reads at most that many (MAX_TRACE_VALUES)")
         rows.append(obj)
         lines.append(lineno)
     if not rows:
@@ -167,13 +210,18 @@ def _jsonl(p: Path) -> tuple[Any, list[int]]:
     return frame, lines
 
 
-def _parquet(p: Path) -> Any:
+def _parquet(p: Path, data: bytes) -> Any:
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(f"{p}: reading Parquet needs pyarrow (pip install 'neuronprobe[parquet]')") from None
     try:
-        return pq.read_table(p).to_pandas()
+        meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+        _check_size(p, int(meta.num_rows), int(meta.num_columns))
+        return pq.read_table(pa.BufferReader(data)).to_pandas()
+    except InputError:
+        raise
     except Exception as exc:  # pyarrow raises several types for a corrupt file
         raise InputError(f"{p}: cannot read it as Parquet ({type(exc).__name__})") from None
 

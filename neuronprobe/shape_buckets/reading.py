@@ -16,6 +16,7 @@ A timestamp column or field (named like ``timestamp``, ``time``, ``ts``, ``date`
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -100,29 +101,26 @@ def _at(where: str, index: int, line_offset: int) -> str:
 
 def read_lengths(path: str | Path, column: str | None = None, field: str | None = None) -> LengthData:
     """Read a length file in any supported format (see the module docstring)."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    if p.is_dir():
-        raise InputError(f"{p}: is a folder, not a length file")
-    from neuronprobe.files import check_input_file
+    from neuronprobe.files import read_input
 
-    check_input_file(p, "length", pipes=True)  # never /dev/zero or a socket; <(...) is fine
+    p = Path(path)
+    # Bounded: never /dev/zero or a socket; <(...) is fine, and a pipe nobody writes to is a bounded wait.
+    data = read_input(p, "length", pipes=True)
     suffix = p.suffix.lower()
     if suffix in PARQUET_SUFFIXES:
-        return _read_parquet(p, column)
+        return _read_parquet(p, data, column)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read it as text ({exc})") from exc
+        text = data.decode("utf-8-sig")  # a byte-order mark (Excel, Notepad) is not part of the first line
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: cannot read it as text (not UTF-8 at byte {exc.start})") from None
     if field is not None or suffix in JSONL_SUFFIXES:
         return _read_jsonl(p, text, field)
     if column is not None or suffix in DELIMITED_SUFFIXES:
         sep = DELIMITED_SUFFIXES.get(suffix) or _sniff_separator(text) or ","
-        return _read_delimited(p, sep, column)
+        return _read_delimited(p, text, sep, column)
     sniffed = _sniff_separator(text)
     if sniffed:
-        return _read_delimited(p, sniffed, column)
+        return _read_delimited(p, text, sniffed, column)
     if text.lstrip().startswith("{"):
         return _read_jsonl(p, text, field)
     return _read_plain(p, text)
@@ -222,11 +220,11 @@ def _timestamps(values: Any) -> np.ndarray | None:
     return parsed.to_numpy(dtype="datetime64[ns]")
 
 
-def _read_delimited(p: Path, sep: str, column: str | None) -> LengthData:
+def _read_delimited(p: Path, text: str, sep: str, column: str | None) -> LengthData:
     import pandas as pd
 
     try:
-        frame = pd.read_csv(p, sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=True, comment=None)
+        frame = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False, skip_blank_lines=True, comment=None)
     except pd.errors.EmptyDataError:
         raise InputError(f"{p}: no lengths found (the file is empty)") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
@@ -261,9 +259,11 @@ def _read_jsonl(p: Path, text: str, field: str | None) -> LengthData:
         if not line:
             continue
         try:
-            obj = json.loads(line)
+            obj = json.loads(line, parse_int=_json_int)
         except json.JSONDecodeError as exc:
             raise InputError(f"{p} line {lineno}: not valid JSON ({exc.msg})") from None
+        except ValueError:  # an integer literal past Python's digit limit
+            raise InputError(f"{p} line {lineno}: too large to be a sequence length") from None
         except RecursionError:
             raise InputError(f"{p} line {lineno}: JSON nested too deep") from None
         if isinstance(obj, dict):
@@ -300,13 +300,22 @@ def _read_jsonl(p: Path, text: str, field: str | None) -> LengthData:
     return LengthData(lengths, str(p), field, times, time_key if times is not None else None)
 
 
-def _read_parquet(p: Path, column: str | None) -> LengthData:
+def _json_int(text: str) -> int | float:
+    """A JSON integer within int64, else infinity (refused as too large, never an OverflowError)."""
+    if len(text.lstrip("-")) > 19:
+        return float("inf")
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else float("inf")
+
+
+def _read_parquet(p: Path, data: bytes, column: str | None) -> LengthData:
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise InputError(f"{p}: reading Parquet needs pyarrow (pip install 'neuronprobe[parquet]')") from None
     try:
-        table = pq.read_table(p)
+        table = pq.read_table(pa.BufferReader(data))
     except Exception as exc:  # pyarrow raises several types for a corrupt file
         raise InputError(f"{p}: cannot read it as Parquet ({exc})") from None
     columns = [str(c) for c in table.column_names]
@@ -329,15 +338,15 @@ def read_step_times(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """Measured step times: a CSV/TSV with columns ``length`` and ``seconds``."""
     import pandas as pd
 
-    p = Path(path)
-    if not p.exists():
-        raise InputError(f"{p}: no such file")
-    from neuronprobe.files import check_input_file
+    from neuronprobe.files import read_input
 
-    check_input_file(p, "step times", pipes=True)
+    p = Path(path)
+    data = read_input(p, "step times", pipes=True)
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     sep = "\t" if p.suffix.lower() in {".tsv", ".tab"} else ","
     try:
-        frame = pd.read_csv(p, sep=sep)
+        frame = pd.read_csv(io.BytesIO(data), sep=sep)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise InputError(f"{p}: cannot read step times ({str(exc).strip()})") from None
     lower = {str(c).strip().lower(): c for c in frame.columns}
@@ -346,7 +355,7 @@ def read_step_times(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise InputError(f"{p}: step times need columns 'length' and 'seconds'; it has {', '.join(map(repr, frame.columns))}")
     lengths = pd.to_numeric(frame[lower["length"]], errors="coerce").to_numpy(dtype=np.float64)
     seconds = pd.to_numeric(frame[lower["seconds"]], errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.isnan(lengths) | np.isnan(seconds)
+    bad = ~np.isfinite(lengths) | ~np.isfinite(seconds)
     if bad.any():
-        raise InputError(f"{p} line {int(np.argmax(bad)) + 2}: length and seconds must be numbers")
+        raise InputError(f"{p} line {int(np.argmax(bad)) + 2}: length and seconds must be finite numbers")
     return lengths, seconds
