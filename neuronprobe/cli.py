@@ -1052,6 +1052,9 @@ def buckets(
     ] = None,
     tokens_per_second: Annotated[float | None, typer.Option("--tokens-per-second", help="--decode: decode steps per second in the replay.")] = None,
     max_graphs: Annotated[int | None, typer.Option("--max-graphs", help="--decode: compiled decode graphs (batch x sequence buckets) allowed.")] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="--decode --model model.py: wall-clock limit of importing and building it (in a worker), seconds.")
+    ] = defaults.DEFAULT_MODEL_SHAPE_TIMEOUT_S,
     debug: DebugOpt = False,
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
@@ -1093,6 +1096,7 @@ def buckets(
                     "--min-bucket": min_bucket is not None,
                     "--compile-seconds": compile_seconds is not None,
                 },
+                load_shape=_shape_in_worker(timeout),
             )
             decoded = run_decode(options)
             console = _out_console()
@@ -1137,6 +1141,23 @@ def buckets(
         if json_path is not None:
             _write(json_path, json.dumps(dataclasses.asdict(proposal), indent=2) + "\n")
             console.print(f"json: {json_path}", markup=False)
+
+
+def _shape_in_worker(timeout: float) -> Callable[[str, tuple[str, ...]], Any]:
+    """``buckets --decode --model model.py``: the file is imported and built in a killable worker, never here."""
+    from neuronprobe.options import check_seconds
+
+    seconds = check_seconds(timeout, "--timeout")
+
+    def load(spec: str, overrides: tuple[str, ...]) -> Any:
+        from neuronprobe.shape_buckets.memory import load_model_shape
+        from neuronprobe.worker import PlainResult, WorkerLimits, run_in_worker, spec_model_file
+
+        return run_in_worker(
+            lambda: PlainResult(load_model_shape(spec, overrides)), label=spec, model_file=spec_model_file(spec), limits=WorkerLimits(timeout_s=seconds)
+        )
+
+    return load
 
 
 # --- doctor (issue 7) --------------------------------------------------------------

@@ -29,6 +29,9 @@ MIN_MAX_COMPILES = 0
 # The wall-clock limit of one analysis (its worker, and the live backend): long
 # enough for a large hf: model with traffic evidence on a laptop, short enough for CI.
 DEFAULT_TIMEOUT_S = 1800.0
+# `buckets --decode --model model.py`: importing the file and building it on the meta device
+# (no weights, no forward) in its worker; a minute is far more than any config needs.
+DEFAULT_MODEL_SHAPE_TIMEOUT_S = 120.0
 # One live-backend SDK step (an op probe, one compile): neuronx-cc rarely needs longer on one graph.
 DEFAULT_OP_TIMEOUT_S = 600.0
 

@@ -99,6 +99,13 @@ def check_timeout(seconds: float, flag: str = "--timeout") -> float:
     return seconds
 
 
+@dataclass(frozen=True)
+class PlainResult:
+    """A call's result that is not a Report (a model's attention shape): sent back as it is (pickled)."""
+
+    value: Any
+
+
 # --- the child's side ------------------------------------------------------------------
 
 
@@ -123,6 +130,8 @@ def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dic
                 "internal": isinstance(exc, InternalError),
             }
         }
+    if isinstance(report, PlainResult):
+        return {"value": report.value}
     if isinstance(report, tuple):  # (report, payload): files the CLI writes after the run (parity --save-reference)
         report, payload = report
         return {"report": report.to_json(indent=None), "payload": payload}
@@ -251,6 +260,8 @@ def run_in_worker(
         value = result.value
         if "error" in value:
             raise _reraise(value["error"])
+        if "value" in value:
+            return value["value"]
         if "payload" in value:
             return Report.from_json(value["report"]), value["payload"]
         return Report.from_json(value["report"])
@@ -289,6 +300,7 @@ def analyze_in_worker(spec: str, call: Callable[[], Any], limits: WorkerLimits) 
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
+    "PlainResult",
     "WorkerFailure",
     "WorkerInternalError",
     "WorkerLimits",

@@ -48,7 +48,7 @@ from neuronprobe.shape_buckets.decode_rules import (
     score_ladder,
 )
 from neuronprobe.shape_buckets.decode_trace import DecodeTrace, trace_from_arrays
-from neuronprobe.shape_buckets.memory import load_model_shape, memory_fit, step_bytes
+from neuronprobe.shape_buckets.memory import ModelShape, load_model_shape, memory_fit, step_bytes
 from neuronprobe.shape_buckets.optimal import candidate_edges, round_up, solve
 from neuronprobe.shape_buckets.propose import _histogram, propose_buckets
 from neuronprobe.shape_buckets.schedule import Plan, Replay, plan_batches, plan_cost, replay, seq_fit, step_groups, thin
@@ -63,7 +63,7 @@ def propose_decode_buckets(
     speculation_length: int = 0,
     max_len: int | None = None,
     step_times: StepTimeFit | None = None,
-    model: str | None = None,
+    model: str | ModelShape | None = None,
     model_overrides: tuple[str, ...] = (),
     target: str | None = None,
     dtype: str = "bfloat16",
@@ -149,7 +149,7 @@ def propose_decode_buckets(
 
     batch_top = max_batch or 1
     if model is not None:
-        shape = load_model_shape(model, model_overrides)
+        shape = model if isinstance(model, ModelShape) else load_model_shape(model, model_overrides)
         reserve = None if reserve_gib is None else int(reserve_gib * 2**30)
         mem = memory_fit(shape, target or DEFAULT_TARGET, top, batch_top, dtype, reserve)
         tp = tp_degree or mem.smallest_tp

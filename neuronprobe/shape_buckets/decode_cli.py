@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from neuronprobe.shape_buckets.costs import fit_step_times
 from neuronprobe.shape_buckets.decode import propose_decode_buckets
 from neuronprobe.shape_buckets.decode_console import DECODE_CONFIG_NAMES
 from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+from neuronprobe.shape_buckets.memory import ModelShape
 from neuronprobe.shape_buckets.reading import read_step_times
 
 
@@ -38,6 +40,9 @@ class DecodeOptions:
     config: str = "nxd_inference"
     json_path: Path | None = None
     unused: dict[str, bool] = field(default_factory=dict)  # prefill-only options the user gave
+    # Loads a model file's attention shape (spec, --set values) in a killable worker: the CLI's,
+    # so that the file's code never runs in the command's own process. None: a model file is refused.
+    load_shape: Callable[[str, tuple[str, ...]], ModelShape] | None = None
 
 
 def run_decode(o: DecodeOptions) -> DecodeProposal:
@@ -53,12 +58,20 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         raise InputError("--tp-degree needs --model (it picks the per-core step model)")
     if o.max_graphs is not None and o.max_batch is None:
         raise InputError("--max-graphs counts batch x sequence graphs: give --max-batch too (at batch 1 use --max-buckets)")
+    model_file = o.model if o.model is not None and not o.model.startswith("hf:") else None
     if o.json_path is not None:
         from neuronprobe.files import check_outputs
 
-        check_outputs([("--json", o.json_path)], [o.trace, o.step_times])
+        check_outputs([("--json", o.json_path)], [o.trace, o.step_times, model_file])
     trace = read_decode_trace(o.trace, o.prompt_column, o.output_column, o.time_column)
     fit = fit_step_times(*read_step_times(o.step_times)) if o.step_times is not None else None
+    model: str | ModelShape | None = o.model
+    if model_file is not None:
+        if not model_file.endswith(".py"):
+            raise InputError(f"--model {model_file}: give hf:<model_type> or a model file ending in .py")
+        if o.load_shape is None:
+            raise InputError(f"--model {model_file}: a model file is imported only in a worker; use the command line or hf:<model_type>")
+        model = o.load_shape(model_file, o.overrides)
     return propose_decode_buckets(
         trace,
         o.max_buckets,
@@ -66,7 +79,7 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         speculation_length=o.speculation_length,
         max_len=o.max_len,
         step_times=fit,
-        model=o.model,
+        model=model,
         model_overrides=o.overrides,
         target=o.target,
         dtype=o.dtype,

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError
+from neuronprobe.limits import MAX_CONFIG_SIZE, MAX_MODULE_COUNT
 from neuronprobe.report.model import MemoryFit, MemoryRow
 
 GIB = 2**30
@@ -91,22 +92,52 @@ def _attr(config: Any, *names: str) -> Any:
     return None
 
 
+def _named(config: Any, *names: str) -> tuple[str, Any]:
+    """The first of ``names`` the config sets, and its value (the first name and None when none is set)."""
+    for name in names:
+        value = getattr(config, name, None)
+        if value is not None:
+            return name, value
+    return names[0], None
+
+
 def shape_from_config(config: Any, parameters: int, name: str) -> ModelShape:
-    """Layers, heads, KV heads and head size from a transformers-style config (text config of a multimodal one)."""
+    """Layers, heads, KV heads and head size from a transformers-style config (text config of a multimodal one).
+
+    Every count is checked (at least 1, at most neuronprobe's ceiling) with the config field named:
+    zero heads would divide by zero, negative layers would give negative sizes that "fit".
+    """
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    layers = _attr(text, "num_hidden_layers", "n_layer", "num_layers")
-    heads = _attr(text, "num_attention_heads", "n_head", "num_heads")
-    hidden = _attr(text, "hidden_size", "n_embd", "d_model")
+    layers_field, layers = _named(text, "num_hidden_layers", "n_layer", "num_layers")
+    heads_field, heads = _named(text, "num_attention_heads", "n_head", "num_heads")
+    hidden_field, hidden = _named(text, "hidden_size", "n_embd", "d_model")
     if not isinstance(layers, int) or not isinstance(heads, int) or not isinstance(hidden, int):
         raise InputError(
             f"{name}: the config does not say its layers, attention heads and hidden size "
             "(num_hidden_layers, num_attention_heads, hidden_size); the memory fit needs them"
         )
-    kv = _attr(text, "num_key_value_heads", "num_kv_heads", "n_head_kv")
+    kv_field, kv = _named(text, "num_key_value_heads", "num_kv_heads", "n_head_kv")
     head_dim = _attr(text, "head_dim")
+    _check_config_count(name, layers_field, layers, MAX_MODULE_COUNT)
+    _check_config_count(name, heads_field, heads, MAX_CONFIG_SIZE)
+    _check_config_count(name, hidden_field, hidden, MAX_CONFIG_SIZE)
+    if isinstance(kv, int):
+        _check_config_count(name, kv_field, kv, MAX_CONFIG_SIZE)
+    if isinstance(head_dim, int):
+        _check_config_count(name, "head_dim", head_dim, MAX_CONFIG_SIZE)
+    elif hidden < heads:
+        raise InputError(f"{name}: the config's {hidden_field} {hidden} is smaller than its {heads_field} {heads}; each head needs at least 1")
     return ModelShape(
         name, int(parameters), layers, heads, int(kv) if isinstance(kv, int) else heads, int(head_dim) if isinstance(head_dim, int) else hidden // heads, hidden
     )
+
+
+def _check_config_count(name: str, field: str, value: int, ceiling: int) -> None:
+    """A count of the config (layers, heads, sizes) from 1 to ``ceiling``: zero heads or -4 layers is no model."""
+    if isinstance(value, bool) or value < 1:
+        raise InputError(f"{name}: the config's {field} is {value}; a count of the model must be at least 1")
+    if value > ceiling:
+        raise InputError(f"{name}: the config's {field} is {value}; neuronprobe's ceiling for it is {ceiling}")
 
 
 def load_model_shape(spec: str, overrides: tuple[str, ...] = ()) -> ModelShape:
