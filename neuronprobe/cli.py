@@ -77,8 +77,12 @@ def _fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
 
 @contextlib.contextmanager
 def _errors(debug: bool) -> Iterator[None]:
-    """Map library errors to one line and an exit code; tracebacks only with --debug (the exit code is the same)."""
+    """Map library errors to one line and an exit code; tracebacks only with --debug (the exit code is the same).
+
+    First, every number the command's options took is checked at the edge (int64, finite).
+    """
     try:
+        _check_numbers()
         yield
     except typer.Exit:
         raise
@@ -96,6 +100,21 @@ def _errors(debug: bool) -> Iterator[None]:
         if debug:
             _print_traceback(exc)
         raise _fail(_internal_error_line(exc, debug), EXIT_INTERNAL) from None
+
+
+def _check_numbers() -> None:
+    """Every integer and float option of the running command within int64 and finite (one sentence naming it)."""
+    import importlib
+
+    from neuronprobe.options import check_parameters
+
+    # The click typer runs on (its own vendored copy from typer 0.29, else click): where typer.Context comes from.
+    base = next(c for c in typer.Context.__mro__[1:] if c.__name__ == "Context")
+    ctx = importlib.import_module(base.__module__.rsplit(".", 1)[0] + ".globals").get_current_context(silent=True)
+    if ctx is None:
+        return
+    flags = {p.name: (p.opts[0] if p.opts else p.name) for p in ctx.command.params if p.name}
+    check_parameters(ctx.params, flags)
 
 
 def _internal_error_line(exc: BaseException, debug: bool = False) -> str:

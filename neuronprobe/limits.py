@@ -42,6 +42,19 @@ MAX_ELEMENTS = 2**32
 MAX_MODULE_COUNT = 1024
 # Any other size or count in a config (vocabulary, hidden size, heads, positions): 2^22.
 MAX_CONFIG_SIZE = 2**22
+# The longest bucket `buckets` proposes or accepts (--max-len, --multiple-of, --min-bucket) and the
+# longest decode length it reads: 2^24 tokens, 16x the longest context served today (1M tokens).
+MAX_BUCKET_LENGTH = 2**24
+# --speculation-length: speculative tokens per decode step (NxD Inference runs 2 to 7; 256 is far above).
+MAX_SPECULATION_LENGTH = 256
+# --tp-degree: tensor-parallel ranks (a trn2 ultraserver has 256 cores).
+MAX_TP_DEGREE = 1024
+# --reserve-gib: GiB kept per core (a core has 16 to 24 GiB; a reserve above this fits nothing).
+MAX_RESERVE_GIB = 1024.0
+# --max-graphs: compiled decode graphs (each takes minutes of neuronx-cc).
+MAX_GRAPHS = 4096
+# --tokens-per-second: decode steps per second in the replay.
+MAX_TOKENS_PER_SECOND = 1e9
 # Config fields that hold a count or a size, and so must be at least 1.
 _COUNT_FIELD = re.compile(
     r"(^n_|^num_|_size$|_dim$|^d_|vocab|layers?$|heads$|positions$|^n?_?embd$|^hidden|intermediate|channels|experts)",
@@ -174,8 +187,24 @@ def check_shape(shape: tuple[int, ...], where: str, what: str) -> None:
         raise InputError(f"{where}: {what} has more than {MAX_ELEMENTS} elements (neuronprobe's ceiling)")
 
 
+def check_range(value: float | int | None, flag: str, least: float, most: float, *, whole: bool = True) -> None:
+    """``least <= value <= most`` (a whole number when ``whole``); one sentence naming ``flag`` otherwise. None passes."""
+    if value is None:
+        return
+    if isinstance(value, bool) or (whole and int(value) != value) or not math.isfinite(value) or not least <= value <= most:
+        kind = "a whole number" if whole else "a number"
+        raise InputError(f"{flag} {value:g}: use {kind} from {least:g} to {most:,g}" if not whole else f"{flag} {value}: use {kind} from {int(least)} to {int(most):,}")
+
+
 __all__ = [
     "MAX_BATCH_SIZE",
+    "MAX_BUCKET_LENGTH",
+    "MAX_GRAPHS",
+    "MAX_RESERVE_GIB",
+    "MAX_SPECULATION_LENGTH",
+    "MAX_TOKENS_PER_SECOND",
+    "MAX_TP_DEGREE",
+    "check_range",
     "MAX_CONFIG_SIZE",
     "MAX_DIM",
     "MAX_ELEMENTS",

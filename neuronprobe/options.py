@@ -10,6 +10,7 @@ billion batches and end in a memory limit that blames the model).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from neuronprobe.defaults import MAX_EPOCH_BATCHES, MAX_SECONDS, MAX_TRAIN_COUNT
 from neuronprobe.errors import InputError
@@ -49,4 +50,38 @@ def check_epoch(dataset_size: int | None, batch_size: int | None) -> None:
         )
 
 
-__all__ = ["check_count", "check_epoch", "check_seconds"]
+# Every whole number an option takes fits a 64-bit integer (numpy, torch and JSON readers in other
+# languages use int64): Python's ints are unbounded, so typer accepts 10^30 and numpy raises later.
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+
+def _shown(value: Any) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
+
+
+def check_number(value: Any, flag: str) -> None:
+    """One number an option took: a whole number within int64, a float finite; an InputError naming ``flag`` otherwise."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:
+        raise InputError(f"{flag} {_shown(value)}: use a whole number of at most {INT64_MAX:,} (a 64-bit integer)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{flag} {_shown(value)}: use a finite number")
+
+
+def check_parameters(params: dict[str, Any], flags: dict[str, str]) -> None:
+    """Every number of a command's parsed options (``params``, by parameter name) within int64 and finite.
+
+    The one check at the edge for every integer and float option of every command (the
+    CLI calls it as each command starts); the command's own ranges (positive, at most a
+    ceiling) are checked after it by the library. ``flags`` maps a parameter to its option.
+    """
+    for name, value in params.items():
+        flag = flags.get(name, name)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            check_number(item, flag)
+
+
+__all__ = ["INT64_MAX", "check_count", "check_epoch", "check_number", "check_parameters", "check_seconds"]

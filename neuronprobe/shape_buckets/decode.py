@@ -35,6 +35,7 @@ from neuronprobe.defaults import (
     MAX_BUCKETS,
 )
 from neuronprobe.errors import InputError
+from neuronprobe.limits import MAX_BATCH_SIZE, MAX_BUCKET_LENGTH, MAX_GRAPHS, MAX_RESERVE_GIB, MAX_SPECULATION_LENGTH, MAX_TOKENS_PER_SECOND, MAX_TP_DEGREE, check_range
 from neuronprobe.report.model import BatchPlan, DecodeHoldout, DecodeLadder, DecodeProposal, DecodeScore, DecodeTimeline, MemoryFit
 from neuronprobe.shape_buckets.configs import render_decode_configs
 from neuronprobe.shape_buckets.costs import TOKENS, CostModel, StepTimeFit, assign
@@ -327,12 +328,20 @@ def _check(
     whole(max_batch, "--max-batch", 1)
     whole(max_graphs, "--max-graphs", 1)
     whole(tp_degree, "--tp-degree", 1)
+    # Ceilings (limits.py): a bucket of 9.2e18 tokens or a reserve of 1e308 GiB is no plan.
+    check_range(spec, "--speculation-length", 0, MAX_SPECULATION_LENGTH)
+    check_range(max_len, "--max-len", 1, MAX_BUCKET_LENGTH)
+    check_range(max_batch, "--max-batch", 1, MAX_BATCH_SIZE)
+    check_range(max_graphs, "--max-graphs", 1, MAX_GRAPHS)
+    check_range(tp_degree, "--tp-degree", 1, MAX_TP_DEGREE)
     if tps is not None and not (np.isfinite(tps) and tps > 0):
         raise InputError(f"--tokens-per-second {tps}: use a number > 0")
+    check_range(tps, "--tokens-per-second", 0, MAX_TOKENS_PER_SECOND, whole=False)
     if holdout is not None and not 0 < holdout < 1:
         raise InputError(f"--holdout {holdout}: use a fraction between 0 and 1, e.g. 0.5")
     if reserve_gib is not None and not (np.isfinite(reserve_gib) and reserve_gib >= 0):
         raise InputError(f"--reserve-gib {reserve_gib}: use a number of GiB >= 0")
+    check_range(reserve_gib, "--reserve-gib", 0, MAX_RESERVE_GIB, whole=False)
 
 
 def _split(trace: DecodeTrace, fraction: float) -> tuple[DecodeTrace, DecodeTrace, str]:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from neuronprobe.errors import InputError
+from neuronprobe.limits import MAX_BUCKET_LENGTH
 from neuronprobe.shape_buckets.reading import DELIMITED_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TIMESTAMP_NAMES
 
 # Column names taken as the prompt and the output length when none is named (case-insensitive):
@@ -37,7 +38,7 @@ OUTPUT_NAMES: tuple[str, ...] = (
     "max_tokens",
 )
 # Longer than any model context served today; the position histogram is a dense array up to here.
-MAX_DECODE_LENGTH = 2**24
+MAX_DECODE_LENGTH = MAX_BUCKET_LENGTH
 # The most requests one trace may hold (a week of a large service is ~10^7), the most values
 # (rows x columns) it may hold, and the most decode steps (output tokens, summed) it may ask for:
 # each is named in the refusal, before the table is built.

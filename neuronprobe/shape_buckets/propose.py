@@ -24,6 +24,7 @@ import numpy as np
 
 from neuronprobe.defaults import DEFAULT_COMPILE_WEIGHT, DEFAULT_FIT, DEFAULT_MAX_BUCKETS, MAX_BUCKETS, MIN_MAX_BUCKETS
 from neuronprobe.errors import InputError
+from neuronprobe.limits import MAX_BUCKET_LENGTH, check_range
 from neuronprobe.report.model import Baseline, BucketProposal, CurvePoint, Histogram, Holdout, HoldoutScore, Overhead
 from neuronprobe.shape_buckets.baselines import all_baselines, nxdi_ladder, vllm_doubling
 from neuronprobe.shape_buckets.configs import render_configs
@@ -207,6 +208,8 @@ def _check_options(
         raise InputError(f"--min-bucket {min_bucket}: use a whole number >= 1")
     if max_len is not None and (int(max_len) != max_len or max_len < 1):
         raise InputError(f"--max-len {max_len}: use a whole number >= 1")
+    for value, flag in ((max_len, "--max-len"), (multiple_of, "--multiple-of"), (min_bucket, "--min-bucket")):
+        check_range(value, flag, 1, MAX_BUCKET_LENGTH)  # a documented ceiling (limits.py): 2^24 tokens
     if compile_seconds is not None and not (compile_seconds >= 0 and np.isfinite(compile_seconds)):
         raise InputError(f"--compile-seconds {compile_seconds}: use a number of seconds >= 0")
     if not (compile_weight >= 0 and np.isfinite(compile_weight)):

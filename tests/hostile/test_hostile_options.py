@@ -22,20 +22,20 @@ runner = CliRunner()
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["--op-timeout", "nan"], "error: --op-timeout nan: use a finite number of seconds"),
+        (["--op-timeout", "nan"], "error: --op-timeout nan: use a finite number"),
         (["--op-timeout", "0"], "error: --op-timeout 0: use a positive number of seconds"),
         (["--op-timeout", "-5"], "error: --op-timeout -5: use a positive number of seconds"),
         (["--op-timeout", "1e12"], "error: --op-timeout 1e+12: at most 604800 seconds (a week)"),
-        (["--timeout", "inf"], "error: --timeout inf: use a finite number of seconds"),
-        (["--timeout", "nan"], "error: --timeout nan: use a finite number of seconds"),
-        (["--compile-seconds", "nan"], "error: --compile-seconds nan: use a finite number of seconds"),
+        (["--timeout", "inf"], "error: --timeout inf: use a finite number"),
+        (["--timeout", "nan"], "error: --timeout nan: use a finite number"),
+        (["--compile-seconds", "nan"], "error: --compile-seconds nan: use a finite number"),
         (
             ["--train", "--dataset-size", "1000000000", "--batch-size", "1"],
             "error: --dataset-size 1000000000 --batch-size 1: an epoch of 1,000,000,000 batches; neuronprobe walks at most 10,000,000 (raise --batch-size)",
         ),
         (
             ["--train", "--dataset-size", "1" + "0" * 30, "--batch-size", "8"],
-            f"error: --dataset-size 1{'0' * 30}: use a whole number from 1 to 1,000,000,000,000",
+            "error: --dataset-size 1000000000...000000 (31 digits): use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)",
         ),
     ],
 )
