@@ -538,6 +538,10 @@ def parity(
         from neuronprobe.report.console_risky import render_risky
 
         console.print(render_risky(report))
+        if reference_files:  # first, and for this run only: a concurrent run into the same folder writes nothing (exit 2)
+            from neuronprobe.parity.frozen import write_reference
+
+            write_reference(frozen_options.save_reference, reference_files)
         _write(outputs[0][1], report.to_json())
         _print_frozen_and_train(console, report.parity)  # below the parity (and risky) sections
         written = [str(outputs[0][1])]
@@ -546,8 +550,6 @@ def parity(
 
             _write(outputs[1][1], render_html(report))
             written.append(str(outputs[1][1]))
-        for path, data in reference_files:  # the tensors, then the manifest that names their hash
-            _write(path, data)
         if reference_files:
             written.append(f"reference {frozen_options.save_reference}")
         console.print(f"reports: {', '.join(written)}", markup=False)
@@ -852,6 +854,9 @@ def nightly(
             from neuronprobe.nightly_shards import parse_shard, shard_models, shard_output_files
 
             index, of = parse_shard(shard)
+            from neuronprobe.nightly_shards import check_shard_folder
+
+            check_shard_folder(output_dir)
             mine = set(shard_models(settings, index, of, history))
             models = [m for m in settings.models if m.name in mine]
             outputs = shard_output_files([m.name for m in models])
@@ -898,8 +903,10 @@ def nightly(
                 )
         if shard is not None:
             # The manifest goes last: a shard folder with a manifest is complete (a killed shard has none and cannot be merged).
-            for relative, content in shard_files(settings, index, of, night, require_backend, analysed).items():
-                _write(output_dir / relative, content)
+            # For this run only: a second shard run into the same folder writes nothing (exit 2).
+            from neuronprobe.nightly_shards import write_shard
+
+            write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
             if cache is not None:
                 cache.commit(_write)
             failed = [a for a in analysed if a.report is None]

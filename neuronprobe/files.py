@@ -369,7 +369,7 @@ def write_folder_exclusive(folder: str | os.PathLike[str], files: list[tuple[str
     with folder_lock(folder, what) as base:
         present = [name for name, _ in files if os.path.lexists(base / name)]
         if present:
-            raise InputError(f"{what} {folder}: {taken} ({present[-1]}); nothing was written")
+            raise InputError(f"{what} {folder}: {taken} ({present[-1]} exists); nothing was written")
         try:
             for name, data in files:
                 written.append(write_new(base / name, data))

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neuronprobe.defaults import MAX_SECONDS
 from neuronprobe.errors import ConfigError, ReportFormatError
 from neuronprobe.nightly import (
     DATE_RE,
@@ -45,6 +47,7 @@ from neuronprobe.report.model import load_report
 MAX_SHARDS = 256  # GitHub Actions: at most 256 jobs per matrix (research/serving.md, Scale-out)
 MANIFEST_FILE = "_shard.json"  # starts with "_": no model name can
 MANIFEST_FORMAT = 1
+MAX_MANIFEST_BYTES = 64 * 2**20  # a manifest lists at most a few thousand models
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
 
@@ -181,15 +184,21 @@ _SAME = (
 
 def read_shard(folder: Path) -> Shard:
     """A shard folder's manifest, checked; a ConfigError (exit 2) names the folder."""
+    from neuronprobe.errors import InputError
+    from neuronprobe.files import read_input_text
+
     file = Path(folder) / MANIFEST_FILE
     if not Path(folder).is_dir():
         raise ConfigError(f"{folder}: not a shard folder (no such folder)")
+    if not file.exists() and not file.is_symlink():
+        raise ConfigError(f"{folder}: not a shard folder (no {MANIFEST_FILE}; was its shard run killed?)")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{folder}: not a shard folder (no {MANIFEST_FILE}; was its shard run killed?)") from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{file}: unreadable shard manifest ({exc})") from None
+        # Bounded: a manifest that is a FIFO or /dev/zero is refused, not waited on or read for ever.
+        data = json.loads(read_input_text(file, "shard manifest", cap=MAX_MANIFEST_BYTES), parse_constant=_no_constant)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{file}: unreadable shard manifest ({type(exc).__name__})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{file}: a shard manifest is a JSON object")
     for key, kind in _KEYS.items():
@@ -208,7 +217,45 @@ def read_shard(folder: Path) -> Shard:
     for entry in data["models"]:
         if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in names):
             raise ConfigError(f"{file}: shard manifest lists a model that is not in its config: {entry!r}"[:300])
+        _check_entry(file, entry)
     return Shard(Path(folder), data)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _check_entry(file: Path, entry: dict[str, Any]) -> None:
+    """One model's outcome in a shard manifest: each field of the type the merge reads (a string ``seconds`` was exit 3)."""
+    where = f"{file}: shard manifest entry {entry['name']!r}"
+    seconds = entry.get("seconds")
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS
+    ):
+        raise ConfigError(f"{where}: 'seconds' must be a number of seconds from 0 to {MAX_SECONDS:g}")
+    for key in ("error", "reused_from"):
+        if entry.get(key) is not None and not isinstance(entry.get(key), str):
+            raise ConfigError(f"{where}: {key!r} must be a string or null")
+    if entry.get("internal") is not None and not isinstance(entry.get("internal"), bool):
+        raise ConfigError(f"{where}: 'internal' must be true or false")
+
+
+def check_shard_folder(folder: Path) -> None:
+    """``--shard`` before any work: a folder that holds a shard already is another run's (exit 2, never overwritten)."""
+    if (Path(folder) / MANIFEST_FILE).exists():
+        raise ConfigError(f"--output-dir {folder}: the folder already holds a shard ({MANIFEST_FILE}); give each shard run its own folder, or remove it")
+
+
+def write_shard(folder: Path, files: dict[str, str]) -> None:
+    """Write a shard's files (the manifest last) for this run only: two runs into one folder never mix or overwrite."""
+    from neuronprobe.files import write_folder_exclusive
+
+    write_folder_exclusive(
+        folder,
+        [(name, text.encode("utf-8")) for name, text in files.items()],
+        "--output-dir",
+        taken="another shard run wrote into this folder first; give each shard run its own folder",
+    )
 
 
 def check_shards(shards: list[Shard]) -> None:

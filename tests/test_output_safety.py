@@ -131,6 +131,7 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("nightly", "cache_dir"): "output",
     ("buckets", "lengths"): "input",
     ("buckets", "step_times"): "input",
+    ("buckets", "model"): "input",  # --decode --model model.py (or hf:<type>, which names no file)
     ("buckets", "json_path"): "output",
     ("setup", "path"): "output",
     ("parity", "model"): "input",
@@ -140,7 +141,21 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("parity", "save_reference"): "output",
 }
 # Parameters typed str that still name a file (a model file or an hf: spec; audit's paths, so that an empty one is refused).
-STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths"), ("parity", "model")}
+STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths"), ("parity", "model"), ("buckets", "model")}
+# Every other text parameter, each known not to name a file or folder. A new text option is in neither
+# set until someone decides: test_every_text_option_is_a_path_or_known_not_to_be fails meanwhile.
+NOT_PATHS = {
+    *(("analyze", p) for p in ("set_", "target", "backend", "sdk", "require_backend", "fail_on", "column", "field_", "batch_sizes", "buckets")),
+    *(("analyze", p) for p in ("max_memory", "optimizer", "optimizer_impl")),
+    *(("parity", p) for p in ("set_", "auto_cast", "auto_cast_type", "dtype", "mpa", "sdk", "precision", "backend", "target", "max_memory", "fail_on")),
+    *(("parity", p) for p in ("optimizer", "optimizer_impl")),
+    *(("audit", p) for p in ("stack", "target", "fail_on")),
+    *(("nightly", p) for p in ("date", "require_backend", "total_memory", "shard")),
+    *(("buckets", p) for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "runtime", "set_", "target")),
+    ("buckets", "dtype"),
+    ("doctor", "require_backend"),
+    ("setup", "backend"),
+}
 
 
 def _path_params() -> set[tuple[str, str]]:
@@ -159,6 +174,27 @@ def _path_params() -> set[tuple[str, str]]:
 
 def test_every_file_option_is_classified():
     assert _path_params() == set(FILE_PARAMS)
+
+
+def _text_params() -> set[tuple[str, str]]:
+    """Every parameter of every command whose value is text or a path (str, Path, or lists of them)."""
+    import typing
+
+    found = set()
+    for info in app.registered_commands:
+        callback = info.callback
+        assert callback is not None
+        name = info.name or callback.__name__
+        for param, hint in typing.get_type_hints(callback, include_extras=True).items():
+            if param != "return" and ("str" in repr(hint) or "Path" in repr(hint)):
+                found.add((name, param))
+    return found
+
+
+def test_every_text_option_is_a_path_or_known_not_to_be():
+    """A new option that takes text (``--model`` was one) must be classified before it ships: a file or not."""
+    assert _text_params() == set(FILE_PARAMS) | NOT_PATHS
+    assert not set(FILE_PARAMS) & NOT_PATHS
 
 
 def _repo(tmp_path: Path) -> Path:

@@ -258,4 +258,32 @@ def parity_with_references(
     return report, files
 
 
-__all__ = ["DEVICE_PER_MODULE", "ReferenceOptions", "RunTensors", "apply", "check_frozen", "freeze", "parity_with_references", "prepare", "run_tensors"]
+def write_reference(folder: str | Path, files: list[tuple[Path, bytes]]) -> list[Path]:
+    """Write a reference's files (the tensors, then the manifest) into ``folder``: for this run only, complete or absent.
+
+    Two runs saving into one folder at once take turns on a lock of the folder; the second
+    finds the first one's files and writes nothing (exit 2): neither overwrites the other,
+    and a reference is never half one run's and half another's.
+    """
+    from neuronprobe.files import write_folder_exclusive
+
+    return write_folder_exclusive(
+        folder,
+        [(Path(path).name, data) for path, data in files],
+        "--save-reference",
+        taken=f"the folder already holds a reference (another run saved it first); {NEVER_RECOMPUTED} in place: save into another folder",
+    )
+
+
+__all__ = [
+    "DEVICE_PER_MODULE",
+    "ReferenceOptions",
+    "RunTensors",
+    "apply",
+    "check_frozen",
+    "freeze",
+    "parity_with_references",
+    "prepare",
+    "run_tensors",
+    "write_reference",
+]
