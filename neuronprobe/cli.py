@@ -141,6 +141,13 @@ def _write(path: Path, data: str | bytes) -> Path:
         raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+def _json_text(value: Any, indent: int = 2) -> str:
+    """A JSON file's text through the codec: NaN and infinity as strings, never as bare constants."""
+    from neuronprobe.jsonio import dumps
+
+    return dumps(value, indent=indent)
+
+
 def _split_csv(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
@@ -660,7 +667,7 @@ def audit(
             import dataclasses
             import json
 
-            _write(json_path, json.dumps(dataclasses.asdict(section), indent=2) + "\n")
+            _write(json_path, _json_text(dataclasses.asdict(section), indent=2) + "\n")
             console.print(f"json: {json_path}", markup=False)
         if sarif_path is not None:
             from neuronprobe.audit.sarif import sarif_json
@@ -757,7 +764,7 @@ def diff(
         )
         _out_console().print(render_diff(result))
         if json_path is not None:
-            _write(json_path, json.dumps(dataclasses.asdict(result), indent=2) + "\n")
+            _write(json_path, _json_text(dataclasses.asdict(result), indent=2) + "\n")
         if html_path is not None:
             from neuronprobe.report.html import render_html
 
@@ -1131,7 +1138,7 @@ def buckets(
             for part in render_decode(decoded, config=options.config):
                 console.print(part)
             if json_path is not None:
-                _write(json_path, json.dumps(dataclasses.asdict(decoded), indent=2) + "\n")
+                _write(json_path, _json_text(dataclasses.asdict(decoded), indent=2) + "\n")
                 console.print(f"json: {json_path}", markup=False)
             return
 
@@ -1165,7 +1172,7 @@ def buckets(
         for part in render_proposal(proposal, config=config):
             console.print(part)
         if json_path is not None:
-            _write(json_path, json.dumps(dataclasses.asdict(proposal), indent=2) + "\n")
+            _write(json_path, _json_text(dataclasses.asdict(proposal), indent=2) + "\n")
             console.print(f"json: {json_path}", markup=False)
 
 

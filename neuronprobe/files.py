@@ -148,6 +148,31 @@ def check_outputs(
         seen[key] = what
 
 
+def strict_json_text(text: str) -> str:
+    """``text`` when it is strict JSON; JSON text with ``NaN``/``Infinity`` re-encoded with them as strings.
+
+    The last guard before a ``.json`` file reaches the disk: whatever encoder made the text,
+    the file never holds a constant that ``jq`` or ``JSON.parse`` rejects. Text that is not
+    JSON at all (an HTML page named ``.json``) is left alone: not this guard's business.
+    """
+    import json
+
+    from neuronprobe.jsonio import dumps, loads_strict
+
+    try:
+        loads_strict(text)
+        return text
+    except RecursionError:
+        return text
+    except ValueError:
+        pass
+    try:
+        value = json.loads(text, parse_constant=lambda name: name)
+    except (ValueError, RecursionError):
+        return text
+    return dumps(value, indent=2, ensure_ascii=False) + "\n"
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write to a temporary file in the target folder, fsync, then rename over ``path``.
 
@@ -155,6 +180,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     or OSError instead), and removes the temporary file whatever happens.
     """
     target = Path(path)
+    if target.suffix.lower() == ".json" and isinstance(data, str):
+        data = strict_json_text(data)
     target.parent.mkdir(parents=True, exist_ok=True)
     mode = "wb" if isinstance(data, bytes) else "w"
     tmp = None
@@ -393,6 +420,7 @@ __all__ = [
     "pipe_wait_seconds",
     "read_input",
     "read_input_text",
+    "strict_json_text",
     "write_atomic",
     "write_folder_exclusive",
     "write_new",

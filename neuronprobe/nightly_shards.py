@@ -31,6 +31,7 @@ from typing import Any
 
 from neuronprobe.defaults import MAX_SECONDS
 from neuronprobe.errors import ConfigError, ReportFormatError
+from neuronprobe.jsonio import dumps
 from neuronprobe.nightly import (
     DATE_RE,
     NAME_RE,
@@ -141,7 +142,7 @@ def shard_files(config: NightlyConfig, index: int, count: int, date: str, requir
             {"name": a.name, "error": a.error or None, "internal": a.internal, "seconds": round(a.seconds, 3), "reused_from": a.reused_from} for a in analysed
         ],
     }
-    files[MANIFEST_FILE] = json.dumps(manifest, indent=2) + "\n"
+    files[MANIFEST_FILE] = dumps(manifest, indent=2) + "\n"  # the codec: never NaN
     return files
 
 

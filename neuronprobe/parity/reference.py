@@ -36,6 +36,7 @@ from typing import Any
 
 from neuronprobe.backends.outputs import named_outputs
 from neuronprobe.errors import InputError
+from neuronprobe.jsonio import dumps
 from neuronprobe.report.reference_model import ReferenceComparison, TensorCheck, Top1Check
 from neuronprobe.vocabulary import ReferenceBackend, ReferenceTensorKind
 
@@ -274,7 +275,7 @@ def reference_files(
         "tensors": [{"name": e.name, "kind": e.kind.value, "key": e.key, "dtype": e.dtype, "shape": list(e.shape)} for e in entries],
         "files": {TENSORS_NAME: _sha256(blob)},
     }
-    text = json.dumps(manifest, indent=2, ensure_ascii=False) + "\n"
+    text = dumps(manifest, indent=2, ensure_ascii=False) + "\n"  # the codec: never NaN
     return [(TENSORS_NAME, blob), (MANIFEST_NAME, text.encode("utf-8"))]
 
 

@@ -912,7 +912,9 @@ class Report:
         return out
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, sort_keys=False) + "\n"
+        from neuronprobe.jsonio import dumps  # NaN and infinity as strings: the file is JSON for every parser
+
+        return dumps(self.to_dict(), indent=indent, sort_keys=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: Any) -> Report:
@@ -1035,9 +1037,12 @@ def build_typed(tp: Any, value: Any, where: str) -> Any:
         key_tp, item = typing.get_args(tp) or (str, Any)
         return {build_typed(key_tp, str(k), f"{where}.{k}"): build_typed(item, v, f"{where}.{k}") for k, v in value.items()}
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        from neuronprobe.jsonio import number
+
+        read = number(value)  # "NaN" / "Infinity": how the codec writes a non-finite float
+        if read is None:
             raise ReportFormatError(f"{where}: expected a number, got {type(value).__name__}")
-        return float(value)
+        return read
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ReportFormatError(f"{where}: expected an integer, got {type(value).__name__}")
