@@ -106,7 +106,7 @@ _ON_OFF = {"on": True, "off": False, "true": True, "false": False, "1": True, "0
 def _choices(text: str | None, kind: type[Word], flag: str) -> list[str]:
     if text is None:
         return []
-    values = [v.strip().lower() for v in text.split(",") if v.strip()]
+    values = list(dict.fromkeys(v.strip().lower() for v in text.split(",") if v.strip()))  # each value once, in order
     if not values:
         raise InputError(f"{flag} {text!r}: give a value")
     for v in values:
@@ -125,7 +125,7 @@ def _on_off(text: str | None, flag: str) -> list[bool]:
         out.append(_ON_OFF[v])
     if not out:
         raise InputError(f"{flag} {text!r}: give on or off")
-    return out
+    return list(dict.fromkeys(out))
 
 
 def parse_precision(spec: str) -> Precision:
@@ -158,6 +158,10 @@ def parse_precision(spec: str) -> Precision:
     return Precision(AutoCast(cast), LowType(low), ServedDtype(dtype), mpa)
 
 
+# The most precisions one parity command runs: every combination of the flags' values is 72.
+MAX_PRECISIONS = 128
+
+
 def requested_precisions(
     *,
     auto_cast: str | None = None,
@@ -172,6 +176,12 @@ def requested_precisions(
     lows = _choices(auto_cast_type, LowType, "--auto-cast-type")
     dtypes = _choices(dtype, ServedDtype, "--dtype")
     mpas = _on_off(mixed_precision_accumulation, "--mixed-precision-accumulation")
+    sdk, precision = list(dict.fromkeys(sdk)), list(dict.fromkeys(precision))
+    # Bounded before anything is built: each axis holds each value once, and the product with the
+    # added precisions is at most MAX_PRECISIONS runs of the model.
+    asked = max(len(casts), 1) * max(len(lows), 1) * max(len(dtypes), 1) * max(len(mpas), 1) * bool(casts or lows or dtypes or mpas) + len(sdk) + len(precision)
+    if asked > MAX_PRECISIONS:
+        raise InputError(f"the precision flags ask for {asked:,} precisions; parity runs at most {MAX_PRECISIONS} per command (each one runs the whole model)")
     out: list[Precision] = []
     if casts or lows or dtypes or mpas:
         if lows and casts == [str(AutoCast.NONE)]:
