@@ -99,6 +99,11 @@ def _errors(debug: bool) -> Iterator[None]:
     except Exception as exc:  # an InternalError, or any other exception: a bug in neuronprobe (exit 3)
         if debug:
             _print_traceback(exc)
+        from neuronprobe.files import unusable_path
+
+        user = unusable_path(exc)  # a path the file system refuses (too long, a loop of links): the user's to fix
+        if user is not None:
+            raise _fail(user) from None
         raise _fail(_internal_error_line(exc, debug), EXIT_INTERNAL) from None
 
 

@@ -70,6 +70,29 @@ def check_input_file(path: str | os.PathLike[str], what: str, pipes: bool = Fals
     raise InputError(f"{path}: is {_kind(mode)}, not a {what} file")
 
 
+def _short(path: object, most: int = 80) -> str:
+    text = str(path)
+    return text if len(text) <= most else f"{text[: most // 2]}...{text[-most // 2 :]} ({len(text)} characters)"
+
+
+def unusable_path(exc: BaseException) -> str | None:
+    """The sentence for an OSError that says the path itself cannot be used (too long, a loop of links), else None.
+
+    Any command may meet such a path wherever it touches the file system (``Path.exists``
+    raises on a name longer than the file system allows): it is the user's input, exit 2.
+    """
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM) and exc.filename is not None:
+        return f"{_short(exc.filename)}: permission denied ({exc.strerror or 'not readable'}); give neuronprobe access or another path"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENAMETOOLONG, errno.ELOOP):
+        where = _short(exc.filename) if exc.filename is not None else "a path"
+        if exc.errno == errno.ENAMETOOLONG:
+            return f"{where}: the path is too long for the file system; give a shorter path"
+        return f"{where}: the path is a loop of symbolic links"
+    return None
+
+
 def _identity(path: Path) -> tuple[str, object]:
     """A key that is equal for two spellings of one file: (device, inode) when it exists, else the real path."""
     try:
@@ -421,6 +444,7 @@ __all__ = [
     "read_input",
     "read_input_text",
     "strict_json_text",
+    "unusable_path",
     "write_atomic",
     "write_folder_exclusive",
     "write_new",

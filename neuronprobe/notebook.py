@@ -84,11 +84,30 @@ def run_cell(shell: Any, line: str, cell: str) -> Any:
     options = parse_cell_options(line)
     # The cell's body starts on the line after the magic: one blank line first keeps line k the cell's line k.
     source = "\n" + cell
-    filename = shell.compile.cache(source, _running_cell_number(shell), raw_code=source)
+    number = _running_cell_number(shell)
+    filename = shell.compile.cache(source, number, raw_code=source)
     ns = dict(shell.user_ns)  # a shallow copy: what the cell defines stays out of the user's namespace
-    exec(compile(source, filename, "exec", dont_inherit=True), ns)
-    model, inputs = model_from_namespace(ns)
+    try:
+        exec(compile(source, filename, "exec", dont_inherit=True), ns)
+        model, inputs = model_from_namespace(ns)
+    except MagicUsageError:
+        raise
+    except (Exception, SystemExit) as exc:  # the cell's own error: one line naming its line, no neuronprobe frames
+        raise _cell_failure(exc, filename, number) from None
     return neuronprobe.analyze(model, inputs, **options)
+
+
+def _cell_failure(exc: BaseException, filename: str, number: int) -> MagicUsageError:
+    """``In [7], line 3: the cell raised ValueError: bad shape``: where in the cell, never where in neuronprobe."""
+    import traceback
+
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == filename:
+            line = lineno  # the innermost line of the cell (a function the cell defined included)
+    where = f"In [{number}], line {line}" if line is not None else f"In [{number}]"
+    text = str(exc).strip().splitlines()
+    return MagicUsageError(f"{where}: the cell raised {type(exc).__name__}" + (f": {text[0]}" if text else ""))
 
 
 def _running_cell_number(shell: Any) -> int:
@@ -111,7 +130,10 @@ def run_line(line: str) -> Any:
     """What ``%neuronprobe SUBCOMMAND ...`` does: the CLI in a child process; a Report for analyze."""
     from neuronprobe.report.model import load_report
 
-    args = shlex.split(line)
+    try:
+        args = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote: the shell would refuse the line too
+        raise MagicUsageError(f"%neuronprobe {line.strip()}: {exc} (close the quote)") from None
     if not args:
         raise MagicUsageError("usage: %neuronprobe analyze MODEL [options] (the command line's arguments)")
     with tempfile.TemporaryDirectory(prefix="neuronprobe-magic-") as tmp:

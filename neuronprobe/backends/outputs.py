@@ -13,9 +13,12 @@ def named_outputs(output: Any) -> dict[str, Any]:
 
     from neuronprobe._torch.pytree import leaves_with_names
 
+    def dense(t: Any) -> Any:  # a sparse output is compared and frozen by its values (safetensors and norms take strided tensors)
+        return t if t.layout == torch.strided else t.to_dense()
+
     if isinstance(output, torch.Tensor):
-        return {"output": output}
-    return {f"output{path}": leaf for path, leaf in leaves_with_names(output) if isinstance(leaf, torch.Tensor)}
+        return {"output": dense(output)}
+    return {f"output{path}": dense(leaf) for path, leaf in leaves_with_names(output) if isinstance(leaf, torch.Tensor)}
 
 
 __all__ = ["named_outputs"]

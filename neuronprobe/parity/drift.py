@@ -83,7 +83,9 @@ def float_tensors(value: Any) -> list[Any]:
 
     from neuronprobe._torch.pytree import tree_leaves
 
-    return [t for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    # A sparse (or other non-strided) output is compared by its values, as a dense tensor: norms and
+    # safetensors take strided tensors only (a sparse output was an internal error).
+    return [t if t.layout == torch.strided else t.to_dense() for t in tree_leaves(value) if isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
 def ulp(magnitude: float, low: str) -> float:

@@ -25,7 +25,10 @@ DIVERGENCE_DIFFERENCE_TOL = 0.001
 
 def _rows(logits: Any) -> Any:
     """[..., vocabulary] as [rows, vocabulary], in fp32."""
-    return logits.detach().float().reshape(-1, logits.shape[-1])
+    import torch
+
+    dense = logits if logits.layout == torch.strided else logits.to_dense()  # a sparse output: compared by its values
+    return dense.detach().float().reshape(-1, logits.shape[-1])
 
 
 def topk_checks(expected: Any, actual: Any, table: tuple[tuple[int | None, float], ...] = NXDI_TOP_K_RTOL, atol: float = NXDI_ATOL) -> list[TopKCheck]:

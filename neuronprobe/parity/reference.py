@@ -37,6 +37,7 @@ from typing import Any
 from neuronprobe.backends.outputs import named_outputs
 from neuronprobe.errors import InputError
 from neuronprobe.jsonio import dumps
+from neuronprobe.limits import MAX_DIM
 from neuronprobe.report.reference_model import ReferenceComparison, TensorCheck, Top1Check
 from neuronprobe.vocabulary import ReferenceBackend, ReferenceTensorKind
 
@@ -59,6 +60,10 @@ EXACT = (0.0, 0.0)
 FLOAT64 = (1e-7, 1e-7)
 
 NEVER_RECOMPUTED = "a frozen reference is never recomputed"
+# What a reference folder's files may weigh: a manifest lists tensors (kilobytes); the tensors are a
+# model's outputs (logits of a long batch are hundreds of MiB).
+MAX_MANIFEST_BYTES = 16 * 2**20
+MAX_TENSORS_BYTES = 8 * 2**30
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,8 @@ def reference_files(
             key = prefix + name
             if key in tensors:
                 raise InputError(f"two tensors of the reference are both named {key!r}")
+            if tensor.layout != torch.strided:  # sparse: saved by its values (safetensors stores dense tensors)
+                tensor = tensor.to_dense()
             if tensor.device.type == "meta":
                 raise InputError(f"{key}: the tensor has no values (built on the meta device); a reference needs real outputs")
             # a copy of its own: safetensors refuses tensors that share storage (a module returning a view)
@@ -314,9 +321,13 @@ def load_reference(folder: str | Path) -> FrozenReference:
     if not manifest_path.is_file():
         raise InputError(f"--reference {folder}: no {MANIFEST_NAME} in the folder; {NEVER_RECOMPUTED}: save one first with --save-reference {folder}")
     where = str(manifest_path)
+    from neuronprobe.files import read_input, read_input_text
+    from neuronprobe.jsonio import loads_strict
+
     try:
-        data = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        # Bounded: a manifest that is a FIFO or a link to /dev/zero is refused, not waited on or read for ever.
+        data = loads_strict(read_input_text(manifest_path, "reference manifest", cap=MAX_MANIFEST_BYTES))
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{where}: not a readable reference manifest ({type(exc).__name__}); save the reference again") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f'{where}: not a neuronprobe reference manifest (no "format": "{FORMAT}")')
@@ -356,6 +367,8 @@ def load_reference(folder: str | Path) -> FrozenReference:
         except ValueError:
             raise InputError(f"{where}: tensors[{i}] has an unknown kind {raw.get('kind')!r}") from None
         shape = _field(raw, "shape", list, f"{where} tensors[{i}]")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape):
+            raise InputError(f"{where}: tensors[{i}] 'shape' must list whole numbers from 0 to {MAX_DIM}; the reference is damaged, save it again")
         entries.append(
             ReferenceTensor(
                 str(_field(raw, "name", str, f"{where} tensors[{i}]")),
@@ -368,7 +381,7 @@ def load_reference(folder: str | Path) -> FrozenReference:
     tensors_path = base / TENSORS_NAME
     if not tensors_path.is_file():
         raise InputError(f"--reference {folder}: {TENSORS_NAME} is missing; {NEVER_RECOMPUTED}: save the reference again")
-    blob = tensors_path.read_bytes()
+    blob = read_input(tensors_path, "reference tensors", cap=MAX_TENSORS_BYTES)
     expected = _field(data, "files", dict, where).get(TENSORS_NAME)
     if _sha256(blob) != expected:
         raise InputError(

@@ -1,0 +1,19 @@
+"""A model whose output is a sparse tensor: a reference of it is refused with one sentence (safetensors stores dense tensors)."""
+import torch
+
+
+class SparseOut(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x).to_sparse()
+
+
+def get_model():
+    return SparseOut()
+
+
+def get_example_inputs():
+    return (torch.eye(4),)
