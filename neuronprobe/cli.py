@@ -670,7 +670,6 @@ def audit(
             console.print(part)
         if json_path is not None:
             import dataclasses
-            import json
 
             _write(json_path, _json_text(dataclasses.asdict(section), indent=2) + "\n")
             console.print(f"json: {json_path}", markup=False)
@@ -748,7 +747,6 @@ def diff(
     """Compare two reports: new and removed findings, support %, graphs, padding and versions."""
     with _errors(debug):
         import dataclasses
-        import json
 
         from neuronprobe.files import check_outputs
         from neuronprobe.report.diff import diff_reports, run_label
@@ -1098,7 +1096,6 @@ def buckets(
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with _errors(debug):
         import dataclasses
-        import json
 
         if decode:
             from neuronprobe.shape_buckets.decode_cli import DecodeOptions, run_decode

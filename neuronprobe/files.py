@@ -376,7 +376,9 @@ def folder_lock(folder: str | os.PathLike[str], what: str, wait_s: float = LOCK_
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise InputError(f"{what} {folder}: another neuronprobe run has been writing there for {wait_s:g} s; wait for it or choose another folder") from None
+                    raise InputError(
+                        f"{what} {folder}: another neuronprobe run has been writing there for {wait_s:g} s; wait for it or choose another folder"
+                    ) from None
                 time.sleep(0.1)
         yield base
     finally:

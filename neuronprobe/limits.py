@@ -193,26 +193,28 @@ def check_range(value: float | int | None, flag: str, least: float, most: float,
         return
     if isinstance(value, bool) or (whole and int(value) != value) or not math.isfinite(value) or not least <= value <= most:
         kind = "a whole number" if whole else "a number"
-        raise InputError(f"{flag} {value:g}: use {kind} from {least:g} to {most:,g}" if not whole else f"{flag} {value}: use {kind} from {int(least)} to {int(most):,}")
+        raise InputError(
+            f"{flag} {value:g}: use {kind} from {least:g} to {most:,g}" if not whole else f"{flag} {value}: use {kind} from {int(least)} to {int(most):,}"
+        )
 
 
 __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_BUCKET_LENGTH",
-    "MAX_GRAPHS",
-    "MAX_RESERVE_GIB",
-    "MAX_SPECULATION_LENGTH",
-    "MAX_TOKENS_PER_SECOND",
-    "MAX_TP_DEGREE",
-    "check_range",
     "MAX_CONFIG_SIZE",
     "MAX_DIM",
     "MAX_ELEMENTS",
+    "MAX_GRAPHS",
     "MAX_MODULE_COUNT",
+    "MAX_RESERVE_GIB",
     "MAX_SEQ_LEN",
+    "MAX_SPECULATION_LENGTH",
+    "MAX_TOKENS_PER_SECOND",
+    "MAX_TP_DEGREE",
     "check_batch_sizes",
     "check_lengths",
     "check_override",
+    "check_range",
     "check_shape",
     "model_max_positions",
 ]

@@ -35,7 +35,16 @@ from neuronprobe.defaults import (
     MAX_BUCKETS,
 )
 from neuronprobe.errors import InputError
-from neuronprobe.limits import MAX_BATCH_SIZE, MAX_BUCKET_LENGTH, MAX_GRAPHS, MAX_RESERVE_GIB, MAX_SPECULATION_LENGTH, MAX_TOKENS_PER_SECOND, MAX_TP_DEGREE, check_range
+from neuronprobe.limits import (
+    MAX_BATCH_SIZE,
+    MAX_BUCKET_LENGTH,
+    MAX_GRAPHS,
+    MAX_RESERVE_GIB,
+    MAX_SPECULATION_LENGTH,
+    MAX_TOKENS_PER_SECOND,
+    MAX_TP_DEGREE,
+    check_range,
+)
 from neuronprobe.report.model import BatchPlan, DecodeHoldout, DecodeLadder, DecodeProposal, DecodeScore, DecodeTimeline, MemoryFit
 from neuronprobe.shape_buckets.configs import render_decode_configs
 from neuronprobe.shape_buckets.costs import TOKENS, CostModel, StepTimeFit, assign

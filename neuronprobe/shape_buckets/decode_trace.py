@@ -149,7 +149,9 @@ def _check_size(p: Path, rows: int, columns: int) -> None:
     if rows > MAX_TRACE_ROWS:
         raise InputError(f"{p}: more than {MAX_TRACE_ROWS:,} requests; neuronprobe reads at most that many (MAX_TRACE_ROWS): sample the trace")
     if rows * max(columns, 1) > MAX_TRACE_VALUES:
-        raise InputError(f"{p}: {rows:,} rows x {columns:,} columns; neuronprobe reads at most {MAX_TRACE_VALUES:,} values (MAX_TRACE_VALUES): keep the columns it needs")
+        raise InputError(
+            f"{p}: {rows:,} rows x {columns:,} columns; neuronprobe reads at most {MAX_TRACE_VALUES:,} values (MAX_TRACE_VALUES): keep the columns it needs"
+        )
 
 
 def _delimited(p: Path, data: bytes, sep: str) -> Any:
@@ -199,7 +201,9 @@ def _jsonl(p: Path, data: bytes) -> tuple[Any, list[int]]:
             raise InputError(f"{p} line {lineno}: not a JSON object; each line needs one object with the prompt and output lengths")
         values += len(obj)
         if len(rows) >= MAX_TRACE_ROWS:
-            raise InputError(f"{p} line {lineno}: more than {MAX_TRACE_ROWS:,} requests; neuronprobe reads at most that many (MAX_TRACE_ROWS): sample the trace")
+            raise InputError(
+                f"{p} line {lineno}: more than {MAX_TRACE_ROWS:,} requests; neuronprobe reads at most that many (MAX_TRACE_ROWS): sample the trace"
+            )
         if values > MAX_TRACE_VALUES:
             raise InputError(f"{p} line {lineno}: more than {MAX_TRACE_VALUES:,} values; neuronprobe reads at most that many (MAX_TRACE_VALUES)")
         rows.append(obj)
