@@ -276,7 +276,7 @@ def read_input(path: str | os.PathLike[str], what: str, *, cap: int = MAX_INPUT_
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, not a {what} file") from None
     except OSError as exc:
-        raise InputError(f"{path}: cannot open the {what} file ({exc.strerror or type(exc).__name__})") from None
+        raise InputError(unusable_path(exc) or f"{path}: cannot open the {what} file ({exc.strerror or type(exc).__name__})") from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISFIFO(mode) and pipes:

@@ -164,6 +164,8 @@ def _read_plain(p: Path, text: str) -> LengthData:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
+        if len(line) > 19 and line.lstrip("+-").isdigit():  # past int64 (and past Python's digit limit): no length
+            raise InputError(f"{p} line {lineno}: too large to be a sequence length")
         try:
             values.append(int(line))
         except ValueError:
@@ -301,11 +303,11 @@ def _read_jsonl(p: Path, text: str, field: str | None) -> LengthData:
 
 
 def _json_int(text: str) -> int | float:
-    """A JSON integer within int64, else infinity (refused as too large, never an OverflowError)."""
+    """A JSON integer within int64, else MAX_LENGTH (refused as too large, never an OverflowError or a digit limit)."""
     if len(text.lstrip("-")) > 19:
-        return float("inf")
+        return float(MAX_LENGTH)
     value = int(text)
-    return value if -(2**63) <= value < 2**63 else float("inf")
+    return value if -(2**63) <= value < 2**63 else float(MAX_LENGTH)
 
 
 def _read_parquet(p: Path, data: bytes, column: str | None) -> LengthData:
