@@ -7,6 +7,7 @@ afterwards. Example counts stay modest: the suite must stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -51,7 +52,10 @@ def _check_trace(trace: DecodeTrace) -> None:
 
 
 @FUZZ
-@given(rows=st.lists(st.tuples(CELL, CELL, CELL), max_size=6), header=st.sampled_from(["prompt_tokens,output_tokens,time", "a,b,c", "ContextTokens,GeneratedTokens,TIMESTAMP"]))
+@given(
+    rows=st.lists(st.tuples(CELL, CELL, CELL), max_size=6),
+    header=st.sampled_from(["prompt_tokens,output_tokens,time", "a,b,c", "ContextTokens,GeneratedTokens,TIMESTAMP"]),
+)
 def test_a_fuzzed_csv_trace_parses_or_is_one_input_error(tmp_path, rows, header):
     text = header + "\n" + "".join(",".join(r) + "\n" for r in rows)
     path = _write(tmp_path, "t.csv", text.encode("utf-8", "surrogatepass"))
@@ -64,7 +68,9 @@ def test_a_fuzzed_csv_trace_parses_or_is_one_input_error(tmp_path, rows, header)
 
 
 @FUZZ
-@given(lines=st.lists(st.one_of(st.dictionaries(st.sampled_from(["prompt_tokens", "output_tokens", "time", "x"]), JSON_VALUE, max_size=4), JSON_VALUE), max_size=6))
+@given(
+    lines=st.lists(st.one_of(st.dictionaries(st.sampled_from(["prompt_tokens", "output_tokens", "time", "x"]), JSON_VALUE, max_size=4), JSON_VALUE), max_size=6)
+)
 def test_a_fuzzed_jsonl_trace_parses_or_is_one_input_error(tmp_path, lines):
     text = "".join(json.dumps(line) + "\n" for line in lines)  # json.dumps writes NaN/Infinity too: hostile on purpose
     path = _write(tmp_path, "t.jsonl", text.encode())
@@ -78,10 +84,8 @@ def test_a_fuzzed_jsonl_trace_parses_or_is_one_input_error(tmp_path, lines):
 @given(data=st.binary(max_size=300), suffix=st.sampled_from([".csv", ".tsv", ".jsonl", ".parquet", ".txt"]))
 def test_fuzzed_bytes_as_a_trace_or_lengths_parse_or_are_one_input_error(tmp_path, data, suffix):
     path = _write(tmp_path, "t" + suffix, data)
-    try:
+    with contextlib.suppress(InputError):
         _check_trace(read_decode_trace(path))
-    except InputError:
-        pass
     try:
         got = read_lengths(path)
         assert isinstance(got, LengthData) and (got.lengths >= 1).all()

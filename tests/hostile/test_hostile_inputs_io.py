@@ -180,7 +180,11 @@ def test_a_shard_folder_that_holds_a_shard_is_refused_before_any_work(tmp_path):
 @pytest.mark.parametrize("command", ["buckets", "analyze"])
 def test_a_fifo_trace_without_a_writer_is_a_bounded_wait_not_a_hang(tmp_path, command):
     fifo = _fifo(tmp_path)
-    args = ["buckets", str(fifo), "--decode"] if command == "buckets" else ["analyze", str(MODELS / "mlp.py"), "--decode-trace", str(fifo), "-o", str(tmp_path / "r")]
+    args = (
+        ["buckets", str(fifo), "--decode"]
+        if command == "buckets"
+        else ["analyze", str(MODELS / "mlp.py"), "--decode-trace", str(fifo), "-o", str(tmp_path / "r")]
+    )
     line = refused_line(args, [], env={"NEURONPROBE_PIPE_WAIT_S": "1"})
     assert line == f"error: {fifo}: the trace pipe's writer never wrote for 1 s; neuronprobe waits at most that long for a pipe (NEURONPROBE_PIPE_WAIT_S)"
     assert not (tmp_path / "r").exists()

@@ -44,7 +44,10 @@ def _model(tmp_path: Path, source: Path) -> Path:
 @pytest.mark.parametrize(
     ("extra", "line"),
     [
-        (["--speculation-length", BIG], "error: --speculation-length 1000000000...000000 (27 digits): use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)"),
+        (
+            ["--speculation-length", BIG],
+            "error: --speculation-length 1000000000...000000 (27 digits): use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)",
+        ),
         (["--max-len", BIG], "error: --max-len 1000000000...000000 (27 digits): use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)"),
         (["--max-len", str(2**63 - 1)], "error: --max-len 9223372036854775807: use a whole number from 1 to 16,777,216"),
         (["--speculation-length", "300"], "error: --speculation-length 300: use a whole number from 0 to 256"),
@@ -98,8 +101,16 @@ def test_every_command_checks_its_numbers_at_the_edge(tmp_path):
 @pytest.mark.parametrize(
     ("name", "text", "line"),
     [
-        ("t.jsonl", '{"prompt_tokens": ' + "9" * 40 + ', "output_tokens": 5}\n', "line 1: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216"),
-        ("t.jsonl", '{"prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 5}\n', "line 1: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216"),
+        (
+            "t.jsonl",
+            '{"prompt_tokens": ' + "9" * 40 + ', "output_tokens": 5}\n',
+            "line 1: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216",
+        ),
+        (
+            "t.jsonl",
+            '{"prompt_tokens": ' + "9" * 5000 + ', "output_tokens": 5}\n',
+            "line 1: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216",
+        ),
         ("t.jsonl", '{"prompt_tokens": 1e999, "output_tokens": 5}\n', "line 1: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216"),
         ("t.csv", "prompt_tokens,output_tokens\n" + "9" * 40 + ",5\n", "line 2: 'prompt_tokens' is not a whole number of tokens between 1 and 16777216"),
         ("t.csv", "prompt_tokens,output_tokens\n100,inf\n", "line 2: 'output_tokens' is not a whole number of tokens between 1 and 16777216"),
