@@ -52,6 +52,14 @@ class Replay:
         return int(self.batch.size)
 
 
+# The most decode steps one replay of continuous batching walks (about a minute in Python).
+MAX_REPLAY_STEPS = 2**25
+
+
+def _too_many_steps(needs: str) -> str:
+    return f"the replay needs {needs} decode steps; neuronprobe replays at most {MAX_REPLAY_STEPS:,} (MAX_REPLAY_STEPS): sample the trace or raise --max-batch"
+
+
 def replay(
     prompts: np.ndarray,
     outputs: np.ndarray,
@@ -69,6 +77,11 @@ def replay(
     """
     if max_batch < 1:
         raise InputError(f"--max-batch {max_batch}: use a whole number >= 1")
+    # The replay walks one decode step at a time: bounded before it starts (the fewest steps the
+    # trace can take, every batch full) and while it runs.
+    fewest = -(-int(np.maximum(np.asarray(outputs, dtype=np.int64) - 1, 0).sum()) // max_batch)
+    if fewest > MAX_REPLAY_STEPS:
+        raise InputError(_too_many_steps(f"at least {fewest:,}"))
     order = np.argsort(np.asarray(arrivals, dtype=np.float64), kind="stable")
     arr = np.asarray(arrivals, dtype=np.float64)[order].tolist()
     p = np.asarray(prompts, dtype=np.int64)[order].tolist()
@@ -121,6 +134,8 @@ def replay(
         real_sq.append(float(key_sq + 2 * s * key_sum + b * s * s))
         t += dt if dt is not None else tick(top)
         s += 1
+        if s > MAX_REPLAY_STEPS:
+            raise InputError(_too_many_steps(f"more than {MAX_REPLAY_STEPS:,}"))
         while ends and ends[0][0] < s:
             gone = pop(ends)[1]
             key_sum -= gone

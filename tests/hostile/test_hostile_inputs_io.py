@@ -273,6 +273,20 @@ def test_trace_caps_on_rows_values_and_steps_are_named(tmp_path, monkeypatch):
         read_decode_trace(trace)
 
 
+def test_the_replay_of_continuous_batching_is_bounded_before_and_while_it_runs(monkeypatch):
+    import numpy as np
+
+    from neuronprobe.shape_buckets import schedule
+
+    monkeypatch.setattr(schedule, "MAX_REPLAY_STEPS", 100)
+    prompts, outputs = np.full(10, 10), np.full(10, 50)
+    with pytest.raises(InputError, match=r"needs at least 245 decode steps; neuronprobe replays at most 100 \(MAX_REPLAY_STEPS\)"):
+        schedule.replay(prompts, outputs, np.arange(10.0), 2, 0, step_seconds=0.01)
+    monkeypatch.setattr(schedule, "MAX_REPLAY_STEPS", 260)  # arrivals far apart: the batches are not full, the walk is longer
+    with pytest.raises(InputError, match=r"needs more than 260 decode steps"):
+        schedule.replay(prompts, outputs, np.arange(10.0) * 100, 2, 0, step_seconds=0.01)
+
+
 def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
     from neuronprobe.shape_buckets.reading import read_lengths
