@@ -164,6 +164,8 @@ def locate_item(path: Path, index: int, value: int) -> str:
     """``line 12`` for the file line holding the ``index``-th length, found by its value; else ``item 12``."""
     token = re.compile(rf"(?<![\d.]){value}(?![\d.])")
     try:
+        if not path.is_file():  # a pipe was read once already: opening it again would wait for a new writer
+            return f"item {index + 1}"
         with open(path, encoding="utf-8", errors="replace") as fh:
             for number, line in enumerate(fh, start=1):
                 if token.search(line) and not line.lstrip().startswith("#"):

@@ -131,11 +131,12 @@ _PATH_KEYS = ("shapes", "lengths")
 def load_config(path: str | Path) -> NightlyConfig:
     """Read and validate CONFIG.toml; relative paths in it are relative to its folder."""
     path = Path(path)
-    from neuronprobe.files import check_input_file
+    from neuronprobe.files import read_input_text
 
+    if not path.exists() and not path.is_symlink():
+        raise ConfigError(f"{path}: no such config file")
     try:
-        check_input_file(path, "config")  # a FIFO would block, /dev/zero never end
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path, "config", cap=16 * 2**20)  # bounded: a FIFO would block, /dev/zero never end
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     except FileNotFoundError:

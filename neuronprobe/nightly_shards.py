@@ -87,12 +87,15 @@ def assign_shards(names: list[str], count: int, durations: dict[str, float] | No
 
 def last_durations(history_dir: Path) -> dict[str, float]:
     """Each model's analysis time in the most recent night that recorded one (``_nightly.json`` ``seconds``)."""
+    from neuronprobe.errors import InputError
+    from neuronprobe.files import read_input_text
+
     out: dict[str, float] = {}
     for night in reversed(night_dirs(Path(history_dir))):
         try:
-            data = json.loads((Path(history_dir) / night / SUMMARY_FILE).read_text(encoding="utf-8"))
+            data = json.loads(read_input_text(Path(history_dir) / night / SUMMARY_FILE, "nightly summary", cap=MAX_MANIFEST_BYTES))
             entries = data["models"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (InputError, ValueError, KeyError, TypeError):
             continue
         for entry in entries if isinstance(entries, list) else []:
             if not isinstance(entry, dict):

@@ -209,13 +209,9 @@ def _read_text(p: Path, what: str) -> str:
         raise InputError(f"{p}: no such {what} file")
     if p.is_dir():
         raise InputError(f"{p}: is a folder, not a {what} file")
-    from neuronprobe.files import check_input_file
+    from neuronprobe.files import read_input_text
 
-    check_input_file(p, what, pipes=True)  # never /dev/zero or a socket
-    try:
-        return p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read it as text ({exc})") from None
+    return read_input_text(p, what, pipes=True)  # bounded: never /dev/zero, a pipe's writer waited on for a bounded time
 
 
 def read_shapes(path: str | Path) -> Traffic:

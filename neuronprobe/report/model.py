@@ -1128,17 +1128,12 @@ def load_report(path: str) -> Report:
 
     if not os.path.exists(path):
         raise ReportFormatError(f"{path}: no such report file")
-    from neuronprobe.files import check_input_file
+    from neuronprobe.files import read_input_text
 
     try:
-        check_input_file(path, "report")  # a FIFO would block, /dev/zero never end
+        text = read_input_text(path, "report")  # bounded: a FIFO is refused, /dev/zero too, at most 1 GiB
     except InputError as exc:
         raise ReportFormatError(str(exc)) from None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportFormatError(f"{path}: cannot read the report ({exc})") from exc
     try:
         return Report.from_json(text)
     except ReportFormatError as exc:
