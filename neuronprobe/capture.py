@@ -21,6 +21,7 @@ import contextlib
 import io
 import linecache
 import logging
+import operator
 import os
 import re
 import time
@@ -311,48 +312,198 @@ def _module_of(node: Any, strip_prefix: str) -> tuple[str | None, str | None]:
 
 
 def calls_from_graph(graph: Any, strip_module_prefix: str = "") -> list[OpCall]:
-    """Walk an FX graph's call_function nodes into OpCalls (aten and custom ops)."""
+    """Walk an FX graph's op calls into OpCalls (aten and custom ops), the bodies of its regions included."""
+    return walk_graph(graph, strip_module_prefix).calls
 
-    calls: list[OpCall] = []
-    parts_by_op: dict[str, list[OpCall] | None] = {}
-    produced_by: dict[Any, int] = {}  # fx node -> index of the call whose output it is (getitem: its op's)
+
+@dataclass
+class Region:
+    """A higher-order region the capture entered (a ``@torch.no_grad()`` forward, an autocast block, a
+    ``torch.cond`` branch, a ``while_loop`` body): its kind, where the model enters it, and the op calls
+    recorded inside it (nested regions' included)."""
+
+    kind: str
+    ops: int = 0
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class Walked:
+    """What one walk of a captured graph found: its op calls, the regions it entered, and the graph inputs
+    (top-level placeholders) that some op reads, through regions too: what the plausibility test counts."""
+
+    calls: list[OpCall] = field(default_factory=list)
+    regions: list[Region] = field(default_factory=list)
+    inputs_read: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Scope:
+    """The enclosing region's frame and module: ops of a body traced without its own user frame
+    (``torch.cond`` branches are retraced from dynamo's generated code) inherit the region's line."""
+
+    frame: tuple[str | None, int | None, str | None] = (None, None, None)
+    module: tuple[str | None, str | None] = (None, None)
+
+
+def walk_graph(graph: Any, strip_module_prefix: str = "") -> Walked:
+    """Every op call of ``graph``, entering each higher-order region and ``call_module`` GraphModule.
+
+    Dataflow crosses region boundaries: a body's placeholders are bound to the call's operands (see
+    :mod:`neuronprobe._torch.regions`), and a ``getitem`` of a region's result to the op that made the
+    body's output, so rules that follow values see through ``no_grad`` and autocast blocks.
+    """
+    walked = Walked()
+    top_inputs = {n: str(n.name) for n in graph.nodes if n.op == "placeholder"}
+    _walk(graph, walked, strip_module_prefix, _Scope(), {}, top_inputs, {}, depth=0)
+    return walked
+
+
+MAX_REGION_DEPTH = 32  # nested regions deeper than this are a cycle or a pathological graph: not entered
+
+
+def _walk(
+    graph: Any,
+    walked: Walked,
+    strip: str,
+    scope: _Scope,
+    produced_by: dict[Any, int],
+    inputs: dict[Any, str],
+    parts_by_op: dict[str, list[OpCall] | None],
+    depth: int,
+) -> list[int | None]:
+    """Walk one graph (the top one or a region's body); returns the producer of each of its outputs."""
+    import torch.fx
+
+    from neuronprobe._torch import regions
+
+    calls = walked.calls
+    region_results: dict[Any, list[int | None]] = {}
+    outputs: list[int | None] = []
     for node in graph.nodes:
-        if node.op == "call_function" and node.args and node.args[0] in produced_by and not dispatcher.is_op_overload(node.target):
-            produced_by[node] = produced_by[node.args[0]]  # operator.getitem of a multi-output op
-        if node.op != "call_function" or not dispatcher.is_op_overload(node.target):
+        if node.op == "output":
+            outputs = [produced_by.get(n) if isinstance(n, torch.fx.Node) else None for n in pytree.tree_leaves(node.args)]
             continue
-        call = _bare_call(node.target, len(calls))
-        produced_by[node] = call.index
-        input_symbols: set[str] = set()
-        for i, arg in enumerate(node.target._schema.arguments):
-            if i < len(node.args):
-                value = _arg_value(node.args[i])
-            elif arg.name in node.kwargs:
-                value = _arg_value(node.kwargs[arg.name])
-            else:
+        if node.op == "call_function" and dispatcher.is_op_overload(node.target):
+            call = _op_call(node, node.target, list(node.args), dict(node.kwargs), len(calls), strip, scope, produced_by, inputs, walked, parts_by_op)
+            produced_by[node] = call.index
+            calls.append(call)
+            continue
+        if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
+            source = node.args[0]
+            if source in region_results and isinstance(node.args[1] if len(node.args) > 1 else None, int):
+                results = region_results[source]
+                index = node.args[1]
+                if 0 <= index < len(results) and results[index] is not None:
+                    produced_by[node] = results[index]  # type: ignore[assignment]
                 continue
-            metas = _tensor_metas(value)
-            input_symbols |= _unbacked_symbols(value)
-            if metas:
-                call.inputs.extend(metas)
-                call.arg_tensors[arg.name] = metas
-                call.sources.extend(_producers(node.args[i] if i < len(node.args) else node.kwargs[arg.name], produced_by, len(metas)))
-            elif _is_constant(value):
-                call.constants[arg.name] = value
-        val = node.meta.get("val")
-        call.outputs = _tensor_metas(val)
-        # Only the op that creates a data-dependent size is its source; ops downstream merely carry it.
-        call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
-        call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
-        call.module, call.module_type = _module_of(node, strip_module_prefix)
-        if call.has_composite_implicit or call.has_composite_explicit:
-            # Parts carry arguments, so the same op with other arguments is replayed again.
-            replay_key = f"{call.op}|{call.constants}|{[str(m) for m in call.inputs]}"
-            if replay_key not in parts_by_op:
-                parts_by_op[replay_key] = composite_parts(node, explicit=not call.has_composite_implicit)
-            call.parts = parts_by_op[replay_key]
-        calls.append(call)
-    return calls
+            if source in produced_by:
+                produced_by[node] = produced_by[source]  # operator.getitem of a multi-output op
+                continue
+        if node.op not in ("call_function", "call_module") or depth >= MAX_REGION_DEPTH:
+            continue
+        wrapped = _wrapped_op(node)
+        if wrapped is not None:  # auto_functionalized(op, **kwargs), with_effects(token, op, *args): the op is the work
+            op, args, kwargs = wrapped
+            call = _op_call(node, op, args, kwargs, len(calls), strip, scope, produced_by, inputs, walked, parts_by_op)
+            produced_by[node] = call.index
+            calls.append(call)
+            continue
+        if node.op == "call_module":
+            body = regions.submodule(graph.owning_module, node.target)
+            bodies = [body] if isinstance(body, torch.fx.GraphModule) else []
+            operands = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, torch.fx.Node)]
+            kind = type(body).__name__ if body is not None else str(node.target)
+        else:
+            bodies, operands = regions.bodies_and_operands(node)
+            kind = regions.region_kind(node.target)
+        if not bodies:
+            continue
+        frame = user_frame_from_stack(node.meta.get("stack_trace"))
+        module = _module_of(node, strip)
+        inner = _Scope(frame if frame[0] is not None else scope.frame, module if module[0] is not None or module[1] else scope.module)
+        region = Region(kind=kind, file=inner.frame[0], line=inner.frame[1])
+        walked.regions.append(region)
+        before = len(calls)
+        results: list[int | None] = []
+        for body in bodies:
+            placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+            bound = dict(zip(placeholders, operands, strict=False)) if len(placeholders) == len(operands) else {}
+            body_produced = {p: produced_by[o] for p, o in bound.items() if o in produced_by}
+            body_inputs = {p: inputs[o] for p, o in bound.items() if o in inputs}
+            outs = _walk(body.graph, walked, strip, inner, body_produced, body_inputs, parts_by_op, depth + 1)
+            results = results or outs  # cond: both branches are walked; the first names the results' producers
+        region.ops = len(calls) - before
+        region_results[node] = results
+        if len(results) == 1 and results[0] is not None:
+            produced_by[node] = results[0]
+    return outputs
+
+
+def _wrapped_op(node: Any) -> tuple[Any, list[Any], dict[str, Any]] | None:
+    """The op a wrapper call runs (``auto_functionalized(op, **kwargs)`` for a custom op that mutates its
+    input, ``with_effects(token, op, *args)`` for one with side effects), with its arguments, or None."""
+    for i, arg in enumerate(node.args[:2]):
+        if dispatcher.is_op_overload(arg):
+            return arg, list(node.args[i + 1 :]), {k: v for k, v in node.kwargs.items() if not k.startswith("_")}
+    return None
+
+
+def _op_call(
+    node: Any,
+    target: Any,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    index: int,
+    strip: str,
+    scope: _Scope,
+    produced_by: dict[Any, int],
+    inputs: dict[Any, str],
+    walked: Walked,
+    parts_by_op: dict[str, list[OpCall] | None],
+) -> OpCall:
+    """One OpCall for one op node: arguments by schema name, outputs, data-dependence, line and module."""
+    import torch.fx
+
+    call = _bare_call(target, index)
+    input_symbols: set[str] = set()
+    for i, arg in enumerate(target._schema.arguments):
+        if i < len(args):
+            raw = args[i]
+        elif arg.name in kwargs:
+            raw = kwargs[arg.name]
+        else:
+            continue
+        for n in raw if isinstance(raw, (list, tuple)) else [raw]:
+            if isinstance(n, torch.fx.Node) and n in inputs:
+                walked.inputs_read.add(inputs[n])
+        value = _arg_value(raw)
+        metas = _tensor_metas(value)
+        input_symbols |= _unbacked_symbols(value)
+        if metas:
+            call.inputs.extend(metas)
+            call.arg_tensors[arg.name] = metas
+            call.sources.extend(_producers(raw, produced_by, len(metas)))
+        elif _is_constant(value):
+            call.constants[arg.name] = value
+    val = node.meta.get("val")
+    call.outputs = _tensor_metas(val)
+    # Only the op that creates a data-dependent size is its source; ops downstream merely carry it.
+    call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
+    call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
+    if call.file is None:
+        call.file, call.line, call.source_line = scope.frame
+    call.module, call.module_type = _module_of(node, strip)
+    if call.module is None and call.module_type is None:
+        call.module, call.module_type = scope.module
+    if (call.has_composite_implicit or call.has_composite_explicit) and target is node.target:
+        # Parts carry arguments, so the same op with other arguments is replayed again.
+        replay_key = f"{call.op}|{call.constants}|{[str(m) for m in call.inputs]}"
+        if replay_key not in parts_by_op:
+            parts_by_op[replay_key] = composite_parts(node, explicit=not call.has_composite_implicit)
+        call.parts = parts_by_op[replay_key]
+    return call
 
 
 def _producers(arg: Any, produced_by: dict[Any, int], count: int) -> list[int | None]:

@@ -33,6 +33,7 @@ def _all() -> list[Callable[[], Check]]:
         filenames,
         logs,
         pytree,
+        regions,
         shape_env,
         symbolic_shapes,
     )
@@ -59,6 +60,7 @@ def _all() -> list[Callable[[], Check]]:
         fake_tensor.self_check_swap,
         autograd_node.self_check,
         assumed_sizes.self_check,
+        regions.self_check,
     ]
 
 
