@@ -27,6 +27,8 @@ from neuronprobe.capture import (
     OpCall,
     OpGraph,
     capture,
+    implausible,
+    region_words,
     relative_path,
     user_frame_from_traceback,
 )
@@ -332,6 +334,8 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             seconds=round(graph.seconds, 3),
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
             stopped=graph.stopped,
+            incomplete=implausible(graph),
+            regions=[region_words(r) for r in graph.regions],
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
         metadata=_metadata(loaded, options),
@@ -625,6 +629,9 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
 
 def _limitations(graph: OpGraph) -> list[Limitation]:
     out = [Limitation(what="dynamo capture", why=n) for n in graph.notes]
+    incomplete = implausible(graph)
+    if incomplete is not None:
+        out.append(Limitation(what="capture completeness", why=incomplete))
     if graph.failure is not None:
         where = f" at {relative_path(graph.failure.file)}:{graph.failure.line}" if graph.failure.file else ""
         out.append(

@@ -18,8 +18,10 @@ torch 2.13 does: ``wrap_with_set_grad_enabled(enabled, body, *operands)``,
 ``wrap_with_autocast(device, dtype, enabled, cache, body, *operands)``,
 ``cond(pred, true_body, false_body, operands)``, ``while_loop(cond_body,
 body, carried, additional)``, ``map_impl(body, xs, extra)``; read in
-``torch/_higher_order_ops/{wrap,cond,while_loop,map}.py`` at v2.13.0). Where the
-counts differ, the body is still walked, without dataflow across its boundary.
+``torch/_higher_order_ops/{wrap,cond,while_loop,map}.py`` at v2.13.0): the
+operands are the call's last node arguments (``cond``'s predicate comes first
+and is no operand of its branches). Where there are fewer operands than
+placeholders, the body is still walked, without dataflow across its boundary.
 
 Internals: ``torch._ops.HigherOrderOperator`` (to name a region, and to find
 the op a wrapper such as ``auto_functionalized`` or ``with_effects`` calls).
@@ -97,6 +99,14 @@ def bodies_and_operands(node: Any) -> tuple[list[Any], list[Any]]:
     return bodies, operands
 
 
+def bind(placeholders: list[Any], operands: list[Any]) -> dict[Any, Any]:
+    """Each body placeholder -> the operand it receives: the call's last ``len(placeholders)`` operands, in order
+    (nothing bound when the call has fewer operands than the body has placeholders)."""
+    if len(operands) < len(placeholders) or not placeholders:
+        return {}
+    return dict(zip(placeholders, operands[len(operands) - len(placeholders) :], strict=True))
+
+
 def self_check() -> Check:
     def probe() -> None:
         import torch
@@ -112,7 +122,7 @@ def self_check() -> Check:
             return
         bodies, operands = bodies_and_operands(regions[0])
         placeholders = [n for n in bodies[0].graph.nodes if n.op == "placeholder"] if bodies else []
-        if len(bodies) != 1 or len(placeholders) != len(operands):
+        if len(bodies) != 1 or len(bind(placeholders, operands)) != len(placeholders):
             raise MissingInternal(INTERNAL, DEGRADES, f"{region_kind(regions[0].target)}: {len(bodies)} bodies, {len(operands)} operands for {len(placeholders)} placeholders")
 
     return run_check(INTERNAL, DEGRADES, probe)
