@@ -767,6 +767,9 @@ def _apply_observation(
     refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
     if callable(refine):
         refine(report, observation, calls)
+    from neuronprobe.backends.xla_diff import count_uncaptured
+
+    count_uncaptured(report, calls)  # an observed problem the capture never saw is a disagreement too
     return observation
 
 

@@ -449,6 +449,9 @@ def _walk(
             outs = _walk(body.graph, walked, strip, inner, body_produced, body_inputs, parts_by_op, depth + 1)
             results = results or outs  # cond: both branches are walked; the first names the results' producers
         region.ops = len(calls) - before
+        if region.file is None:  # a no_grad or autocast region's call has no stack: it starts at its first op's line
+            first = next((c for c in calls[before:] if c.file is not None), None)
+            region.file, region.line = (first.file, first.line) if first is not None else (None, None)
         region_results[node] = results
         if len(results) == 1 and results[0] is not None:
             produced_by[node] = results[0]

@@ -90,6 +90,29 @@ def _worst(verdicts: list[str]) -> Verdict:
     return max((Verdict(v) for v in verdicts), key=lambda v: v.rank)
 
 
+UNCAPTURED_DETAIL = "the static capture recorded no op of its kind, so nothing was predicted for it"
+
+
+def count_uncaptured(report: Any, calls: list[Any]) -> None:
+    """Every observed problem whose op the static capture never saw (no captured op is of its kin) is a
+    disagreement: the static report said nothing fails there. Without this a capture that missed the code
+    (a ``no_grad`` body it did not enter) read "0 disagreements" next to the fallbacks the device observed.
+    Runs for every live backend, after the name-matched diff; each op is listed once. Findings that name no
+    op (``<forward on the XLA device>``) are the observer's own, not an op the capture missed."""
+    diff = report.prediction_diff
+    if diff is None:
+        return
+    captured = set().union(*kin_table([c.call for c in calls]).values()) if calls else set()
+    listed = {m.op for m in [*diff.predicted_ok_observed_failing, *diff.predicted_failing_observed_ok]}
+    for f in report.findings:
+        if f.origin != "observed" or f.verdict in SUPPORTED_VERDICTS or "::" not in f.op or f.op in listed or op_family(f.op) in captured:
+            continue
+        diff.predicted_ok_observed_failing.append(
+            PredictionMismatch(f.op, Verdict.LOWERED, f.verdict, f.file, f.line, f"{UNCAPTURED_DETAIL}; observed: {f.message}")
+        )
+        listed.add(f.op)
+
+
 def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
     """Add the line-matched disagreements to ``report.prediction_diff`` (the name-matched ones stay)."""
     diff = report.prediction_diff
@@ -152,4 +175,4 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
         )
 
 
-__all__ = ["OBSERVABLE_VERDICTS", "kin", "kin_table", "op_family", "place_key", "refine_diff"]
+__all__ = ["OBSERVABLE_VERDICTS", "count_uncaptured", "kin", "kin_table", "op_family", "place_key", "refine_diff"]
