@@ -104,6 +104,7 @@ class AnalyzeOptions:
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
+    entry: str | None = None  # the model's method to analyse (--entry; None: the file's ENTRY, else forward)
 
 
 @dataclass(frozen=True)
@@ -150,15 +151,17 @@ def analyze(
     train: bool = False,
     optimizer: str = "adamw",
     optimizer_impl: str = "for-loop",
+    entry: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
-    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``entry`` names the
+    method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry)
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -168,6 +171,8 @@ def analyze(
     resolved = _resolve(options)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
+    if entry is not None and entry != "forward":
+        loaded = _entry_of(loaded, entry)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
         report = _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
@@ -219,7 +224,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
             cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
-        loaded = load_model(spec, options.overrides)
+        loaded = load_model(spec, options.overrides, options.entry)
         outcome = cs.capture_loaded(loaded, run)
         if outcome.report is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
@@ -252,6 +257,18 @@ class _Empty:
         return []
 
 
+def _entry_of(loaded: LoadedModel, entry: str) -> LoadedModel:
+    """A module object analysed through one of its methods (``entry="generate"``); a wrong name is the caller's error."""
+    import dataclasses
+
+    from neuronprobe.loaders.entry import EntryError, entry_module
+
+    try:
+        return dataclasses.replace(loaded, module=entry_module(loaded.module, entry), entry=entry)
+    except EntryError as exc:
+        raise InputError(f"entry={entry!r}: {exc}") from exc
+
+
 def _source_file(model: Any) -> str | None:
     """The file that defines a module's class, to name the line of a sys.exit() in it."""
     import inspect
@@ -276,7 +293,8 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
 
 def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
     table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
-    prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
+    # hf: models on meta weights and entry-point wrappers (loaders/entry.py) hold the model as ``.model``
+    prefix = "model." if (loaded.on_meta and loaded.source.startswith("hf:")) or loaded.entry else ""
     training: Any = None  # the training module, imported only for --train
     step = None
     if options.train is not None:
@@ -293,7 +311,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             graph = training.capture_step_forward(step, loaded, prefix, capture)
         else:
             with training.train_mode(loaded.module) if training else contextlib.nullcontext():
-                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix, assume_sizes=loaded.assume_sizes)
+                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix, assume_sizes=loaded.assume_sizes, anchors=_anchors(loaded))
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
@@ -335,6 +353,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
             stopped=graph.stopped,
             incomplete=implausible(graph),
+            entry=loaded.entry,
             regions=[region_words(r) for r in graph.regions],
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
@@ -357,6 +376,14 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
+
+
+def _anchors(loaded: LoadedModel) -> tuple[Any, ...]:
+    """The entry method whose own lines the capture keeps (an entry point other than forward)."""
+    from neuronprobe.loaders.entry import entry_function
+
+    function = entry_function(loaded.module) if loaded.entry else None
+    return (function,) if function is not None else ()
 
 
 def _forward_where(loaded: LoadedModel) -> str:

@@ -27,7 +27,7 @@ import re
 import time
 import traceback
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1000,7 +1000,14 @@ def _on_data(exc: BaseException) -> bool:
         return False
 
 
-def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_module_prefix: str = "", assume_sizes: bool = False) -> OpGraph:
+def capture(
+    module: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    strip_module_prefix: str = "",
+    assume_sizes: bool = False,
+    anchors: tuple[Callable[..., Any], ...] = (),
+) -> OpGraph:
     """Export first; on failure, record why and fall back to dynamo for the rest.
 
     An unexplained export failure is checked against an eager run first: if
@@ -1010,11 +1017,30 @@ def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_mo
     ``assume_sizes`` (the fake capture strategy): a branch on a data-dependent
     size is followed with an assumed size instead of ending the trace, and the
     graph lists each such branch (:mod:`neuronprobe._torch.assumed_sizes`).
+
+    ``anchors``: functions other than ``forward`` whose lines export should keep (an entry point such as
+    ``generate``; :mod:`neuronprobe._torch.stack_anchors`).
     """
-    with _assuming(assume_sizes) as assumed, _fake_weights_convertible(module):
+    with _assuming(assume_sizes) as assumed, _fake_weights_convertible(module), _anchored(anchors):
         graph = _capture(module, args, kwargs, strip_module_prefix)
     graph.assumed = _assumed_branches(assumed)
     return graph
+
+
+@contextlib.contextmanager
+def _anchored(functions: tuple[Callable[..., Any], ...]) -> Iterator[None]:
+    from neuronprobe._torch import stack_anchors
+
+    if not functions:
+        yield
+        return
+    try:
+        block = stack_anchors.anchored(list(functions))
+    except MissingInternal:  # the entry's own lines are missing from export's capture; doctor names the degradation
+        yield
+        return
+    with block:
+        yield
 
 
 @contextlib.contextmanager

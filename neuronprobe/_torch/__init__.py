@@ -35,6 +35,7 @@ def _all() -> list[Callable[[], Check]]:
         pytree,
         regions,
         shape_env,
+        stack_anchors,
         symbolic_shapes,
     )
 
@@ -61,6 +62,7 @@ def _all() -> list[Callable[[], Check]]:
         autograd_node.self_check,
         assumed_sizes.self_check,
         regions.self_check,
+        stack_anchors.self_check,
     ]
 
 

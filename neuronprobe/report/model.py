@@ -287,6 +287,7 @@ class CaptureInfo:
     # module's parameters), None when it passed; the higher-order regions it entered ("cond (4 ops) at m.py:9").
     incomplete: str | None = None
     regions: list[str] = field(default_factory=list)
+    entry: str | None = None  # schema 6: the method analysed when it is not forward (ENTRY, --entry)
 
     def __post_init__(self) -> None:
         # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.
