@@ -334,6 +334,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
+    from neuronprobe.decoding import decode_findings
+
+    findings.extend(decode_findings(graph.calls))  # a generate() loop whose sequence grows per token
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
