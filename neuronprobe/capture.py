@@ -783,7 +783,8 @@ def implausible(graph: OpGraph) -> str | None:
     return (
         f"the captured ops ({len(graph.calls)}) read {format_percent(100 * p.share)} of the module's parameter elements "
         f"({p.read:,} of {p.total:,}; a complete capture reads at least {format_percent(100 * MIN_PARAMETER_COVERAGE, 0)}): "
-        "the forward runs code the capture did not see, so a clean answer would be unfounded"
+        "either the capture missed code the model runs (a region it could not enter, work done outside the traced call) "
+        "or this entry point uses little of the model; the findings cover only what was captured"
     )
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from neuronprobe.backends.xla_diff import GROWING_RULE
 from neuronprobe.capture import OpCall, relative_path
 from neuronprobe.report.model import Finding
 from neuronprobe.vocabulary import SourceLocation
 
-GROWING_RULE = "decode-growing-sequence"
 SAMPLING_OPS = frozenset({"topk", "multinomial", "argmax", "argmin", "sort", "argsort", "max", "bernoulli", "gumbel_softmax"})
 MIN_STEPS = 2  # one cat is a concatenation; two in a chain are a loop that grows its sequence
 SAMPLING_DEPTH = 12  # ops between the sampling op and the appended token (slicing, casts, a gather of the top-k index)
@@ -144,8 +144,9 @@ def decode_findings(calls: list[OpCall]) -> list[Finding]:
         )
         message = (
             f"a decoding loop grows this sequence by {chain.growth} along dim {chain.dim} per step ({start} -> {end} over "
-            f"{len(chain.calls)} steps captured): every generated token is a new shape, so Neuron compiles a new graph "
-            "per token (a trace holds one length; torch-xla compiles every new shape)"
+            f"{len(chain.calls)} steps captured): every step is a new shape, so a loop that syncs per token (an EOS check, "
+            "streaming, torch_xla.sync()) compiles a new graph per token, and one that does not is one graph of the whole "
+            "unrolled loop, compiled again for every prompt length and token count (measured on torch-xla 2.9)"
             + (f"; the appended token is sampled with {sampled}" if sampled else "")
         )
         out.append(

@@ -32,6 +32,10 @@ from neuronprobe.report.model import PredictionMismatch
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 OBSERVABLE_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE})
+# A decoding loop whose sequence grows per step (neuronprobe/decoding.py): a prediction about graphs per shape,
+# not about one op's lowering, so one observed run whose ops all lower cannot contradict it.
+GROWING_RULE = "decode-growing-sequence"
+UNOBSERVABLE_RULES = frozenset({GROWING_RULE})
 _SITE_PACKAGES = "site-packages/"
 
 
@@ -156,7 +160,7 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
     diff.predicted_failing_observed_ok = [m for m in diff.predicted_failing_observed_ok if not agrees(m.op, None)]
     seen_lines = {(place_key(file), line) for file, line in (observation.extra or {}).get("lines_seen", [])}
     for p in report.findings:
-        if p.origin != "predicted" or p.verdict not in OBSERVABLE_VERDICTS or p.line is None:
+        if p.origin != "predicted" or p.verdict not in OBSERVABLE_VERDICTS or p.line is None or p.rule in UNOBSERVABLE_RULES:
             continue
         key = (place_key(p.file), p.line)
         if key not in seen_lines or key in problem_places or p.op in listed_ops or (p.op, p.file, p.line) in listed:
@@ -175,4 +179,4 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
         )
 
 
-__all__ = ["OBSERVABLE_VERDICTS", "count_uncaptured", "kin", "kin_table", "op_family", "place_key", "refine_diff"]
+__all__ = ["GROWING_RULE", "OBSERVABLE_VERDICTS", "UNOBSERVABLE_RULES", "count_uncaptured", "kin", "kin_table", "op_family", "place_key", "refine_diff"]

@@ -44,7 +44,8 @@ class GPT(nn.Module):
     @torch.no_grad()
     def generate(self, ids, max_new_tokens=4, temperature=1.0, top_k=8):
         for _ in range(max_new_tokens):
-            logits = self(ids[:, -CONTEXT:])[:, -1, :] / temperature
+            window = ids if ids.size(1) <= CONTEXT else ids[:, -CONTEXT:]
+            logits = self(window)[:, -1, :] / temperature
             kth = torch.topk(logits, top_k).values[:, [-1]]  # SAMPLING aten::topk
             logits = logits.masked_fill(logits < kth, float("-inf"))
             next_id = torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)  # SAMPLING aten::multinomial
