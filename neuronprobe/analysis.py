@@ -201,6 +201,9 @@ def environment_kept() -> Iterator[None]:
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
+    from neuronprobe.loading import check_entry
+
+    check_entry(spec, options.entry)
     is_file = not spec.startswith("hf:") and Path(spec).is_file()
     # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()

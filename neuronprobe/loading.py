@@ -75,11 +75,16 @@ def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, An
     raise InputError(f"{where} returned {type(inputs).__name__}; return a tuple of positional arguments or a dict of keyword arguments")
 
 
+def check_entry(spec: str, entry: str | None) -> None:
+    """``--entry`` names a method of a model file's model (or a module's); built models run their forward."""
+    if entry is not None and entry != "forward" and spec.startswith((HF_PREFIX, *VISION_PREFIXES)):
+        raise InputError(f"--entry applies to model files and modules; {spec} is analysed through its forward")
+
+
 def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = None) -> LoadedModel:
     """Load ``spec`` (a path to a model file, or ``hf:<model_type>``); ``entry``: the method to analyse."""
     overrides = list(overrides)
-    if entry is not None and entry != "forward" and spec.startswith((HF_PREFIX, *VISION_PREFIXES)):
-        raise InputError(f"--entry applies to model files and modules; {spec} is analysed through its forward")
+    check_entry(spec, entry)
     if spec.startswith(HF_PREFIX):
         return load_hf(spec[len(HF_PREFIX) :], overrides)
     if spec.startswith(VISION_PREFIXES):
