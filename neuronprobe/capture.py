@@ -407,10 +407,10 @@ def _walk(
         if node.op == "call_function" and node.target is operator.getitem and isinstance(node.args[0], torch.fx.Node):
             source = node.args[0]
             if source in region_results and isinstance(node.args[1] if len(node.args) > 1 else None, int):
-                results = region_results[source]
                 index = node.args[1]
-                if 0 <= index < len(results) and results[index] is not None:
-                    produced_by[node] = results[index]  # type: ignore[assignment]
+                made = region_results[source][index] if 0 <= index < len(region_results[source]) else None
+                if made is not None:
+                    produced_by[node] = made
                 continue
             if source in produced_by:
                 produced_by[node] = produced_by[source]  # operator.getitem of a multi-output op

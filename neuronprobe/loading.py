@@ -188,7 +188,7 @@ def _load_model_file(path: Path) -> LoadedModel:
 
     entry = getattr(module, ENTRY_NAME, None)
     if entry is not None and not isinstance(entry, str):
-        raise ModelLoadError(f"{path}: {ENTRY_NAME} must name a method of the model (a string such as \"generate\"), not a {type(entry).__name__}")
+        raise ModelLoadError(f'{path}: {ENTRY_NAME} must name a method of the model (a string such as "generate"), not a {type(entry).__name__}')
     inputs = _call_user(path, module.get_example_inputs, "get_example_inputs")
     args, kwargs = split_inputs(inputs, f"{path}: get_example_inputs()")
     form = inputs_form(inputs)

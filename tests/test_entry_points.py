@@ -173,6 +173,8 @@ def test_xla_cpu_runs_the_entry_in_its_worker(xla_env: str) -> None:
     assert [f.rule for f in report.findings] == [GROWING_RULE]
     assert report.prediction_diff is not None
     assert report.prediction_diff.predicted_ok_observed_failing == [] and report.prediction_diff.predicted_failing_observed_ok == []
+    # --entry crosses to the worker too: what torch-xla observes is in encode() (lines 14-15), never in forward.
+    # (Measured: torch-xla 2.9 keeps rfft(...).abs() complex, so encode's linear fails on c64 + f32 at line 15.)
     encode = analyze_spec(str(MODELS / "entry_encode.py"), AnalyzeOptions(backend="xla-cpu", entry="encode"))
-    observed = [(f.op, f.verdict, f.line) for f in encode.findings if f.origin == "observed"]
-    assert observed and all(line == 14 for _, _, line in observed), observed
+    observed = [f.line for f in encode.findings if f.origin == "observed"]
+    assert observed and set(observed) <= {14, 15}, observed

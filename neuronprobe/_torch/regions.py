@@ -123,6 +123,8 @@ def self_check() -> Check:
         bodies, operands = bodies_and_operands(regions[0])
         placeholders = [n for n in bodies[0].graph.nodes if n.op == "placeholder"] if bodies else []
         if len(bodies) != 1 or len(bind(placeholders, operands)) != len(placeholders):
-            raise MissingInternal(INTERNAL, DEGRADES, f"{region_kind(regions[0].target)}: {len(bodies)} bodies, {len(operands)} operands for {len(placeholders)} placeholders")
+            raise MissingInternal(
+                INTERNAL, DEGRADES, f"{region_kind(regions[0].target)}: {len(bodies)} bodies, {len(operands)} operands for {len(placeholders)} placeholders"
+            )
 
     return run_check(INTERNAL, DEGRADES, probe)
