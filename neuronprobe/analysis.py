@@ -27,6 +27,8 @@ from neuronprobe.capture import (
     OpCall,
     OpGraph,
     capture,
+    implausible,
+    region_words,
     relative_path,
     user_frame_from_traceback,
 )
@@ -102,6 +104,7 @@ class AnalyzeOptions:
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
+    entry: str | None = None  # the model's method to analyse (--entry; None: the file's ENTRY, else forward)
 
 
 @dataclass(frozen=True)
@@ -148,15 +151,17 @@ def analyze(
     train: bool = False,
     optimizer: str = "adamw",
     optimizer_impl: str = "for-loop",
+    entry: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
-    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``entry`` names the
+    method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry)
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -166,6 +171,8 @@ def analyze(
     resolved = _resolve(options)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
+    if entry is not None and entry != "forward":
+        loaded = _entry_of(loaded, entry)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
         report = _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
@@ -194,6 +201,9 @@ def environment_kept() -> Iterator[None]:
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
+    from neuronprobe.loading import check_entry
+
+    check_entry(spec, options.entry)
     is_file = not spec.startswith("hf:") and Path(spec).is_file()
     # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
@@ -217,7 +227,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
             cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
-        loaded = load_model(spec, options.overrides)
+        loaded = load_model(spec, options.overrides, options.entry)
         outcome = cs.capture_loaded(loaded, run)
         if outcome.report is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
@@ -250,6 +260,18 @@ class _Empty:
         return []
 
 
+def _entry_of(loaded: LoadedModel, entry: str) -> LoadedModel:
+    """A module object analysed through one of its methods (``entry="generate"``); a wrong name is the caller's error."""
+    import dataclasses
+
+    from neuronprobe.loaders.entry import EntryError, entry_module
+
+    try:
+        return dataclasses.replace(loaded, module=entry_module(loaded.module, entry), entry=entry)
+    except EntryError as exc:
+        raise InputError(f"entry={entry!r}: {exc}") from exc
+
+
 def _source_file(model: Any) -> str | None:
     """The file that defines a module's class, to name the line of a sys.exit() in it."""
     import inspect
@@ -274,7 +296,8 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
 
 def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
     table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
-    prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
+    # hf: models on meta weights and entry-point wrappers (loaders/entry.py) hold the model as ``.model``
+    prefix = "model." if (loaded.on_meta and loaded.source.startswith("hf:")) or loaded.entry else ""
     training: Any = None  # the training module, imported only for --train
     step = None
     if options.train is not None:
@@ -291,7 +314,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             graph = training.capture_step_forward(step, loaded, prefix, capture)
         else:
             with training.train_mode(loaded.module) if training else contextlib.nullcontext():
-                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix, assume_sizes=loaded.assume_sizes)
+                graph = capture(loaded.module, loaded.args, loaded.kwargs, prefix, assume_sizes=loaded.assume_sizes, anchors=_anchors(loaded))
     except ForwardError as err:
         file, line, _ = user_frame_from_traceback(err.original)
         where = f"{relative_path(file)}:{line}" if file else loaded.source
@@ -314,6 +337,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
+    from neuronprobe.decoding import decode_findings
+
+    findings.extend(decode_findings(graph.calls))  # a generate() loop whose sequence grows per token
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
@@ -332,6 +358,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             seconds=round(graph.seconds, 3),
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
             stopped=graph.stopped,
+            incomplete=implausible(graph),
+            entry=loaded.entry,
+            regions=[region_words(r) for r in graph.regions],
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
         metadata=_metadata(loaded, options),
@@ -353,6 +382,14 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
+
+
+def _anchors(loaded: LoadedModel) -> tuple[Any, ...]:
+    """The entry method whose own lines the capture keeps (an entry point other than forward)."""
+    from neuronprobe.loaders.entry import entry_function
+
+    function = entry_function(loaded.module) if loaded.entry else None
+    return (function,) if function is not None else ()
 
 
 def _forward_where(loaded: LoadedModel) -> str:
@@ -625,6 +662,9 @@ def summarize(ops: list[OpSummary], findings: list[Finding], classified: list[Cl
 
 def _limitations(graph: OpGraph) -> list[Limitation]:
     out = [Limitation(what="dynamo capture", why=n) for n in graph.notes]
+    incomplete = implausible(graph)
+    if incomplete is not None:
+        out.append(Limitation(what="capture completeness", why=incomplete))
     if graph.failure is not None:
         where = f" at {relative_path(graph.failure.file)}:{graph.failure.line}" if graph.failure.file else ""
         out.append(
@@ -760,6 +800,9 @@ def _apply_observation(
     refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
     if callable(refine):
         refine(report, observation, calls)
+    from neuronprobe.backends.xla_diff import count_uncaptured
+
+    count_uncaptured(report, calls)  # an observed problem the capture never saw is a disagreement too
     return observation
 
 

@@ -249,6 +249,10 @@ def analyze(
     parity_: Annotated[
         bool, typer.Option("--parity", help="Also compare fp32 with emulated Neuron precisions, module by module (`neuronprobe parity`'s defaults).")
     ] = False,
+    entry: Annotated[
+        str | None,
+        typer.Option("--entry", help="The model's method to analyse instead of forward, e.g. generate (default: the model file's ENTRY)."),
+    ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -267,6 +271,7 @@ def analyze(
             timeout=timeout,
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            entry=entry,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options

@@ -83,3 +83,9 @@ PARITY_MAX_SAMPLES = 4
 # hf: models whose fp32 weights would exceed this are built shrunken (fewer layers, narrower) to run
 # with real weights on the CPU, as the cpu-shrunk capture strategy does; the report says so.
 PARITY_MAX_WEIGHT_BYTES = 2 * 2**30
+
+# The capture plausibility test (issue 33): a capture whose ops read less than this share of the module's
+# parameter elements (a no_grad forward the capture did not enter reads none) is reported as incomplete
+# (TopVerdict.INCOMPLETE), never "runs on Neuron as it is". Half: a forward that runs its model reads
+# nearly all of it (an unused head or a pooler is a small share); one that reads less missed most of it.
+MIN_PARAMETER_COVERAGE = 0.5

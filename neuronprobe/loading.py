@@ -75,9 +75,16 @@ def split_inputs(inputs: Any, where: str) -> tuple[tuple[Any, ...], dict[str, An
     raise InputError(f"{where} returned {type(inputs).__name__}; return a tuple of positional arguments or a dict of keyword arguments")
 
 
-def load_model(spec: str, overrides: Iterable[str] = ()) -> LoadedModel:
-    """Load ``spec`` (a path to a model file, or ``hf:<model_type>``)."""
+def check_entry(spec: str, entry: str | None) -> None:
+    """``--entry`` names a method of a model file's model (or a module's); built models run their forward."""
+    if entry is not None and entry != "forward" and spec.startswith((HF_PREFIX, *VISION_PREFIXES)):
+        raise InputError(f"--entry applies to model files and modules; {spec} is analysed through its forward")
+
+
+def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = None) -> LoadedModel:
+    """Load ``spec`` (a path to a model file, or ``hf:<model_type>``); ``entry``: the method to analyse."""
     overrides = list(overrides)
+    check_entry(spec, entry)
     if spec.startswith(HF_PREFIX):
         return load_hf(spec[len(HF_PREFIX) :], overrides)
     if spec.startswith(VISION_PREFIXES):
@@ -88,7 +95,7 @@ def load_model(spec: str, overrides: Iterable[str] = ()) -> LoadedModel:
         return load_vision(spec)
     if overrides:
         raise InputError("--set applies to hf: models only; edit the model file to change its configuration")
-    return load_model_file(Path(spec))
+    return load_model_file(Path(spec), entry)
 
 
 # --- model files -------------------------------------------------------------
@@ -141,11 +148,30 @@ def import_model_file(path: Path) -> Any:
     return module
 
 
-def load_model_file(path: Path) -> LoadedModel:
+def load_model_file(path: Path, entry: str | None = None) -> LoadedModel:
+    """A model file, analysed through ``entry`` (else the file's ``ENTRY``, else ``forward``)."""
     from neuronprobe.loaders import torchvision_ops
 
     with torchvision_ops.hooked():  # the file (or its get_model) may import torchvision
-        return _load_model_file(path)
+        return _with_entry(_load_model_file(path), path, entry)
+
+
+def _with_entry(loaded: LoadedModel, path: Path, entry: str | None) -> LoadedModel:
+    """The model wrapped to run its entry method (loaders/entry.py): ``--entry`` first, then the file's ``ENTRY``."""
+    import dataclasses
+
+    from neuronprobe.loaders.entry import ENTRY_NAME, EntryError, entry_module
+
+    named = loaded.entry if entry is None else entry  # the file's ENTRY, read by _load_model_file
+    if named is None or named == "forward":
+        return dataclasses.replace(loaded, entry=None)
+    try:
+        wrapped = entry_module(loaded.module, named)
+    except EntryError as exc:
+        if entry is not None:
+            raise InputError(f"--entry {named}: {exc}") from exc
+        raise ModelLoadError(f"{path}: {ENTRY_NAME} = {named!r}: {exc}") from exc
+    return dataclasses.replace(loaded, module=wrapped, entry=named)
 
 
 def _load_model_file(path: Path) -> LoadedModel:
@@ -158,6 +184,11 @@ def _load_model_file(path: Path) -> LoadedModel:
 
     if not isinstance(model, torch.nn.Module):
         raise ModelLoadError(f"{path}: get_model() returned {type(model).__name__}, not a torch.nn.Module")
+    from neuronprobe.loaders.entry import ENTRY_NAME
+
+    entry = getattr(module, ENTRY_NAME, None)
+    if entry is not None and not isinstance(entry, str):
+        raise ModelLoadError(f'{path}: {ENTRY_NAME} must name a method of the model (a string such as "generate"), not a {type(entry).__name__}')
     inputs = _call_user(path, module.get_example_inputs, "get_example_inputs")
     args, kwargs = split_inputs(inputs, f"{path}: get_example_inputs()")
     form = inputs_form(inputs)
@@ -174,6 +205,7 @@ def _load_model_file(path: Path) -> LoadedModel:
         path=path,
         train_step=_optional(module, "train_step"),
         get_optimizer=_optional(module, "get_optimizer"),
+        entry=entry,
     )
 
 

@@ -172,6 +172,9 @@ class TopVerdict(Word):
     # A live backend's observation was stopped (--op-timeout, --timeout) or died: nothing failing was
     # predicted, but the run that would confirm it did not finish, so the answer is not a clean "runs".
     RUNS_UNOBSERVED = ("runs_unobserved", "predicted to run on Neuron as it is, but its observation was cut short")
+    # The capture plausibility test failed (capture.implausible, defaults.MIN_PARAMETER_COVERAGE; issue 33):
+    # the ops read too little of the module's weights for the findings to be the whole answer.
+    INCOMPLETE = ("incomplete", "the answer is incomplete: the capture missed code the model runs")
 
 
 class BreakCause(Word):

@@ -33,7 +33,9 @@ def _all() -> list[Callable[[], Check]]:
         filenames,
         logs,
         pytree,
+        regions,
         shape_env,
+        stack_anchors,
         symbolic_shapes,
     )
 
@@ -59,6 +61,8 @@ def _all() -> list[Callable[[], Check]]:
         fake_tensor.self_check_swap,
         autograd_node.self_check,
         assumed_sizes.self_check,
+        regions.self_check,
+        stack_anchors.self_check,
     ]
 
 

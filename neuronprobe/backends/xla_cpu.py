@@ -316,6 +316,7 @@ class XlaCpuBackend:
             "spec": spec,
             "overrides": list(getattr(loaded, "overrides", []) or []),
             "input_plan": getattr(loaded, "input_plan", None),  # the input repairs the capture needed, rebuilt there
+            "entry": getattr(loaded, "entry", None),  # the method analysed (--entry, ENTRY): wrapped there the same way
             "program": self.program,
             "steps": steps,
             "shrink": shrink,

@@ -32,6 +32,10 @@ from neuronprobe.report.model import PredictionMismatch
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 OBSERVABLE_VERDICTS = frozenset({Verdict.CPU_FALLBACK, Verdict.DYNAMIC_SHAPE})
+# A decoding loop whose sequence grows per step (neuronprobe/decoding.py): a prediction about graphs per shape,
+# not about one op's lowering, so one observed run whose ops all lower cannot contradict it.
+GROWING_RULE = "decode-growing-sequence"
+UNOBSERVABLE_RULES = frozenset({GROWING_RULE})
 _SITE_PACKAGES = "site-packages/"
 
 
@@ -90,6 +94,29 @@ def _worst(verdicts: list[str]) -> Verdict:
     return max((Verdict(v) for v in verdicts), key=lambda v: v.rank)
 
 
+UNCAPTURED_DETAIL = "the static capture recorded no op of its kind, so nothing was predicted for it"
+
+
+def count_uncaptured(report: Any, calls: list[Any]) -> None:
+    """Every observed problem whose op the static capture never saw (no captured op is of its kin) is a
+    disagreement: the static report said nothing fails there. Without this a capture that missed the code
+    (a ``no_grad`` body it did not enter) read "0 disagreements" next to the fallbacks the device observed.
+    Runs for every live backend, after the name-matched diff; each op is listed once. Findings that name no
+    op (``<forward on the XLA device>``) are the observer's own, not an op the capture missed."""
+    diff = report.prediction_diff
+    if diff is None:
+        return
+    captured = set().union(*kin_table([c.call for c in calls]).values()) if calls else set()
+    listed = {m.op for m in [*diff.predicted_ok_observed_failing, *diff.predicted_failing_observed_ok]}
+    for f in report.findings:
+        if f.origin != "observed" or f.verdict in SUPPORTED_VERDICTS or "::" not in f.op or f.op in listed or op_family(f.op) in captured:
+            continue
+        diff.predicted_ok_observed_failing.append(
+            PredictionMismatch(f.op, Verdict.LOWERED, f.verdict, f.file, f.line, f"{UNCAPTURED_DETAIL}; observed: {f.message}")
+        )
+        listed.add(f.op)
+
+
 def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
     """Add the line-matched disagreements to ``report.prediction_diff`` (the name-matched ones stay)."""
     diff = report.prediction_diff
@@ -133,7 +160,7 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
     diff.predicted_failing_observed_ok = [m for m in diff.predicted_failing_observed_ok if not agrees(m.op, None)]
     seen_lines = {(place_key(file), line) for file, line in (observation.extra or {}).get("lines_seen", [])}
     for p in report.findings:
-        if p.origin != "predicted" or p.verdict not in OBSERVABLE_VERDICTS or p.line is None:
+        if p.origin != "predicted" or p.verdict not in OBSERVABLE_VERDICTS or p.line is None or p.rule in UNOBSERVABLE_RULES:
             continue
         key = (place_key(p.file), p.line)
         if key not in seen_lines or key in problem_places or p.op in listed_ops or (p.op, p.file, p.line) in listed:
@@ -152,4 +179,4 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
         )
 
 
-__all__ = ["OBSERVABLE_VERDICTS", "kin", "kin_table", "op_family", "place_key", "refine_diff"]
+__all__ = ["GROWING_RULE", "OBSERVABLE_VERDICTS", "UNOBSERVABLE_RULES", "count_uncaptured", "kin", "kin_table", "op_family", "place_key", "refine_diff"]

@@ -82,7 +82,7 @@ def load(request: dict[str, Any]) -> Any:
     if spec.startswith(HF_PREFIX):
         overrides, shrink = list(request.get("overrides", [])), bool(request.get("shrink", False))  # shrink: a smaller config (xla_auto)
         return load_hf(spec[len(HF_PREFIX) :], overrides, device="cpu", shrink=shrink, input_plan=request.get("input_plan"))
-    return load_model_file(Path(spec))
+    return load_model_file(Path(spec), request.get("entry"))
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:

@@ -34,3 +34,6 @@ class LoadedModel:
     # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
     # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
     inputs_form: str | None = None
+    # The method analysed when it is not forward (ENTRY in the model file, --entry; loaders/entry.py): the
+    # module is then the wrapper that calls it, and a worker that rebuilds the model wraps it the same way.
+    entry: str | None = None

@@ -18,6 +18,7 @@ BANNER_COLOUR: dict[TopVerdict, str] = {
     TopVerdict.WILL_NOT_COMPILE: "red",
     TopVerdict.NOT_ANALYSED: "red",
     TopVerdict.RUNS_UNOBSERVED: "yellow",
+    TopVerdict.INCOMPLETE: "red",
 }
 
 
@@ -80,6 +81,8 @@ def render_summary(report: Report) -> Any:
         parts.append(Text(f"every captured op lowers or decomposes, but the report counts {', '.join(report.splits_per_call())}", style="yellow"))
     elif top is TopVerdict.RUNS_UNOBSERVED:
         parts.append(Text("no findings predicted, but the observation that would confirm it was cut short (see 'not analysed')", style="yellow"))
+    elif top is TopVerdict.INCOMPLETE:
+        parts.append(Text(f"no findings in what was captured, but {report.capture.incomplete}", style="red"))
     if report.recompiles is not None:
         from neuronprobe.report.console_recompiles import render_recompiles
 

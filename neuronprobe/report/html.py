@@ -124,6 +124,12 @@ def banner(report: Report) -> Banner:
             "No captured op is predicted to fail, but the live backend's observation was stopped or died "
             "before it finished; see what could not be analysed below.",
         )
+    if verdict is TopVerdict.INCOMPLETE:
+        return Banner(
+            "bad",
+            f"Incomplete answer for {target}",
+            f"No captured op is predicted to fail, but {report.capture.incomplete}; see what could not be analysed below.",
+        )
     if verdict is TopVerdict.NOT_ANALYSED:
         return Banner(
             "bad",

@@ -63,7 +63,7 @@ from neuronprobe.vocabulary import (
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
 #    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -283,6 +283,11 @@ class CaptureInfo:
     # Why dynamo stopped partway through the forward (an exception's first line), None when it ran to its end
     # (or in reports from before issue 27): the capture holds only the ops before the stop.
     stopped: str | None = None
+    # schema 6 (issue 33): why the capture failed the plausibility test (its ops read too little of the
+    # module's parameters), None when it passed; the higher-order regions it entered ("cond (4 ops) at m.py:9").
+    incomplete: str | None = None
+    regions: list[str] = field(default_factory=list)
+    entry: str | None = None  # schema 6: the method analysed when it is not forward (ENTRY, --entry)
 
     def __post_init__(self) -> None:
         # "" was written before the strategy became a closed set (unreleased schema-3 reports): not recorded.
@@ -866,6 +871,8 @@ class Report:
             return TopVerdict.RUNS_WITH_FALLBACKS
         if self.capture.nodes == 0 and self.capture.export_error:
             return TopVerdict.NOT_ANALYSED
+        if self.capture.incomplete:
+            return TopVerdict.INCOMPLETE  # never "runs" from a capture that missed most of the model
         if self.splits_per_call():
             return TopVerdict.RUNS_SPLIT
         if any(step.status in (StepStatus.TIMEOUT, StepStatus.DIED) for step in self.backend.steps.values()):
