@@ -96,6 +96,9 @@ class ModelConfig:
     target: str | None = None  # default: the top-level target
     backend: str | None = None  # default: the top-level backend
     train: bool = False  # analyse one training step (neuronprobe analyze --train)
+    # Files or folders the model reads that the result cache cannot see being read (native readers such as
+    # safetensors): hashed by content into its cache key (see neuronprobe.file_reads).
+    cache_inputs: list[str] = dataclasses.field(default_factory=list)
     traffic: TrafficOptions = dataclasses.field(default_factory=TrafficOptions)
 
 
@@ -237,6 +240,7 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
         value = getattr(traffic, key)
         if value is not None:
             files[key] = _existing(base / value, path, f"{where}.{key}")
+    resolved["cache_inputs"] = [str(_existing(base / p, path, f"{where}.cache_inputs")) for p in model.cache_inputs]
     return dataclasses.replace(model, **resolved, traffic=dataclasses.replace(traffic, **files))
 
 
@@ -343,7 +347,19 @@ class NightlyResult:
         return out
 
 
-AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], Report]
+@dataclass
+class Observed:
+    """A report with the files its analysis read (an AnalyzeFn may return one instead of a bare Report).
+
+    ``reads`` is a :class:`neuronprobe.file_reads.FileReads`; the result cache stores a
+    report only when it knows what the analysis read.
+    """
+
+    report: Report
+    reads: Any
+
+
+AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], "Report | Observed"]
 
 
 @dataclass
@@ -356,6 +372,7 @@ class Analysed:
     internal: bool = False
     seconds: float = 0.0
     reused_from: str | None = None  # the night whose report the result cache reused (no analysis ran)
+    reads: Any = None  # the files the analysis read (FileReads), when its worker recorded them
 
 
 def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None, command_line: str, analyze: AnalyzeFn) -> Analysed:
@@ -363,7 +380,11 @@ def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None,
     started = time.monotonic()
     out = Analysed(model.name)
     try:
-        out.report = analyze(model, config, required, command_line)
+        value = analyze(model, config, required, command_line)
+        if isinstance(value, Observed):
+            out.report, out.reads = value.report, value.reads
+        else:
+            out.report = value
     except BackendUnavailable:
         raise
     except NeuronprobeError as exc:
@@ -613,8 +634,18 @@ def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None)
     if max_memory_bytes is not None:  # a parallel night's share of the total (see plan_workers)
         limits = dataclasses.replace(limits, max_memory_bytes=max_memory_bytes)
 
-    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
-        return analyze_in_worker(model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits)
+    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Observed:
+        def recorded() -> tuple[Report, Any]:
+            import tempfile
+
+            from neuronprobe.file_reads import ReadRecorder
+
+            recorder = ReadRecorder(private_tmp=tempfile.gettempdir()).start()  # in the worker: its hook ends with it
+            report = analyze_model(model, cfg, require_backend, command_line)
+            return report, recorder.snapshot()
+
+        report, reads = analyze_in_worker(model.model, recorded, limits)
+        return Observed(report, reads)
 
     return run
 
@@ -624,7 +655,7 @@ def input_files(config: NightlyConfig) -> list[str]:
     files = [config.path]
     for m in config.models:
         traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
-        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic) if p]
+        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic, *m.cache_inputs) if p]
     return files
 
 
