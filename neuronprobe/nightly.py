@@ -321,6 +321,7 @@ class NightlyResult:
     outcomes: list[ModelOutcome]
     files: dict[str, str]  # path relative to the reports folder -> content; write in order
     warnings: list[str] = dataclasses.field(default_factory=list)
+    history_nights: int = DEFAULT_HISTORY_NIGHTS  # the index's span, for its rendering again under the lock (write_night)
 
     @property
     def regressions(self) -> list[str]:
@@ -598,7 +599,7 @@ def assemble_night(analysed: list[Analysed], reports_dir: Path, date: str, histo
     history = sorted(history + tonight, key=lambda n: (n.date, n.name))
     failures = {o.name: o.error for o in outcomes if o.report is None}
     files[INDEX_FILE] = render_index(history, date, [o.name for o in outcomes], failures, warnings)
-    return NightlyResult(date=date, outcomes=outcomes, files=files, warnings=warnings)
+    return NightlyResult(date=date, outcomes=outcomes, files=files, warnings=warnings, history_nights=history_nights)
 
 
 def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
@@ -701,15 +702,36 @@ def merge_summary(on_disk: Path, tonight: str) -> str:
 def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path, str], object]) -> None:
     """Write the night's files with ``write`` (the CLI's atomic writer) in order, holding :func:`night_lock`.
 
-    Under the lock the summary is merged with the one on disk, so two nightlies of
-    one date and folder (one after the other or at once) leave a summary of both.
+    Under the lock the summary is merged with the one on disk, and the index (written
+    last) is rendered again from the reports on disk and that merged summary: two
+    nightlies of one date and folder, one after the other or at once, leave a summary
+    and an index of both (the index each built before the lock lacked the other's models).
     """
     summary = f"{result.date}/{SUMMARY_FILE}"
+    merged = result.files.get(summary, "")
     with night_lock(reports_dir):
         for relative, content in result.files.items():
             if relative == summary:
-                content = merge_summary(Path(reports_dir) / relative, content)
+                content = merged = merge_summary(Path(reports_dir) / relative, content)
+            elif relative == INDEX_FILE:
+                content = index_under_lock(result, Path(reports_dir), merged)
             write(Path(reports_dir) / relative, content)
+
+
+def index_under_lock(result: NightlyResult, reports_dir: Path, merged_summary: str) -> str:
+    """The index from what is on disk now: every model of the night's merged summary, tonight's first in config order."""
+    try:
+        entries = [m for m in json.loads(merged_summary)["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)]
+    except (ValueError, KeyError, TypeError):
+        entries = []
+    mine = [o.name for o in result.outcomes]
+    order = list(dict.fromkeys([*mine, *(m["name"] for m in entries)]))
+    failures = {m["name"]: str(m.get("error") or "failed") for m in entries if m.get("status") == "failed"}
+    failures.update({o.name: o.error for o in result.outcomes if o.report is None})
+    failures = {name: error for name, error in failures.items() if name not in {o.name for o in result.outcomes if o.report is not None}}
+    warnings = list(result.warnings)
+    history = load_history(reports_dir, result.history_nights, warnings)
+    return render_index(history, result.date, order, failures, warnings)
 
 
 def _render_report_html(report: Report) -> str:
