@@ -18,8 +18,8 @@ import neuronprobe.nightly as nightly
 import neuronprobe.nightly_shards as nightly_shards
 import neuronprobe.version
 from neuronprobe.cli import app
-from neuronprobe.nightly import SUMMARY_FILE
 from neuronprobe.file_reads import FileReads
+from neuronprobe.nightly import SUMMARY_FILE
 from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, local_imports
 from neuronprobe.report.model import Report, load_report
 

@@ -46,11 +46,11 @@ def op_budget(budget: int) -> Iterator[None]:
             raise Runaway(budget, traceback.extract_stack(sys._getframe(1)))  # from the caller: the model's line is innermost
         return original(self, *args, **kwargs)
 
-    torch.fx.Graph.create_node = counted  # type: ignore[method-assign]
+    torch.fx.Graph.create_node = counted
     try:
         yield
     finally:
-        torch.fx.Graph.create_node = original  # type: ignore[method-assign]
+        torch.fx.Graph.create_node = original
 
 
 __all__ = ["Runaway", "op_budget"]
