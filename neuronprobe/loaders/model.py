@@ -34,3 +34,6 @@ class LoadedModel:
     # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
     # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
     inputs_form: str | None = None
+    # hf: shrunk: what the full-depth build has that the shrunken one lacks (module classes, layer kinds); empty when
+    # every kind was kept, so the shrunken copy's op kinds hold for the real model
+    kinds_lost: tuple[str, ...] = ()
