@@ -58,6 +58,8 @@ _KIND_PERIOD_FIELDS = re.compile(
     r"^(\w+_)?sparse_step$|^_?sliding_window_pattern$|^(moe_layer_freq|moe_layer_interval|interleave_moe_layer_step|cross_attention_frequency"
     r"|global_attn_every_n_layers|no_rope_layer_interval|attn_layer_period|expert_layer_period|cross_layer_interval)$"
 )
+_PER_LAYER_KIND = re.compile("layer|block|type")
+_PER_LAYER_SIZE = re.compile(r"^num_|size|heads|dim|channels")  # per-layer widths (sapiens2's num_key_value_heads_per_layer): shapes, not kinds
 _KIND_OFFSET_FIELDS = ("first_k_dense_replace", "num_dense_layers", "moe_layer_start_index", "attn_layer_offset", "expert_layer_offset")
 _EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
@@ -197,6 +199,14 @@ def _int_field(config: Any, name: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _per_layer_kinds(name: str, value: Any, layers: int) -> bool:
+    """A list of one kind per layer (``layer_types``, ``mlp_layer_types``, ``layers_block_type``): one entry per layer,
+    of a name that says layer, block or type (not a width), with more than one kind and not every entry distinct."""
+    if len(value) != layers or not _PER_LAYER_KIND.search(name) or _PER_LAYER_SIZE.search(name):
+        return False
+    return all(isinstance(v, (str, bool, int)) for v in value) and 1 < len(set(value)) < layers
+
+
 def kind_depth(config: Any, layers: int, floor: int = SHRUNK_LAYERS) -> int:
     """How many of a stack of ``layers`` layers a shrunken config keeps so that each layer kind its fields name is
     among them: a per-layer list (``layer_types``...: up to the first layer of its last kind to appear), the indices
@@ -204,22 +214,19 @@ def kind_depth(config: Any, layers: int, floor: int = SHRUNK_LAYERS) -> int:
     offset (:data:`_KIND_PERIOD_FIELDS`, :data:`_KIND_OFFSET_FIELDS`: period + offset layers). At least
     ``floor``, at most ``layers``. shrink.py checks the result against the built modules."""
     need = floor
+    listed = False  # a per-layer list names every layer's kind: the periods it was derived from add nothing
     for name, value in list(vars(config).items()):
         if not isinstance(value, (list, tuple)) or not value:
             continue
         if name in _KIND_INDEX_FIELDS and all(isinstance(v, int) and 0 <= v < layers for v in value):
             unlisted = next((i for i in range(layers) if i not in value), None)
             need = max(need, 1 + min(value), 1 + unlisted if unlisted is not None else 0)
-        elif (
-            len(value) == layers
-            and re.search("layer|block|type", name)
-            and all(isinstance(v, (str, bool, int)) for v in value)
-            and 1 < len(set(value)) < layers
-        ):
-            need = max(need, 1 + max(value.index(kind) for kind in set(value)))  # (every entry distinct: sizes or indices, not kinds)
+        elif _per_layer_kinds(name, value, layers):
+            need = max(need, 1 + max(value.index(kind) for kind in set(value)))
+            listed = True
     periods = [v for name in vars(config) if _KIND_PERIOD_FIELDS.match(name) and (v := _int_field(config, name)) is not None and v > 1]
     offsets = [v for name in _KIND_OFFSET_FIELDS if (v := _int_field(config, name)) is not None and v > 0]
-    if periods or offsets:
+    if (periods or offsets) and not listed:
         need = max(need, max(periods, default=1) + max(offsets, default=0))
     return min(need, layers)
 
