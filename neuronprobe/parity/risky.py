@@ -795,7 +795,7 @@ def own_low_dtypes(graph: OpGraph) -> list[str]:
     return list(dict.fromkeys(seen))
 
 
-@dataclass(frozen=True)
+@dataclass
 class _ReferenceRow:
     """A reference module call as a :class:`DriftRow`: its own output's non-finite elements."""
 

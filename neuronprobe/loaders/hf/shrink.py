@@ -69,7 +69,7 @@ def _describe(kinds: list[Kind]) -> list[str]:
     """What tells these layer kinds apart, in words: the classes some kinds have and others lack, else the flags
     (``Gemma3Attention.is_sliding=False``) some kinds have and others lack."""
     classes = [{name for name, _flags in kind} for kind in kinds]
-    differing = sorted(set.union(*classes) - set.intersection(*classes))
+    differing = sorted(set[str]().union(*classes) - classes[0].intersection(*classes[1:]))
     if differing:
         return differing
     values: dict[str, set[Any]] = {}
