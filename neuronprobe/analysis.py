@@ -766,7 +766,11 @@ def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, r
             Limitation(
                 what="xla-cpu backend: shrunken copy",
                 why=f"{choice.reason}: torch-xla observed a shrunken copy instead{f' ({choice.changes})' if choice.changes else ''}; "
-                "its op kinds and lines hold for the real model, its shapes, counts and bytes do not",
+                + (
+                    f"its shapes, counts and bytes do not hold for the real model, nor its op kinds: it lacks the real model's {', '.join(choice.kinds_lost)}"
+                    if choice.kinds_lost
+                    else "its op kinds and lines hold for the real model, its shapes, counts and bytes do not"
+                ),
             )
         )
     return resolved

@@ -9,8 +9,10 @@
    branch on such a size (a detection model's ``if boxes.numel() == 0`` after
    ``nms``) is followed with an assumed size and named in the report, so the
    ops after it (``roi_align``) are still seen.
-3. ``cpu-shrunk`` (``hf:`` only): real CPU weights on a shrunken config. The
-   shapes differ from the real model; the op kinds and their lines do not.
+3. ``cpu-shrunk`` (``hf:`` only): real CPU weights on a shrunken config that keeps a
+   layer of every kind the full config has (loaders/hf/shrink.py). The shapes differ
+   from the real model; the op kinds and their lines do not, unless the report names
+   what the shrunken build lacks.
 
 Each failed way leaves its root error; the report says which way worked and
 why the earlier ones did not. When none works, the caller gets every reason.

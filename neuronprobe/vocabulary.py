@@ -245,7 +245,7 @@ class CaptureStrategy(Word):
 
     META = "meta"  # hf: built on the meta device, no weights allocated
     FAKE = "fake"  # FakeTensorMode: data-dependent sizes become unbacked symbols
-    CPU_SHRUNK = "cpu-shrunk"  # real CPU weights on a shrunken config: shapes differ, op kinds and lines do not
+    CPU_SHRUNK = "cpu-shrunk"  # real CPU weights on a shrunken config that keeps every layer kind: shapes differ
     AS_GIVEN = "as-given"  # a model file or module with real weights, run as it is
     NONE = "none"  # every way failed: the report is a limitation (exit 4)
 

@@ -7,6 +7,13 @@
 2. ``ncc_error_codes.json``: every code of the neuronx-cc error-code catalogue
    (aws-neuron-sdk ``compiler/error-codes/``), with its rule or the reason none
    applies.
+3. ``xla_argument_paths.json``: every branch of torch-xla's aten lowerings
+   (``aten_xla_type.cpp``, ``aten_autograd_ops.cpp``) whose path depends on the
+   call's arguments: an optional argument given or not, training mode,
+   requires_grad, a scalar or a tensor operand, the operand dtype, an
+   environment flag. Each is covered by the fallback site in the same function
+   (inventory 1), by a rule citing a line of the function, or by a note saying
+   why the path cannot change a Neuron verdict or cannot be told from a graph.
 
 Only derived facts are written: file:line, the enclosing function, the aten op
 torch-xla falls back to, the error code and its one-line message. No upstream
@@ -37,6 +44,17 @@ CSRC = "torch_xla/csrc/"
 SITE = re.compile(r"call_fallback_fn\s*<|->nonzero\(\)")
 FUNCTION = re.compile(r"^[A-Za-z][^;{}()]*?\b(?:\w+::)*(\w+)\(")
 ATEN_OP = re.compile(r"ATEN_OP2?\(\s*(\w+)\s*(?:,\s*(\w+)\s*)?\)")
+# What a lowering's branch reads, by kind (issue 33.9): a condition on the call's own arguments.
+BRANCH = re.compile(r"^\s*(?:\}\s*else\s+)?if\s*\(|\?\s")
+BRANCH_KINDS: dict[str, re.Pattern[str]] = {
+    "optional argument": re.compile(r"\.has_value\(\)|\.defined\(\)"),
+    "training mode": re.compile(r"\btrain(?:ing)?\b"),
+    "requires_grad": re.compile(r"requires_grad"),
+    "scalar or tensor operand": re.compile(r"is_wrapped_number|IsSpecialScalar|\bdim\(\)\s*==\s*0|\.isIntegral\(|\.isFloatingPoint\(|numel\(\)\s*==\s*1"),
+    "operand dtype": re.compile(r"isIntegralType|isFloatingType|isComplexType|scalar_type\(\)\s*[=!]="),
+    "environment": re.compile(r"GetEnvBool|GetEnvString|ExperimentEnabled|UseBF16"),
+}
+PATH_FILES = ("torch_xla/csrc/aten_xla_type.cpp", "torch_xla/csrc/aten_autograd_ops.cpp")
 CITE = re.compile(r"([\w/]+\.cpp)((?:\s*,?\s*:\d+(?:-\d+)?)+)")
 
 
@@ -77,6 +95,54 @@ def fallback_sites(path: str, text: str) -> list[dict[str, Any]]:
             op = "torchvision::nms"
         sites.append({"file": path, "line": number, "function": function, "function_line": start, "fallback_op": op})
     return sites
+
+
+def argument_paths(path: str, text: str) -> list[dict[str, Any]]:
+    """The argument-dependent branches of one lowering file: line, enclosing function, what they read (kinds)."""
+    lines = text.splitlines()
+    out: list[dict[str, Any]] = []
+    ordinal: dict[str, int] = {}
+    for number, line in enumerate(lines, start=1):
+        if line.lstrip().startswith("//") or not BRANCH.search(line):
+            continue
+        condition = " ".join(lines[number - 1 : number + 2]).split("{")[0]
+        kinds = [kind for kind, pattern in BRANCH_KINDS.items() if pattern.search(condition)]
+        if not kinds:
+            continue
+        start = number
+        while start > 1 and not FUNCTION.match(lines[start - 1]):
+            start -= 1
+        m = FUNCTION.match(lines[start - 1])
+        function = m.group(1) if m else "?"
+        name = path.rsplit("/", 1)[-1]
+        ordinal[function] = ordinal.get(function, 0) + 1
+        key = f"{name}:{function}:{ordinal[function]}"
+        out.append({"file": path, "line": number, "function": function, "function_line": start, "kinds": kinds, "key": key})
+    return out
+
+
+def cover_paths(paths: list[dict[str, Any]], sites: list[dict[str, Any]], rules: Any, notes: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each branch with what covers it: the fallback site of its function (inventory 1), a rule citing a line of
+    the function up to the branch, or its note; a pure function of the four inputs."""
+    cites = [(rule, cited_lines(rule.provenance)) for rule in rules if rule.provenance]
+    by_function = {(s["file"], s["function_line"]): s for s in sites}
+    out = []
+    for entry in paths:
+        name = entry["file"].rsplit("/", 1)[-1]
+        note = notes.get(entry["key"], {})
+        site = by_function.get((entry["file"], entry["function_line"]))
+        covering = [rule.id for rule, c in cites if any(entry["function_line"] <= n <= entry["line"] + 8 for n in c.get(name, ()))]
+        item = dict(entry)
+        if "reason" in note:
+            item.update(status="reason", reason=note["reason"])
+        elif covering or "rule" in note:
+            item.update(status="rule", rules=covering or [note["rule"]])
+        elif site is not None:
+            item.update(status="fallback-site", site=site_key(site))
+        else:
+            item.update(status="uncovered")
+        out.append(item)
+    return out
 
 
 def cited_lines(provenance: str) -> dict[str, set[int]]:
@@ -163,6 +229,16 @@ def summary(entries: list[dict[str, Any]], tied: Any = None) -> dict[str, int]:
 TIED_KINDS = ("op", "dtype", "attribute")
 
 
+def path_summary(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts of the argument-dependent branches by status and by kind."""
+    by_kind: dict[str, int] = {}
+    for e in entries:
+        for kind in e["kinds"]:
+            by_kind[kind] = by_kind.get(kind, 0) + 1
+    statuses = ("rule", "fallback-site", "reason", "uncovered")
+    return {"total": len(entries), **{s: sum(e["status"] == s for e in entries) for s in statuses}, "by_kind": by_kind}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--xla-git", type=Path, required=True, help="git dir of pytorch/xla")
@@ -182,6 +258,8 @@ def main() -> int:
             if SITE.search(text):
                 sites.extend(fallback_sites(path, text))
     xla = cover_sites(sites, rules, notes["xla_sites"])
+    branches = [b for path in PATH_FILES for b in argument_paths(path, git_show(args.xla_git, args.tag, path))]
+    paths = cover_paths(branches, sites, rules, notes["xla_argument_paths"])
     sdk_commit = subprocess.run(["git", "--git-dir", str(args.sdk_git), "rev-parse", args.sdk_rev], check=True, capture_output=True, text=True).stdout.strip()
     ncc = cover_codes(error_codes(args.sdk_git, args.sdk_rev), rules, notes["ncc_codes"])
     OUT.mkdir(exist_ok=True)
@@ -199,9 +277,13 @@ def main() -> int:
         )
         + "\n"
     )
-    for name, entries in (("xla", xla), ("ncc", ncc)):
+    (OUT / "xla_argument_paths.json").write_text(
+        json.dumps({"source": f"pytorch/xla {args.tag} {', '.join(PATH_FILES)}", "summary": path_summary(paths), "branches": paths}, indent=1) + "\n"
+    )
+    for name, entries in (("xla", xla), ("ncc", ncc), ("paths", paths)):
         missing = [e.get("key") or e["code"] for e in entries if e["status"] == "uncovered"]
-        print(f"{name}: {summary(entries)}" + (f"; uncovered: {', '.join(missing)}" if missing else ""), file=sys.stderr)
+        counts = path_summary(entries) if name == "paths" else summary(entries)
+        print(f"{name}: {counts}" + (f"; uncovered: {', '.join(missing)}" if missing else ""), file=sys.stderr)
     return 0
 
 

@@ -43,8 +43,13 @@ class Timeout(BaseException):
 
 
 def small_layer_overrides(model_type: str) -> list[str]:
-    """``--set`` values that make every stack of the default config one layer deep (dotted for sub-configs)."""
+    """``--set`` values that make every stack of the default config as shallow as it can be while it keeps a layer of
+    every kind the full stack has (dotted for sub-configs): one layer, or as many as the config's layer-kind fields
+    need (nllb-moe's MoE layer every 4th, gemma3's global attention every 6th, mllama's first cross-attention layer at
+    index 3, deepseek's dense layers before the MoE ones: neuronprobe's own ``kind_depth``, issue 33)."""
     from transformers import AutoConfig, PretrainedConfig
+
+    from neuronprobe.loaders.hf.config import kind_depth
 
     config = AutoConfig.for_model(model_type)
     out: list[str] = []
@@ -53,44 +58,14 @@ def small_layer_overrides(model_type: str) -> list[str]:
         for name, value in vars(cfg).items():
             if isinstance(value, PretrainedConfig) and depth < 2:
                 walk(value, f"{prefix}{name}.", depth + 1)
-            elif LAYER_FIELD.match(name) and isinstance(value, int) and not isinstance(value, bool) and value > 1:
-                out.append(f"{prefix}{name}=1")
-
-    walk(config, "", 0)
-    if moe_fields(model_type):
-        out += expert_layer_overrides(config)
-    return out
-
-
-# Fields that decide which layers are mixtures of experts: with one layer, the one layer must be one, or the
-# routing is never run (afmoe's num_dense_layers cannot be 0 and is left alone; deepseek's first_k_dense_replace, nllb-moe's and switch_transformers' sparse steps,
-# mlp_layer_types starting with "dense", qwen's mlp_only_layers, jamba's expert period and offset).
-EXPERT_LAYER_FIELDS: dict[str, Any] = {
-    "first_k_dense_replace": 0,
-    "moe_layer_start_index": 0,
-    "encoder_sparse_step": 1,
-    "decoder_sparse_step": 1,
-    "expert_layer_offset": 0,
-    "expert_layer_period": 1,
-    "mlp_only_layers": [],
-    "mlp_layer_types": ["sparse"],
-}
-
-
-def expert_layer_overrides(config: Any) -> list[str]:
-    """``--set`` values that make the one layer of a one-layer MoE config an expert layer (dotted for sub-configs)."""
-    from transformers import PretrainedConfig
-
-    out: list[str] = []
-
-    def walk(cfg: Any, prefix: str, depth: int) -> None:
-        for name, value in vars(cfg).items():
-            if isinstance(value, PretrainedConfig) and depth < 2:
-                walk(value, f"{prefix}{name}.", depth + 1)
-            elif name in EXPERT_LAYER_FIELDS and value is not None and value != EXPERT_LAYER_FIELDS[name]:
-                if name == "mlp_layer_types" and (not isinstance(value, list) or "sparse" not in value):
-                    continue  # a stack with no expert layer at all (a vision tower): left as it is
-                out.append(f"{prefix}{name}={json.dumps(EXPERT_LAYER_FIELDS[name])}")
+            elif (
+                LAYER_FIELD.match(name)
+                and isinstance(value, int)
+                and not isinstance(value, bool)
+                and value > 1
+                and (keep := kind_depth(cfg, value, floor=1)) < value
+            ):
+                out.append(f"{prefix}{name}={keep}")
 
     walk(config, "", 0)
     return out

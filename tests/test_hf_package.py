@@ -23,6 +23,7 @@ LAYERS = [
     "error_texts",
     "config",
     "build",
+    "shrink",
     "inputs.primitives",
     "inputs.recipes",
     "inputs.segmentation|inputs.grids|inputs.audio|inputs.image_text|inputs.other",

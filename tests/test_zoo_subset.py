@@ -58,12 +58,16 @@ def _zoo():
     return module
 
 
-def test_the_zoo_finds_mixture_of_experts_types_by_their_config_and_keeps_their_one_layer_an_expert_layer():
+def test_the_zoo_finds_mixture_of_experts_types_by_their_config_and_keeps_every_layer_kind():
     zoo = _zoo()
     assert zoo.moe_fields("switch_transformers") and zoo.moe_fields("nllb-moe") and zoo.moe_fields("mixtral")
     assert zoo.moe_fields("gpt2") == [] and zoo.moe_fields("llama") == []
-    # With one layer, the sparse step of 4 (switch_transformers, nllb-moe) or a first dense layer (deepseek_v3) left no expert layer.
-    assert {"encoder_sparse_step=1", "decoder_sparse_step=1"} <= set(zoo.small_layer_overrides("switch_transformers"))
-    assert {"encoder_sparse_step=1", "decoder_sparse_step=1"} <= set(zoo.small_layer_overrides("nllb-moe"))
-    assert "first_k_dense_replace=0" in zoo.small_layer_overrides("deepseek_v3")
+    # One layer would drop a layer kind (issue 33.4): a sparse step of 4 (switch_transformers, nllb-moe) keeps 4
+    # layers, three dense and one MoE; deepseek_v3's three dense layers come before its first MoE layer; gemma3's
+    # global attention is every 6th layer, mllama's first cross-attention layer is at index 3. Nothing is rewritten.
+    assert zoo.small_layer_overrides("switch_transformers") == ["num_layers=4", "num_decoder_layers=4"]
+    assert zoo.small_layer_overrides("nllb-moe") == ["encoder_layers=4", "decoder_layers=4"]
+    assert zoo.small_layer_overrides("deepseek_v3") == ["num_hidden_layers=4"]
+    assert zoo.small_layer_overrides("gemma3_text") == ["num_hidden_layers=6"]
+    assert "text_config.num_hidden_layers=4" in zoo.small_layer_overrides("mllama")
     assert zoo.small_layer_overrides("gpt2") == ["n_layer=1"]

@@ -10,7 +10,8 @@ every op's output shape):
 * observe the model as it is, when the estimate fits;
 * observe a shrunken copy (``hf:`` only: fewer layers and experts, narrower; the
   loader's :func:`~neuronprobe.loaders.hf.shrink_config`), when only that fits;
-  the report says so, since shapes differ while op kinds and lines do not;
+  the report says so, since shapes differ; op kinds and lines hold only while the shrunken copy keeps every
+  layer kind of the full model (loaders/hf/shrink.py checks it; what it lacks is named);
 * keep the static analysis, with the reason, when nothing fits or the model
   cannot cross into the worker (a model object of the Python API lives in this
   process's torch; ``tv:``/``timm:`` models need packages the environment does not
@@ -74,6 +75,7 @@ class AutoChoice:
     shrink: bool = False
     reason: str = ""  # why static, or why a shrunken copy
     changes: str = ""  # the shrunken config's changes
+    kinds_lost: tuple[str, ...] = ()  # what the full-depth model has that the shrunken copy lacks (its ops go unobserved)
 
 
 def _resident_bytes() -> int:
@@ -125,8 +127,8 @@ def built_shrunk(loaded: Any) -> bool:
     return str(getattr(loaded, "source", "")).startswith(HF_PREFIX) and not getattr(loaded, "on_meta", True)
 
 
-def _shrunk_weights(loaded: Any) -> tuple[int, str]:
-    """One copy of the shrunken model's weights, built on the meta device, and what the shrink changed."""
+def _shrunk_weights(loaded: Any) -> tuple[int, str, tuple[str, ...]]:
+    """One copy of the shrunken model's weights, built on the meta device, what the shrink changed and what it lost."""
     from neuronprobe.loaders import hf
     from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
 
@@ -134,7 +136,7 @@ def _shrunk_weights(loaded: Any) -> tuple[int, str]:
     with hf_build_scope():
         small = hf.load(loaded.source[len(HF_PREFIX) :], list(loaded.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, device="meta", shrink=True, plan=plan)
     changes = next((n for n in small.notes if n.startswith("shrunken config")), "")
-    return tensor_bytes(small.module), changes
+    return tensor_bytes(small.module), changes, tuple(small.kinds_lost)
 
 
 def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> AutoChoice:
@@ -145,7 +147,12 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> Au
     if why_not is not None:
         return AutoChoice(False, reason=why_not)
     if built_shrunk(loaded):  # the worker builds the same shrunken config the capture ran
-        return AutoChoice(True, shrink=True, reason="the capture itself ran a shrunken copy on the CPU (the cpu-shrunk strategy)")
+        return AutoChoice(
+            True,
+            shrink=True,
+            reason="the capture itself ran a shrunken copy on the CPU (the cpu-shrunk strategy)",
+            kinds_lost=tuple(getattr(loaded, "kinds_lost", ())),
+        )
     budget = int(max_memory * HEADROOM)
     full = estimate(loaded, calls, train)
     if full.total <= budget:
@@ -154,12 +161,12 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, train: bool) -> Au
     if not str(loaded.source).startswith(HF_PREFIX):
         return AutoChoice(False, reason=f"{over}; a model file is observed as it is, so the static table's verdicts stand")
     try:
-        weights, changes = _shrunk_weights(loaded)
+        weights, changes, lost = _shrunk_weights(loaded)
     except Exception as exc:  # the shrunken build is an attempt: static stays
         return AutoChoice(False, reason=f"{over}, and its shrunken copy could not be built ({type(exc).__name__}: {str(exc)[:200]})")
     small = MemoryEstimate(full.analysis, full.interpreter, weights, full.weight_copies, full.activations)
     if small.total <= budget:
-        return AutoChoice(True, shrink=True, reason=over, changes=changes)
+        return AutoChoice(True, shrink=True, reason=over, changes=changes, kinds_lost=lost)
     return AutoChoice(False, reason=f"{over}, and its shrunken copy would still need about {format_memory(small.total)}")
 
 

@@ -37,3 +37,6 @@ class LoadedModel:
     # The method analysed when it is not forward (ENTRY in the model file, --entry; loaders/entry.py): the
     # module is then the wrapper that calls it, and a worker that rebuilds the model wraps it the same way.
     entry: str | None = None
+    # hf: shrunk: what the full-depth build has that the shrunken one lacks (module classes, layer kinds); empty when
+    # every kind was kept, so the shrunken copy's op kinds hold for the real model
+    kinds_lost: tuple[str, ...] = ()

@@ -22,6 +22,12 @@ float32 op in the low type too. The accumulations (softmax, norms, reductions)
 count only when mixed-precision accumulation is off or the model is served in the
 low type. ``tf32`` is no storage type (torch has no ``finfo`` for it) and only
 touches matmul inputs, which none of these constructs are: it finds nothing.
+
+A line the model itself computes in a low type (its own ``.half()``, ``.to(torch.float16)``, a bfloat16
+submodule) is judged in that type whatever the precisions asked for (:func:`scan_own_dtypes`, issue 33.10):
+the graph of the model as it is shows each call's own dtype, and the reference run, which is the model as it
+is, measures whether the module holding the line turns non-finite. A plain ``neuronprobe parity model.py``
+finds an fp16 epsilon that underflows in the user's own fp16 code.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 from neuronprobe.capture import ForwardError, OpCall, OpGraph, capture, relative_path
 from neuronprobe.report.model import Finding, PrecisionInfo, Report
 from neuronprobe.support.precision_rules import load_precision_rules
-from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, SourceLocation
+from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, ServedDtype, SourceLocation
 
 if TYPE_CHECKING:
     from neuronprobe.parity.run import ParityResult
@@ -139,6 +145,7 @@ class LowPrecision:
     served: bool = False  # the model's weights and inputs are cast to it (its graph was captured cast)
     auto_cast_all: bool = False  # neuronx-cc --auto-cast all: every float32 op computes in it too
     fp32_accumulation: bool = True  # neuronx-cc mixed-precision accumulation (on by default since Neuron 2.27)
+    own: bool = False  # the model itself computes these lines in the low type (its own casts), whatever is emulated
 
     @property
     def label(self) -> str:
@@ -150,10 +157,13 @@ class LowPrecision:
 
     @property
     def accumulates_low(self) -> bool:
-        """Whether softmax, norms and reductions in the low type stay there (brief: MPA off, or served low)."""
-        return self.served or not self.fp32_accumulation
+        """Whether softmax, norms and reductions in the low type stay there (brief: MPA off, served low, or the
+        model's own low-type code, which computes so on every device)."""
+        return self.served or self.own or not self.fp32_accumulation
 
     def why_low(self) -> str:
+        if self.own:
+            return f"the model itself computes this line in {self.label}"
         if self.served:
             return f"the model is served in {self.label}"
         return "mixed-precision accumulation is off"
@@ -345,7 +355,7 @@ class _Scan:
                 continue
             rounded = self.lim.rounded(value)
             effect = self._mask_effect(call, rounded)
-            if self.p.served and call.name.startswith(("masked_fill", "full", "new_full", "fill", "index_fill")):
+            if (self.p.served or self.p.own) and call.name.startswith(("masked_fill", "full", "new_full", "fill", "index_fill")):
                 effect += (
                     f"; torch's CPU kernels refuse it in {self.p.label} ('value cannot be converted to type ... without overflow'), "
                     "while torch-xla writes the infinity"
@@ -624,7 +634,7 @@ class DriftRow(Protocol):
     exceeds: bool
 
 
-def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_type: str) -> list[Finding]:
+def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_type: str, run: str = "emulation") -> list[Finding]:
     """Each finding with what the emulated ``low_type`` run measured at the module holding its line.
 
     ``drift_rows`` are in execution order (a module's row after its children's; the model
@@ -632,8 +642,8 @@ def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_typ
     output is non-finite (or beyond the tolerance) where no earlier module's, other than its
     own submodules', already was *matters*; off but already off upstream is *upstream*; a
     row within tolerance is *no effect*; no row for the module is *not reached*. ``low_type``
-    names the run in the message (``fp16``, or a precision's label). Findings of other rules
-    pass through unchanged.
+    names the run in the message (``fp16``, or a precision's label), ``run`` what kind of run it
+    was. Findings of other rules pass through unchanged.
     """
     rows = list(drift_rows)
     positions: dict[str, list[int]] = defaultdict(list)
@@ -649,7 +659,7 @@ def confirm(findings: Iterable[Finding], drift_rows: Sequence[DriftRow], low_typ
         judged = [_judge(rows, i, key) for i in positions.get(key, ())]
         state, upstream = max(judged, key=lambda j: _STRENGTH[j[0]]) if judged else (Confirmation.NOT_REACHED, None)
         words = state.words if upstream is None else f"{state.words} (first at {upstream or 'the model itself'})"
-        out.append(replace(f, confirmation=state, message=f"{f.message} [{low_type} emulation: {words}]"))
+        out.append(replace(f, confirmation=state, message=f"{f.message} [{low_type} {run}: {words}]"))
     return out
 
 
@@ -717,14 +727,15 @@ def scan_parity(result: ParityResult) -> RiskyScan:
     """The risky constructs for every emulated precision of ``result``, confirmed by that precision's drift rows.
 
     The graph is captured once per served dtype, from the model as it ran and its first input (cast as
-    served, so its dtypes show where the user upcast). One finding per rule and line: found under several
-    precisions, it keeps the most telling confirmation, whose run its message names.
+    served, so its dtypes show where the user upcast). The lines the model computes in a low type of its own
+    are judged in that type too, whatever the precisions (:func:`scan_own_dtypes`). One finding per rule and
+    line: found under several precisions, it keeps the most telling confirmation, whose run its message names.
     """
     from neuronprobe.parity import emulate
     from neuronprobe.parity.drift import module_prefix
     from neuronprobe.parity.precision import Precision
 
-    graphs: dict[str, OpGraph | None] = {}
+    graphs: dict[str, OpGraph | None] = {}  # by served dtype; "fp32": the model as it is
     notes: list[str] = []
     kept: dict[tuple[str, str | None, int | None], Finding] = {}
     args, kwargs = result.inputs[0]
@@ -751,11 +762,85 @@ def scan_parity(result: ParityResult) -> RiskyScan:
             found = [replace(f, message=f"{f.message} [{name} emulation: no numbers, {run.error}]") for f in found]
         else:
             found = confirm(found, run.modules, name)
-        for f in group_findings(found):
-            key = (f.rule, f.file, f.line)
-            if key not in kept or strongest([kept[key].confirmation, f.confirmation]) != kept[key].confirmation:
-                kept[key] = f
+        _keep(kept, group_findings(found))
+    own = scan_own_dtypes(result, graphs.get(str(ServedDtype.FP32)) if str(ServedDtype.FP32) in graphs else _capture_as_is(result, notes))
+    _keep(kept, own)
     return RiskyScan(list(kept.values()), notes)
+
+
+def _keep(kept: dict[tuple[str, str | None, int | None], Finding], found: Iterable[Finding]) -> None:
+    """Add ``found`` to ``kept``, one per rule and line: the more telling confirmation wins."""
+    for f in found:
+        key = (f.rule, f.file, f.line)
+        if key not in kept or strongest([kept[key].confirmation, f.confirmation]) != kept[key].confirmation:
+            kept[key] = f
+
+
+def _capture_as_is(result: ParityResult, notes: list[str]) -> OpGraph | None:
+    """The graph of the model as it ran in the reference (its own dtypes), or None with a note."""
+    from neuronprobe.parity.drift import module_prefix
+
+    args, kwargs = result.inputs[0]
+    try:
+        return capture(result.loaded.module, args, kwargs, strip_module_prefix=module_prefix(result.loaded))
+    except ForwardError as exc:
+        notes.append(f"risky low-precision constructs in the model's own dtypes not scanned: the forward raises ({exc})")
+        return None
+
+
+def own_low_dtypes(graph: OpGraph) -> list[str]:
+    """The low storage types (:data:`LOW_DTYPES`) some forward call of ``graph`` computes in, in first-use order."""
+    low = set(LOW_DTYPES.values())
+    seen = [t.dtype for c in graph.calls if c.phase == Phase.FORWARD for t in (*c.inputs, *c.outputs) if t.dtype in low]
+    return list(dict.fromkeys(seen))
+
+
+@dataclass
+class _ReferenceRow:
+    """A reference module call as a :class:`DriftRow`: its own output's non-finite elements."""
+
+    module: str
+    nonfinite: int
+    exceeds: bool
+
+
+def _reference_rows(result: ParityResult) -> list[_ReferenceRow]:
+    """The model as it is, run again on the first input: each module call's non-finite output elements, in order."""
+    import torch
+
+    from neuronprobe.parity import drift
+
+    args, kwargs = result.inputs[0]
+    module = result.loaded.module
+    with torch.no_grad():
+        ref = drift.record_reference(module, lambda: module(*args, **kwargs), lines=False, strip=drift.module_prefix(result.loaded))
+    rows = []
+    for c in ref.calls:
+        bad = sum(int((~torch.isfinite(t)).sum()) for t in c.tensors)
+        rows.append(_ReferenceRow(c.key, bad, bad > 0))
+    return rows
+
+
+def scan_own_dtypes(result: ParityResult, graph: OpGraph | None) -> list[Finding]:
+    """The risky constructs of the lines the model itself computes in a low type, judged in that type.
+
+    ``graph`` is the model as it is (no precision applied): a call's dtypes are the model's own. Each low type
+    found there is scanned as if served in it (its accumulations stay in it: that is what the user's code asks
+    for), and confirmed by the model's own run on the CPU: the module holding the line is where its output
+    first turns non-finite, or not.
+    """
+    if graph is None:
+        return []
+    dtypes = own_low_dtypes(graph)
+    if not dtypes:
+        return []
+    rows = _reference_rows(result)
+    found: list[Finding] = []
+    for dtype in dtypes:
+        low = LowPrecision(dtype, own=True)
+        hits = find_risky(graph, low, per_call=True)
+        found.extend(group_findings(confirm(hits, rows, low.label, run="(the model's own dtype) run on the CPU")))
+    return found
 
 
 def add_risky(report: Report, result: ParityResult) -> Report:
@@ -790,6 +875,8 @@ __all__ = [
     "group_findings",
     "limits",
     "low_precision",
+    "own_low_dtypes",
+    "scan_own_dtypes",
     "scan_parity",
     "strongest",
 ]

@@ -1,4 +1,4 @@
-"""Complex tensors: rejected by the Neuron compiler (NCC_EVRF004) before SDK 2.32, which compiles complex64 for these ops."""
+"""Complex tensors: rejected by the Neuron compiler (NCC_EVRF004) in every release the torch-xla path runs on (issue 33.9)."""
 import torch
 
 

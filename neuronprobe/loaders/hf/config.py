@@ -22,7 +22,8 @@ LONG_SERIES = 2048  # time-series contexts above this are cut to the sequence le
 TEXT_ID_LIMIT = 1000  # ids well below every special token of the zoo's vocabularies
 QWEN_GRID = 4  # an image grid of 4x4 patches (divisible by the spatial merge of 2)
 
-# Shrinking for the real-CPU strategy: ops and their lines do not depend on these sizes.
+# Shrinking for the real-CPU strategy: ops and their lines do not depend on these sizes, as long as every
+# layer kind of the full config stays (:func:`kind_depth`, checked on the built modules by shrink.py).
 SHRUNK_LAYERS = 2
 SHRUNK_EXPERTS = 4
 SHRUNK_HEADS = 4
@@ -33,6 +34,33 @@ WIDE_HIDDEN = 512  # hidden sizes above this are narrowed
 _LAYER_FIELD = re.compile(
     r"^(\w+_)?(num_hidden_layers|num_layers)$|^(n_layer|n_layers|encoder_layers|decoder_layers|num_decoder_layers|num_encoder_layers|depth)$"
 )
+# Fields that say which layers are of which kind (MoE or dense, local or global attention, cross-attention).
+# A list of one entry per layer (``layer_types``, ``mlp_layer_types``, ``layers_block_type``, GPT-Neo's
+# ``attention_layers``) is found by its length; these name the layers of one kind by their indices:
+_KIND_INDEX_FIELDS = (
+    "cross_attention_layers",  # mllama's text model: a cross-attention layer at each index
+    "mlp_only_layers",  # qwen2_moe, qwen3_moe: dense layers among the sparse ones
+    "moe_layers",
+    "no_rope_layers",
+    "global_attn_indexes",  # sam's vision encoder: global attention among windowed layers
+    "full_attn_idxs",
+    "fullatt_block_indexes",  # qwen2.5-vl's vision blocks
+    "window_block_indexes",
+    "window_block_indices",
+    "attn_layer_indices",
+    "hybrid_layer_ids",
+    "local_layer_ids",
+)
+# A layer kind every n-th layer: a layer of each kind lies within the first period + offset layers
+# (nllb-moe, switch_transformers: MoE where (i + 1) % sparse_step == 0; gemma3: global attention where
+# (i + 1) % sliding_window_pattern == 0; deepseek: dense below first_k_dense_replace, then MoE every moe_layer_freq).
+_KIND_PERIOD_FIELDS = re.compile(
+    r"^(\w+_)?sparse_step$|^_?sliding_window_pattern$|^(moe_layer_freq|moe_layer_interval|interleave_moe_layer_step|cross_attention_frequency"
+    r"|global_attn_every_n_layers|no_rope_layer_interval|attn_layer_period|expert_layer_period|cross_layer_interval)$"
+)
+_PER_LAYER_KIND = re.compile("layer|block|type")
+_PER_LAYER_SIZE = re.compile(r"^num_|size|heads|dim|channels")  # per-layer widths (sapiens2's num_key_value_heads_per_layer): shapes, not kinds
+_KIND_OFFSET_FIELDS = ("first_k_dense_replace", "num_dense_layers", "moe_layer_start_index", "attn_layer_offset", "expert_layer_offset")
 _EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
 _WIDTH_FIELDS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
@@ -163,7 +191,59 @@ def misspelled_note(config: Any) -> str | None:
     return f"the default config misspells a field, so transformers ignores it; the capture used {', '.join(taken)} (give yours with --set)" if taken else None
 
 
-def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
+def _int_field(config: Any, name: str) -> int | None:
+    try:
+        value = vars(config).get(name, getattr(config, name, None))
+    except Exception:  # a property that cannot answer on this config
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _per_layer_kinds(name: str, value: Any, layers: int) -> bool:
+    """A list of one kind per layer (``layer_types``, ``mlp_layer_types``, ``layers_block_type``): one entry per layer,
+    of a name that says layer, block or type (not a width), with more than one kind and not every entry distinct."""
+    if len(value) != layers or not _PER_LAYER_KIND.search(name) or _PER_LAYER_SIZE.search(name):
+        return False
+    return all(isinstance(v, (str, bool, int)) for v in value) and 1 < len(set(value)) < layers
+
+
+def kind_depth(config: Any, layers: int, floor: int = SHRUNK_LAYERS) -> int:
+    """How many of a stack of ``layers`` layers a shrunken config keeps so that each layer kind its fields name is
+    among them: a per-layer list (``layer_types``...: up to the first layer of its last kind to appear), the indices
+    of one kind (:data:`_KIND_INDEX_FIELDS`: up to the first listed and the first unlisted layer), or a period and an
+    offset (:data:`_KIND_PERIOD_FIELDS`, :data:`_KIND_OFFSET_FIELDS`: period + offset layers). At least
+    ``floor``, at most ``layers``. shrink.py checks the result against the built modules."""
+    need = floor
+    listed = False  # a per-layer list names every layer's kind: the periods it was derived from add nothing
+    for name, value in list(vars(config).items()):
+        if not isinstance(value, (list, tuple)) or not value:
+            continue
+        if name in _KIND_INDEX_FIELDS and all(isinstance(v, int) and 0 <= v < layers for v in value):
+            unlisted = next((i for i in range(layers) if i not in value), None)
+            need = max(need, 1 + min(value), 1 + unlisted if unlisted is not None else 0)
+        elif _per_layer_kinds(name, value, layers):
+            need = max(need, 1 + max(value.index(kind) for kind in set(value)))
+            listed = True
+    periods = [v for name in vars(config) if _KIND_PERIOD_FIELDS.match(name) and (v := _int_field(config, name)) is not None and v > 1]
+    offsets = [v for name in _KIND_OFFSET_FIELDS if (v := _int_field(config, name)) is not None and v > 0]
+    if (periods or offsets) and not listed:
+        need = max(need, max(periods, default=1) + max(offsets, default=0))
+    return min(need, layers)
+
+
+def layer_counts(config: Any) -> set[int]:
+    """The layer counts of every (sub-)config above :data:`SHRUNK_LAYERS`: the stacks a shrunken config cuts."""
+    return {
+        v
+        for sub in sub_configs(config)
+        for name in list(vars(sub))
+        if _LAYER_FIELD.match(name) and (v := _int_field(sub, name)) is not None and v > SHRUNK_LAYERS
+    }
+
+
+def _shrink_one(config: Any, narrow: bool = True, depths: dict[int, int] | None = None) -> list[str]:
+    """Shrink one (sub-)config in place; what changed. ``depths``: layers to keep per full layer count, found on the
+    built modules (shrink.py), on top of what the config's own kind fields need."""
     changes: list[str] = []
 
     def cap(name: str, limit: int) -> None:
@@ -179,8 +259,8 @@ def _shrink_one(config: Any, narrow: bool = True) -> list[str]:
             changes.append(f"{name} {value}->{limit}")
 
     for name in list(vars(config)):
-        if _LAYER_FIELD.match(name):
-            cap(name, SHRUNK_LAYERS)
+        if _LAYER_FIELD.match(name) and (layers := _int_field(config, name)) is not None:
+            cap(name, min(layers, max(kind_depth(config, layers), (depths or {}).get(layers, 0))))
     for name in _EXPERT_FIELDS:
         cap(name, SHRUNK_EXPERTS)
     for name in _TOPK_FIELDS:
@@ -355,18 +435,19 @@ def _ignore() -> contextlib.suppress:
     return contextlib.suppress(Exception)
 
 
-def shrink_config(config: Any, narrow: bool = True) -> tuple[Any, list[str]]:
+def shrink_config(config: Any, narrow: bool = True, depths: dict[int, int] | None = None) -> tuple[Any, list[str]]:
     """A copy with fewer layers and experts and (``narrow``) narrower layers, and what changed (said in the report).
 
     ``narrow=False`` keeps every width: for a component whose inputs are recorded
-    from its parent at the parent's widths.
+    from its parent at the parent's widths. Each stack keeps a layer of every kind its config's fields
+    name (:func:`kind_depth`), and at least ``depths[full count]`` layers (found on the built modules: shrink.py).
     """
     small = copy.deepcopy(config)
     changes: list[str] = []
     subs = sub_configs(small)
     widths = {id(sub): getattr(sub, "hidden_size", None) for sub in subs}
     for sub in subs:
-        changes.extend(_shrink_one(sub, narrow))
+        changes.extend(_shrink_one(sub, narrow, depths))
     # A sub-config that names another's width (a Q-Former's encoder_hidden_size is the vision hidden_size) follows it.
     narrowed = {old: getattr(sub, "hidden_size", None) for sub in subs if (old := widths[id(sub)]) != getattr(sub, "hidden_size", None)}
     for sub in subs:

@@ -6,10 +6,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from neuronprobe.loaders.hf.build import build_model, entry_point, forward_wrapper
-from neuronprobe.loaders.hf.config import _pooled_image_size, build_config, complete_config, fit_rotary, misspelled_note, shrink_config
+from neuronprobe.loaders.hf.config import _pooled_image_size, build_config, complete_config, fit_rotary, misspelled_note
 from neuronprobe.loaders.hf.inputs.make import make_inputs
 from neuronprobe.loaders.hf.inputs.primitives import InputPlan
 from neuronprobe.loaders.hf.parent import MAX_CPU_RECORD_BYTES, NoParentInputs, recorder_for, weight_bytes
+from neuronprobe.loaders.hf.shrink import ShrunkConfig, module_classes, shrink_keeping_kinds
 from neuronprobe.loaders.model import LoadedModel
 
 # --- the LoadedModel ---------------------------------------------------------------
@@ -40,10 +41,10 @@ def load(
         notes.append(f"the config's vision image size does not fit its connector; the capture used {', '.join(pooled)} (give yours with --set)")
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")
+    shrunk: ShrunkConfig | None = None
     if shrink:
-        config, changes = shrink_config(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
-        if changes:
-            notes.append(f"shrunken config ({', '.join(changes)}): shapes differ from the real model, op kinds and lines do not")
+        shrunk = shrink_keeping_kinds(config, narrow=not plan.from_parent)  # recorded inputs have the parent's widths
+        config = shrunk.config
     if plan.rope_sections and (fitted := fit_rotary(config, plan.rope_sections[1:], plan.rope_sections[0])):  # the width seen: after any shrink
         notes.append(
             f"the default config's rotary width does not fill its rotary sections {list(plan.rope_sections[1:])}; the capture used {', '.join(fitted)} (give yours with --set)"
@@ -57,6 +58,10 @@ def load(
     else:
         early_filled = ()
     built = build_model(config, device)
+    lost: tuple[str, ...] = ()
+    if shrunk is not None and shrunk.changes:
+        lost = tuple(sorted(shrunk.full_classes - module_classes(built.inner))) if shrunk.checked else ()
+        notes.append(shrink_note(shrunk, lost))
     if built.head_note:
         notes.append(built.head_note)
     if filled_now := [*early_filled, *(f for f in built.filled if f not in early_filled)]:
@@ -86,4 +91,24 @@ def load(
         overrides=overrides,
         input_plan=plan.to_json() if plan != InputPlan() else None,
         notes=notes,
+        kinds_lost=(*lost, *(k for k in shrunk.missing_kinds if k not in lost)) if shrunk is not None else (),
     )
+
+
+def shrink_note(shrunk: ShrunkConfig, lost: tuple[str, ...]) -> str:
+    """The report's words for a shrunken config: what changed, and whether the op kinds still hold for the real
+    model, which they do only when every layer kind and module class of the full-depth build is in the shrunken one."""
+    head = f"shrunken config ({', '.join(shrunk.changes)})"
+    if not shrunk.checked:
+        return (
+            f"{head}: shapes differ from the real model; the layers kept were chosen from the config's layer-kind fields only "
+            "(the full-depth model did not build on the meta device to check them), so op kinds may differ too"
+        )
+    missing = [*lost, *(k for k in shrunk.missing_kinds if k not in lost)]
+    if missing:
+        return (
+            f"{head}: shapes differ from the real model, and so do op kinds: the full-depth model's {', '.join(missing)} "
+            "are not in the shrunken build, so their ops are not analysed (give more layers with --set)"
+        )
+    kept = f"; every layer kind of the full model is kept (its layers differ in {', '.join(shrunk.kinds)})" if shrunk.kinds else ""
+    return f"{head}{kept}: shapes differ from the real model, op kinds and lines do not"
