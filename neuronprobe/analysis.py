@@ -38,7 +38,7 @@ from neuronprobe.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, split_inputs
+from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, model_imports, split_inputs
 from neuronprobe.report.model import (
     CaptureInfo,
     Finding,
@@ -102,6 +102,7 @@ class AnalyzeOptions:
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
+    paths: list[Path] = field(default_factory=list)  # --path DIRs: package roots a model file imports from
 
 
 @dataclass(frozen=True)
@@ -148,15 +149,17 @@ def analyze(
     train: bool = False,
     optimizer: str = "adamw",
     optimizer_impl: str = "for-loop",
+    paths: list[str | os.PathLike[str]] | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
-    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``paths``: folders a
+    model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, paths=[Path(p) for p in paths or ()])
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -198,7 +201,9 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
     traffic = traffic or TrafficOptions()
-    with scope, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+    # The model's folder (and --path) first on sys.path from loading to the last forward, as `python model.py` has it.
+    imports = model_imports(spec if is_file else None, options.paths)
+    with scope, imports, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
         return _analyze_with_strategies(spec, options, traffic, resolved)
 
 
@@ -217,7 +222,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
             cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
-        loaded = load_model(spec, options.overrides)
+        loaded = load_model(spec, options.overrides, options.paths)
         outcome = cs.capture_loaded(loaded, run)
         if outcome.report is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)

@@ -54,6 +54,10 @@ def _main(
 
 
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
+PathOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--path", help="A folder the model file imports packages from, put on sys.path after the model's own folder (repeatable)."),
+]
 
 
 def _err_console() -> Any:
@@ -120,6 +124,13 @@ def _write(path: Path, data: str | bytes) -> Path:
         return write_atomic(path, data)
     except OSError as exc:
         raise _fail(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _import_paths(paths: list[Path] | None) -> list[Path]:
+    """The --path folders, each checked (one that is no folder: exit 2 before any work)."""
+    from neuronprobe.loading import check_import_paths
+
+    return check_import_paths(paths or [])
 
 
 def _split_csv(value: str | None) -> list[str]:
@@ -218,6 +229,7 @@ def analyze(
     parity_: Annotated[
         bool, typer.Option("--parity", help="Also compare fp32 with emulated Neuron precisions, module by module (`neuronprobe parity`'s defaults).")
     ] = False,
+    path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -236,6 +248,7 @@ def analyze(
             timeout=timeout,
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            paths=_import_paths(path),
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
@@ -283,7 +296,7 @@ def analyze(
         if parity_:  # issue 25: the section is added to the analysis report; its verdict is unchanged
             from neuronprobe.parity.run import ParityOptions, add_parity
 
-            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout)
+            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout, paths=options.paths)
             report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits)
         else:
             report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
@@ -457,6 +470,7 @@ def parity(
     train_tolerance: Annotated[
         float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
     ] = None,
+    path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
@@ -475,6 +489,7 @@ def parity(
         check_seconds(timeout, "--timeout")
         frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
         options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
+        options.paths = _import_paths(path)
         reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
         if json_path is not None:
             check_outputs([*_analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
@@ -1039,6 +1054,7 @@ def buckets(
         str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="--decode with --model hf:...: override a config field, KEY=VALUE.")] = None,
+    path: Annotated[list[Path] | None, typer.Option("--path", help="--decode with --model model.py: a folder it imports packages from (repeatable).")] = None,
     target: Annotated[str, typer.Option("--target", help="--decode with --model: trn1, inf2 or trn2.")] = defaults.DEFAULT_TARGET,
     dtype: Annotated[str, typer.Option("--dtype", help="--decode with --model: weight and KV dtype (NxD Inference's default bfloat16).")] = "bfloat16",
     reserve_gib: Annotated[
@@ -1074,6 +1090,7 @@ def buckets(
                 step_times=step_times,
                 model=model,
                 overrides=tuple(set_ or ()),
+                paths=tuple(str(p) for p in _import_paths(path)),
                 target=target,
                 dtype=dtype,
                 reserve_gib=reserve_gib,

@@ -22,7 +22,7 @@ import ast
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +36,20 @@ DEFAULT_CACHE_DIR = ".cache"  # inside the reports folder: the cache of that his
 STACK_DISTRIBUTIONS = ("torch", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla", "transformers", "torchvision", "timm")
 
 
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def local_imports(model_file: Path) -> list[Path]:
-    """The model file and every file it imports from its own folder tree, recursively (sorted)."""
-    root = model_file.parent
+def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """The model file and every file it imports from its own folder tree, recursively (sorted).
+
+    ``roots``: the package roots elsewhere its imports also resolve against (``path = [...]``, ``PYTHONPATH``),
+    searched after the model's folder, as sys.path has them during the analysis.
+    """
+    search = [model_file.resolve().parent, *(Path(r).resolve() for r in roots)]
     seen: set[Path] = set()
     todo = [model_file.resolve()]
     while todo:
@@ -62,10 +69,14 @@ def local_imports(model_file: Path) -> list[Path]:
                 base = node.module or ""
                 names = [(base, node.level)] + [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
             for name, level in names:
-                start = file.parent if level else root
-                for _ in range(max(level - 1, 0)):
-                    start = start.parent
-                todo += [p.resolve() for p in _module_files(start, name)]
+                if level:
+                    start = file.parent
+                    for _ in range(level - 1):
+                        start = start.parent
+                    todo += [p.resolve() for p in _module_files(start, name)]
+                    continue
+                found = next((hit for root in search if (hit := _module_files(root, name))), [])  # the first root that has it, as import does
+                todo += [p.resolve() for p in found]
     return sorted(seen)
 
 
@@ -96,12 +107,16 @@ def stack_versions() -> dict[str, str | None]:
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
+    from neuronprobe.loading import pythonpath_entries
     from neuronprobe.nightly_shards import rules_version
     from neuronprobe.version import __version__
 
     files: dict[str, str] = {}
+    # The analysis imports from these too (path = [...], then the user's PYTHONPATH; an installed
+    # site-packages there is the stack, versioned below, not the model's own code).
+    roots = [*model.path, *(p for p in pythonpath_entries() if Path(p).name not in _INSTALLED_DIRS)]
     if not is_named_spec(model.model):
-        for file in local_imports(Path(model.model)):
+        for file in local_imports(Path(model.model), [Path(r) for r in roots]):
             files[str(file)] = _sha256(file.read_bytes())
     traffic = dataclasses.asdict(model.traffic)
     for key in ("shapes", "lengths"):
@@ -113,6 +128,7 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "model": model.model,
         "files": files,
         "set": list(model.set),
+        "path": roots,
         "train": model.train,
         "traffic": json.loads(json.dumps(traffic, default=str)),
         "target": config.target_of(model),

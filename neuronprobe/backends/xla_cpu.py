@@ -302,6 +302,7 @@ class XlaCpuBackend:
 
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
         from neuronprobe.backends.xla_auto import built_shrunk
+        from neuronprobe.loading import worker_import_paths
 
         source = str(getattr(loaded, "source", ""))
         shrink = False
@@ -319,6 +320,7 @@ class XlaCpuBackend:
             "program": self.program,
             "steps": steps,
             "shrink": shrink,
+            **worker_import_paths(loaded),  # the model's imports resolve there as here (--path, PYTHONPATH)
         }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:

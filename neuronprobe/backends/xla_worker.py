@@ -76,13 +76,14 @@ PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": trai
 
 def load(request: dict[str, Any]) -> Any:
     """The model, as the main process loaded it, but under this interpreter's torch."""
-    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file
+    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file, worker_sys_path
 
     spec = str(request["spec"])
+    worker_sys_path(spec, request)  # the model's folder first, --path, then the user's PYTHONPATH (after torch 2.9's own)
     if spec.startswith(HF_PREFIX):
         overrides, shrink = list(request.get("overrides", [])), bool(request.get("shrink", False))  # shrink: a smaller config (xla_auto)
         return load_hf(spec[len(HF_PREFIX) :], overrides, device="cpu", shrink=shrink, input_plan=request.get("input_plan"))
-    return load_model_file(Path(spec))
+    return load_model_file(Path(spec), [str(p) for p in request.get("paths", [])])
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:

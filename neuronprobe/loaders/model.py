@@ -34,3 +34,6 @@ class LoadedModel:
     # The container get_example_inputs() returned ("tuple", "list", "dict", "tensor"): --train hands train_step
     # the batch in that very form (a one-element tuple stays a tuple). None: a model not from a file.
     inputs_form: str | None = None
+    # --path DIRs: package roots the model file imports from (its own folder comes first, as `python model.py`
+    # puts it), for a worker that imports the model file again in another interpreter.
+    import_paths: tuple[str, ...] = ()

@@ -41,7 +41,9 @@ def _request(loaded: LoadedModel) -> dict[str, Any] | str:
         shrunk = any(n.startswith("shrunken config") for n in loaded.notes)
         return {"spec": loaded.source, "overrides": list(loaded.overrides), "input_plan": loaded.input_plan, "shrink": shrunk}
     if loaded.path is not None:
-        return {"spec": str(Path(loaded.path).resolve()), "overrides": []}
+        from neuronprobe.loading import worker_import_paths
+
+        return {"spec": str(Path(loaded.path).resolve()), "overrides": [], **worker_import_paths(loaded)}
     return f"the xla-cpu worker builds hf: models and model files, not {loaded.source}"
 
 

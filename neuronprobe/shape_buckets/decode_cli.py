@@ -27,6 +27,7 @@ class DecodeOptions:
     step_times: Path | None = None
     model: str | None = None
     overrides: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # --path: folders a model file imports packages from
     target: str = "trn1"
     dtype: str = "bfloat16"
     reserve_gib: float | None = None
@@ -49,6 +50,8 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         raise InputError(f"--config {o.config!r}: with --decode use {', '.join(DECODE_CONFIG_NAMES)}, all or none")
     if o.overrides and not (o.model or "").startswith("hf:"):
         raise InputError("--set applies to --model hf:<model_type> only")
+    if o.paths and (o.model is None or o.model.startswith("hf:")):
+        raise InputError("--path applies to --model with a model file: the folders it imports packages from")
     if o.tp_degree is not None and o.model is None:
         raise InputError("--tp-degree needs --model (it picks the per-core step model)")
     if o.max_graphs is not None and o.max_batch is None:
@@ -68,6 +71,7 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         step_times=fit,
         model=o.model,
         model_overrides=o.overrides,
+        model_paths=o.paths,
         target=o.target,
         dtype=o.dtype,
         reserve_gib=o.reserve_gib,

@@ -109,8 +109,11 @@ def shape_from_config(config: Any, parameters: int, name: str) -> ModelShape:
     )
 
 
-def load_model_shape(spec: str, overrides: tuple[str, ...] = ()) -> ModelShape:
-    """``hf:<model_type>`` (its default config with ``--set`` values) or a model file, built on the meta device."""
+def load_model_shape(spec: str, overrides: tuple[str, ...] = (), paths: tuple[str, ...] = ()) -> ModelShape:
+    """``hf:<model_type>`` (its default config with ``--set`` values) or a model file, built on the meta device.
+
+    ``paths``: ``--path`` folders the model file imports packages from (its own folder comes first).
+    """
     import torch
 
     from neuronprobe.loading import HF_PREFIX, hf_build_scope, load_hf, load_model_file
@@ -125,7 +128,7 @@ def load_model_shape(spec: str, overrides: tuple[str, ...] = ()) -> ModelShape:
         if path.suffix != ".py":
             raise InputError(f"--model {spec}: give hf:<model_type> or a model file ending in .py")
         with torch.device("meta"):
-            module = load_model_file(path).module
+            module = load_model_file(path, paths).module
     config = getattr(module, "config", None)
     if config is None:
         inner = getattr(module, "inner", None) or getattr(module, "model", None)
