@@ -170,8 +170,25 @@ def analyze(
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
-        report = _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+        report = quiet_report(_analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved))
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
+    return report
+
+
+def quiet_report(report: Report) -> Report:
+    """No PyTorch internal-assert text or dispatcher dump in what the user reads (issue 33.8): each
+    limitation's reason and finding's message is quieted (support/data/error_patterns.json ``quiet``),
+    the whole text kept in its ``detail`` (the JSON; the console shows it with --debug)."""
+    from neuronprobe.support.error_patterns import quieted
+
+    for limitation in report.not_analysed:
+        q = quieted(limitation.why)
+        if q.detail:
+            limitation.why, limitation.detail = q.shown, limitation.detail or q.detail
+    for finding in report.findings:
+        q = quieted(finding.message)
+        if q.detail:
+            finding.message, finding.detail = q.shown, finding.detail or q.detail
     return report
 
 
@@ -204,7 +221,7 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     # The model's folder (and --path) first on sys.path from loading to the last forward, as `python model.py` has it.
     imports = model_imports(spec if is_file else None, options.paths)
     with scope, imports, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
-        return _analyze_with_strategies(spec, options, traffic, resolved)
+        return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved))
 
 
 def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:

@@ -82,6 +82,12 @@ def run_xla_bf16(
         run = run_worker(str(env.python), request, folder, timeout=timeout, op_timeout=timeout, save_graphs=False)
         failed = next((s for s in run.steps.values() if s.status != "ok"), None)
         step = run.steps.get(XLA_STEP)
+        move = run.steps.get("move")
+        if move is not None and move.status == "ok" and move.value:  # a tensor the device refused (issue 33.7)
+            from neuronprobe.backends.xla_findings import move_sentence
+
+            row.error = f"the xla-cpu run could not start: {move_sentence(move.value)}"
+            return row, None
         if failed is not None or step is None or not out.exists():
             why = failed.error if failed is not None else "the worker ended before the parity step"
             row.error = f"the xla-cpu run failed: {why}"[:400]

@@ -63,7 +63,7 @@ from neuronprobe.vocabulary import (
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
 #    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -107,6 +107,8 @@ class Finding:
     cell: int | None = None  # schema 4: the notebook cell (In [n]) when ``file`` is a cell; see neuronprobe.cells
     # schema 5 (issue 25): a risky low-precision construct, as the parity run's emulation judged it (None: not judged)
     confirmation: Confirmation | None = None
+    # schema 6 (issue 33.7): the device's own error text the message was quieted from (a dispatcher dump), empty if none
+    detail: str = ""
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -133,6 +135,7 @@ class Finding:
         bytes_per_call: int = 0,
         shapes: str = "",
         phase: Phase = Phase.FORWARD,
+        detail: str = "",
     ) -> Finding:
         """A finding of the registered rule ``rule`` at ``site``: how the code makes every finding.
 
@@ -163,6 +166,7 @@ class Finding:
             shapes=shapes,
             phase=phase,
             cell=site.cell,
+            detail=detail,
         )
 
     @property
@@ -324,6 +328,8 @@ class Limitation:
 
     what: str
     why: str
+    # schema 6 (issue 33.8): the text ``why`` was quieted from (a PyTorch internal assertion, a dispatcher dump), for --debug readers
+    detail: str = ""
 
 
 # --- recompiles (issue: recompile detection) ---------------------------------
