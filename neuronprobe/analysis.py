@@ -30,6 +30,7 @@ from neuronprobe.capture import (
     relative_path,
     user_frame_from_traceback,
 )
+from neuronprobe.console_io import stage
 from neuronprobe.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_MAX_BUCKETS,
@@ -232,6 +233,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
     def run(loaded: LoadedModel) -> Report:
         return _analyze_loaded(loaded, options, traffic, resolved)
 
+    stage("load")
     if spec.startswith(HF_PREFIX):
         model_type = spec[len(HF_PREFIX) :]
         outcome = cs.capture_hf(model_type, list(options.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
@@ -299,6 +301,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     prefix = "model." if loaded.on_meta and loaded.source.startswith("hf:") else ""
     training: Any = None  # the training module, imported only for --train
     step = None
+    stage("capture")
     if options.train is not None:
         from neuronprobe import training as training_module
 
@@ -322,6 +325,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         raise ModelLoadError(
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
+    stage("classify")
     sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
     classified = [ClassifiedCall(c, classify(c, options.target, table, sdk, dtypes)) for c in graph.calls]
@@ -363,10 +367,12 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if resolved.live is not None:
         resolved = _auto_choice(report, loaded, options, resolved, counted)
     if resolved.live is not None:
+        stage("observe")
         observation = _apply_observation(report, loaded, options, resolved, counted, step)
         if observation is None:  # auto: the observation failed and the static report stands
             resolved = ResolvedBackend(report.backend)
     if traffic.given or loaded.sample_inputs is not None:
+        stage("traffic")
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     from neuronprobe.training import phase_summaries

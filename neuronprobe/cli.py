@@ -278,6 +278,7 @@ def analyze(
             raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
         if audit_path is not None and not audit_path.exists():
             raise _fail(f"--audit {audit_path}: no such file or folder")
+        from neuronprobe.console_io import stage_display
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
@@ -297,9 +298,11 @@ def analyze(
             from neuronprobe.parity.run import ParityOptions, add_parity
 
             numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout, paths=options.paths)
-            report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits)
+            with stage_display(model) as on_stage:
+                report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits, on_stage)
         else:
-            report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
+            with stage_display(model) as on_stage:  # the stage on a terminal's stderr (issue 33.8)
+                report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits, on_stage)
         if decode_section is not None:
             report.decode = decode_section
         if audit_path is not None:
@@ -318,6 +321,8 @@ def analyze(
         outputs = _analyze_outputs(json_path, output_dir, stem, html)
         check_outputs(outputs, inputs)
         console.print(render_summary(report))
+        if debug:
+            _print_details(report)
         if report.audit is not None:
             counts = ", ".join(f"{n} {sev}(s)" for sev, n in report.audit.counts().items())
             console.print(f"audit of {audit_path}: {counts} (details in the HTML report; `neuronprobe audit` lists them)", markup=False)
@@ -336,6 +341,17 @@ def analyze(
             raise typer.Exit(EXIT_COULD_NOT_ANALYSE)
 
         _exit_on_gates(failures)
+
+
+def _print_details(report: Any) -> None:
+    """--debug: the texts the normal output quieted (PyTorch internal asserts, dispatcher dumps), on stderr."""
+    err = _err_console()
+    for limitation in report.not_analysed:
+        if limitation.detail:
+            err.print(f"detail of 'not analysed: {limitation.what}':\n{limitation.detail}", markup=False, highlight=False)
+    for finding in report.findings:
+        if finding.detail:
+            err.print(f"detail of {finding.op} at {finding.location}:\n{finding.detail}", markup=False, highlight=False)
 
 
 def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
@@ -505,21 +521,25 @@ def parity(
             raise _fail(f"--train-tolerance {train_tolerance:g}: give a relative error >= 0, e.g. 0.01")
         train_options = check_options(TrainOptions(optimizer, optimizer_impl)) if train else None
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
-        report, reference_files = analyze_in_worker(
-            model,
-            lambda: parity_with_references(
+        from neuronprobe.console_io import stage_display
+
+        with stage_display(model) as on_stage:
+            report, reference_files = analyze_in_worker(
                 model,
-                options,
-                frozen_options,
-                frozen,
-                live=live,
-                train=train_options,
-                train_tolerance=train_tolerance,
-                target=target,
-                command_line=command_line,
-            ),
-            limits_from_options(timeout, max_memory),
-        )
+                lambda: parity_with_references(
+                    model,
+                    options,
+                    frozen_options,
+                    frozen,
+                    live=live,
+                    train=train_options,
+                    train_tolerance=train_tolerance,
+                    target=target,
+                    command_line=command_line,
+                ),
+                limits_from_options(timeout, max_memory),
+                on_stage,
+            )
         from neuronprobe.gates import evaluate_gates
         from neuronprobe.report.console_parity import render_parity
 

@@ -315,6 +315,7 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
 
     import torch
 
+    from neuronprobe.console_io import stage
     from neuronprobe.loading import hf_build_scope, load_model, model_imports
     from neuronprobe.parity.precision import DEFAULT_PRECISIONS
     from neuronprobe.usercode import user_exit_guard
@@ -324,6 +325,7 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
     imports = model_imports(model_file, options.paths)  # the model's folder first on sys.path, as `python model.py` has it
     with scope, imports, user_exit_guard(spec, model_file), torch.random.fork_rng(devices=[]):  # the caller's RNG is left as it was
         torch.manual_seed(options.seed)  # a model file's get_model() draws its weights now
+        stage("load")
         loaded = load_model(spec, options.overrides, options.paths)
         return run_parity_full(
             loaded,
