@@ -229,7 +229,7 @@ def analyze(
     parity_: Annotated[
         bool, typer.Option("--parity", help="Also compare fp32 with emulated Neuron precisions, module by module (`neuronprobe parity`'s defaults).")
     ] = False,
-    path: PathOpt = None,
+    import_path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -248,7 +248,7 @@ def analyze(
             timeout=timeout,
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
-            paths=_import_paths(path),
+            paths=_import_paths(import_path),
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
@@ -486,7 +486,7 @@ def parity(
     train_tolerance: Annotated[
         float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
     ] = None,
-    path: PathOpt = None,
+    import_path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
@@ -505,7 +505,7 @@ def parity(
         check_seconds(timeout, "--timeout")
         frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
         options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
-        options.paths = _import_paths(path)
+        options.paths = _import_paths(import_path)
         reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
         if json_path is not None:
             check_outputs([*_analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
@@ -1074,7 +1074,9 @@ def buckets(
         str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="--decode with --model hf:...: override a config field, KEY=VALUE.")] = None,
-    path: Annotated[list[Path] | None, typer.Option("--path", help="--decode with --model model.py: a folder it imports packages from (repeatable).")] = None,
+    import_path: Annotated[
+        list[Path] | None, typer.Option("--path", help="--decode with --model model.py: a folder it imports packages from (repeatable).")
+    ] = None,
     target: Annotated[str, typer.Option("--target", help="--decode with --model: trn1, inf2 or trn2.")] = defaults.DEFAULT_TARGET,
     dtype: Annotated[str, typer.Option("--dtype", help="--decode with --model: weight and KV dtype (NxD Inference's default bfloat16).")] = "bfloat16",
     reserve_gib: Annotated[
@@ -1110,7 +1112,7 @@ def buckets(
                 step_times=step_times,
                 model=model,
                 overrides=tuple(set_ or ()),
-                paths=tuple(str(p) for p in _import_paths(path)),
+                paths=tuple(str(p) for p in _import_paths(import_path)),
                 target=target,
                 dtype=dtype,
                 reserve_gib=reserve_gib,

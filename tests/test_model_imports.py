@@ -180,3 +180,16 @@ def test_the_xla_cpu_worker_imports_the_models_folder_path_and_pythonpath(xla_en
     monkeypatch.setattr(sys, "path", [*sys.path, str(PKGROOT)])
     report = analyze_spec(str(USES_PACKAGE), AnalyzeOptions(backend="xla-cpu"))
     assert report.backend.steps["observe"].status.value == "ok", report.backend.steps
+
+
+def test_buckets_decode_loads_a_model_file_with_path(elsewhere: Path) -> None:
+    trace = elsewhere / "t.csv"
+    trace.write_text("ContextTokens,GeneratedTokens\n" + "".join(f"{100 + i},{20 + i}\n" for i in range(30)), encoding="utf-8")
+    model = str(SPLIT / "decode_shape.py")
+    result = runner.invoke(app, ["buckets", str(trace), "--decode", "--model", model, "--path", str(PKGROOT), "--target", "trn1", "-k", "2"])
+    assert result.exit_code == 0, result.output
+    assert "smallest TP that fits: 1" in result.output
+    result = runner.invoke(app, ["buckets", str(trace), "--decode", "--model", model, "--target", "trn1", "-k", "2"])
+    assert result.exit_code == 2 and "No module named 'splitlib'" in result.output
+    result = runner.invoke(app, ["buckets", str(trace), "--decode", "--model", "hf:gpt2", "--path", str(PKGROOT)])
+    assert result.exit_code == 2 and "--path applies to --model with a model file" in result.output

@@ -103,7 +103,8 @@ def defect_findings(sites: Any) -> list[Finding]:
         if not isinstance(site, dict) or not isinstance(site.get("rule"), str):
             continue
         file, line = site.get("file"), site.get("line")
-        count = site.get("count") if isinstance(site.get("count"), int) else 1
+        raw = site.get("count")
+        count = raw if isinstance(raw, int) else 1
         out.append(
             Finding.at(
                 site["rule"],

@@ -81,13 +81,13 @@ def registrations() -> Iterator[weakref.WeakKeyDictionary[Any, Registered]]:
         note(self, name)
         original_parameter(self, name, param)
 
-    module_class.register_buffer = register_buffer  # type: ignore[method-assign]
-    module_class.register_parameter = register_parameter  # type: ignore[method-assign]
+    module_class.register_buffer = register_buffer
+    module_class.register_parameter = register_parameter
     try:
         yield table
     finally:
-        module_class.register_buffer = original_buffer  # type: ignore[method-assign]
-        module_class.register_parameter = original_parameter  # type: ignore[method-assign]
+        module_class.register_buffer = original_buffer
+        module_class.register_parameter = original_parameter
 
 
 def _move_reason(tensor: Any) -> str:
