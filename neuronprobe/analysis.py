@@ -241,7 +241,11 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
             cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
-        loaded = load_model(spec, options.overrides, options.paths)
+        from neuronprobe.backends.xla_tensors import registrations
+
+        with registrations() as registered:  # the line of each register_buffer / nn.Parameter (issue 33.7)
+            loaded = load_model(spec, options.overrides, options.paths)
+        loaded.registered = registered
         outcome = cs.capture_loaded(loaded, run)
         if outcome.report is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
@@ -338,6 +342,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     findings = _findings(counted)
     if training is not None and step is not None:
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
+    findings.extend(_device_move_findings(loaded))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
     breaks = _graph_breaks(graph.graph_breaks)
@@ -454,6 +459,15 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
             )
         )
     return out
+
+
+def _device_move_findings(loaded: LoadedModel) -> list[Finding]:
+    """Parameters and buffers the device cannot hold (a sparse layout, complex32), at their registering line, predicted."""
+    from neuronprobe.backends.xla_findings import move_findings
+    from neuronprobe.backends.xla_tensors import static_move_problems
+    from neuronprobe.vocabulary import Origin
+
+    return move_findings(static_move_problems(loaded.module, loaded.registered), origin=Origin.PREDICTED)
 
 
 def transfer_bytes(call: OpCall) -> int:

@@ -39,6 +39,7 @@ def _no_dump(text: str) -> None:
 def test_a_sparse_buffer_is_a_finding_at_its_register_buffer_line(xla_env: str) -> None:
     report = analyze_spec(str(SPARSE), AnalyzeOptions(backend="xla-cpu"))
     (moved,) = [f for f in report.findings if f.origin == "observed"]
+    assert [f.line for f in report.findings if f.rule == "device-move-sparse" and f.origin == "predicted"] == [moved.line]
     assert (moved.rule, moved.verdict, moved.op) == ("device-move-sparse", "compile_error", "<model.to(device)>")
     assert (moved.file, moved.line) == ("tests/models/device_sparse_buffer.py", _marker(SPARSE, "<model.to(device)>"))
     assert moved.message == ("the model cannot move to the XLA device: buffer 'adj' of SparseAdjacency is a sparse_coo tensor, which torch-xla cannot hold")
@@ -49,6 +50,14 @@ def test_a_sparse_buffer_is_a_finding_at_its_register_buffer_line(xla_env: str) 
         assert "device=x.device" not in finding.fix
     assert not [f for f in report.findings if f.rule == "observed-xla-error"]
     assert any("cannot move to the XLA device" in limit.why for limit in report.not_analysed)
+
+
+def test_without_a_device_the_sparse_buffer_is_predicted_at_the_same_line() -> None:
+    report = analyze_spec(str(SPARSE), AnalyzeOptions(backend="static"))
+    (moved,) = [f for f in report.findings if f.rule == "device-move-sparse"]
+    assert (moved.origin, moved.verdict, moved.op) == ("predicted", "compile_error", "<model.to(device)>")
+    assert (moved.file, moved.line) == ("tests/models/device_sparse_buffer.py", _marker(SPARSE, "<model.to(device)>"))
+    assert report.verdict == "will_not_compile"
 
 
 def test_parity_on_a_sparse_buffer_exits_0_on_the_cpu_and_names_the_line_on_xla_cpu(xla_env: str, tmp_path: Path) -> None:

@@ -58,8 +58,9 @@ def _move_words(p: dict[str, Any]) -> str:
     return f"{what} ({p.get('dtype')})"
 
 
-def move_findings(problems: Any) -> list[Finding]:
-    """One finding per parameter or buffer the device refused, at the user's line that registered it (issue 33.7)."""
+def move_findings(problems: Any, origin: Origin = Origin.OBSERVED) -> list[Finding]:
+    """One finding per parameter or buffer the device refused, at the user's line that registered it (issue 33.7);
+    ``origin`` predicted: what static_move_problems found without a device."""
     from neuronprobe.support.error_patterns import quieted
 
     out: list[Finding] = []
@@ -75,7 +76,7 @@ def move_findings(problems: Any) -> list[Finding]:
                 SourceLocation(rel_path(file if isinstance(file, str) else None), line if isinstance(line, int) else None),
                 MOVE_OP,
                 f"the model cannot move to the XLA device: {_move_words(p)}{where}, which torch-xla cannot hold",
-                origin=Origin.OBSERVED,
+                origin=origin,
                 source_line=line_text(file, line) if isinstance(file, str) else None,
                 detail=quieted(str(p.get("error", ""))).detail or str(p.get("error", "")),
             )

@@ -102,6 +102,35 @@ def _move_reason(tensor: Any) -> str:
     return MOVE_OTHER
 
 
+def static_move_problems(module: Any, where: weakref.WeakKeyDictionary[Any, Registered] | None = None) -> list[dict[str, Any]]:
+    """What :func:`move_problems` measures, predicted without a device: the parameters and buffers whose layout
+    (sparse, mkldnn) or dtype (complex32) torch-xla 2.9 was measured to refuse (the device-move-* rules)."""
+    import torch
+
+    problems: list[dict[str, Any]] = []
+    for prefix, sub in module.named_modules():
+        owned = [("parameter", n, t) for n, t in sub.named_parameters(recurse=False)]
+        owned += [("buffer", n, t) for n, t in sub.named_buffers(recurse=False)]
+        for kind, name, tensor in owned:
+            if tensor.layout == torch.strided and tensor.dtype != torch.complex32:
+                continue
+            file, line = (where or {}).get(sub, {}).get(name, (None, None))
+            problems.append(
+                {
+                    "name": f"{prefix}.{name}" if prefix else name,
+                    "kind": kind,
+                    "owner": type(sub).__name__,
+                    "reason": MOVE_LAYOUT if tensor.layout != torch.strided else MOVE_DTYPE,
+                    "layout": str(tensor.layout).replace("torch.", ""),
+                    "dtype": str(tensor.dtype).replace("torch.", ""),
+                    "tensor_type": type(tensor).__name__,
+                    "file": file,
+                    "line": line,
+                }
+            )
+    return problems
+
+
 def move_problems(module: Any, device: Any, where: weakref.WeakKeyDictionary[Any, Registered] | None = None) -> list[dict[str, Any]]:
     """Each parameter and buffer that does not move to ``device``: tried one by one, as ``module.to`` would.
 
@@ -188,4 +217,4 @@ class DefectWatch:
         return list(self.sites.values())
 
 
-__all__ = ["AMAX_NO_DIM", "DefectWatch", "move_problems", "real_tensors", "registrations", "to_device"]
+__all__ = ["AMAX_NO_DIM", "DefectWatch", "move_problems", "real_tensors", "registrations", "static_move_problems", "to_device"]
