@@ -32,6 +32,7 @@ from neuronprobe.capture import (
     relative_path,
     user_frame_from_traceback,
 )
+from neuronprobe.console_io import stage
 from neuronprobe.defaults import (
     DEFAULT_BACKEND,
     DEFAULT_MAX_BUCKETS,
@@ -40,7 +41,7 @@ from neuronprobe.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, split_inputs
+from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, model_imports, split_inputs
 from neuronprobe.report.model import (
     CaptureInfo,
     Finding,
@@ -105,6 +106,7 @@ class AnalyzeOptions:
     train: TrainOptions | None = None  # analyse the whole training step (--train)
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
     entry: str | None = None  # the model's method to analyse (--entry; None: the file's ENTRY, else forward)
+    paths: list[Path] = field(default_factory=list)  # --path DIRs: package roots a model file imports from
 
 
 @dataclass(frozen=True)
@@ -152,6 +154,7 @@ def analyze(
     optimizer: str = "adamw",
     optimizer_impl: str = "for-loop",
     entry: str | None = None,
+    paths: list[str | os.PathLike[str]] | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -159,9 +162,12 @@ def analyze(
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
     step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``entry`` names the
-    method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``.
+    method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``. ``paths``: folders a
+    model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry)
+    options = AnalyzeOptions(
+        target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry, paths=[Path(p) for p in paths or ()]
+    )
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -174,8 +180,25 @@ def analyze(
     if entry is not None and entry != "forward":
         loaded = _entry_of(loaded, entry)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
-        report = _analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved)
+        report = quiet_report(_analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved))
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
+    return report
+
+
+def quiet_report(report: Report) -> Report:
+    """No PyTorch internal-assert text or dispatcher dump in what the user reads (issue 33.8): each
+    limitation's reason and finding's message is quieted (support/data/error_patterns.json ``quiet``),
+    the whole text kept in its ``detail`` (the JSON; the console shows it with --debug)."""
+    from neuronprobe.support.error_patterns import quieted
+
+    for limitation in report.not_analysed:
+        q = quieted(limitation.why)
+        if q.detail:
+            limitation.why, limitation.detail = q.shown, limitation.detail or q.detail
+    for finding in report.findings:
+        q = quieted(finding.message)
+        if q.detail:
+            finding.message, finding.detail = q.shown, finding.detail or q.detail
     return report
 
 
@@ -208,8 +231,10 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     # hf: models stay offline and transformers quiet for the whole analysis (forwards log advice too), not after it.
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
     traffic = traffic or TrafficOptions()
-    with scope, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
-        return _analyze_with_strategies(spec, options, traffic, resolved)
+    # The model's folder (and --path) first on sys.path from loading to the last forward, as `python model.py` has it.
+    imports = model_imports(spec if is_file else None, options.paths)
+    with scope, imports, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+        return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved))
 
 
 def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
@@ -220,6 +245,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
     def run(loaded: LoadedModel) -> Report:
         return _analyze_loaded(loaded, options, traffic, resolved)
 
+    stage("load")
     if spec.startswith(HF_PREFIX):
         model_type = spec[len(HF_PREFIX) :]
         outcome = cs.capture_hf(model_type, list(options.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
@@ -227,7 +253,11 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
             cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
-        loaded = load_model(spec, options.overrides, options.entry)
+        from neuronprobe.backends.xla_tensors import registrations
+
+        with registrations() as registered:  # the line of each register_buffer / nn.Parameter (issue 33.7)
+            loaded = load_model(spec, options.overrides, options.entry, options.paths)
+        loaded.registered = registered
         outcome = cs.capture_loaded(loaded, run)
         if outcome.report is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
@@ -300,6 +330,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     prefix = "model." if (loaded.on_meta and loaded.source.startswith("hf:")) or loaded.entry else ""
     training: Any = None  # the training module, imported only for --train
     step = None
+    stage("capture")
     if options.train is not None:
         from neuronprobe import training as training_module
 
@@ -323,6 +354,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         raise ModelLoadError(
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
+    stage("classify")
     sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
     classified = [ClassifiedCall(c, classify(c, options.target, table, sdk, dtypes)) for c in graph.calls]
@@ -335,6 +367,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     findings = _findings(counted)
     if training is not None and step is not None:
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
+    findings.extend(_device_move_findings(loaded))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
     from neuronprobe.decoding import decode_findings
@@ -370,10 +403,12 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if resolved.live is not None:
         resolved = _auto_choice(report, loaded, options, resolved, counted)
     if resolved.live is not None:
+        stage("observe")
         observation = _apply_observation(report, loaded, options, resolved, counted, step)
         if observation is None:  # auto: the observation failed and the static report stands
             resolved = ResolvedBackend(report.backend)
     if traffic.given or loaded.sample_inputs is not None:
+        stage("traffic")
         _apply_traffic(report, loaded, traffic, resolved, options)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     from neuronprobe.training import phase_summaries
@@ -463,6 +498,15 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
             )
         )
     return out
+
+
+def _device_move_findings(loaded: LoadedModel) -> list[Finding]:
+    """Parameters and buffers the device cannot hold (a sparse layout, complex32), at their registering line, predicted."""
+    from neuronprobe.backends.xla_findings import move_findings
+    from neuronprobe.backends.xla_tensors import static_move_problems
+    from neuronprobe.vocabulary import Origin
+
+    return move_findings(static_move_problems(loaded.module, loaded.registered), origin=Origin.PREDICTED)
 
 
 def transfer_bytes(call: OpCall) -> int:

@@ -54,6 +54,10 @@ def _main(
 
 
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks for errors.")]
+PathOpt = Annotated[
+    list[Path] | None,
+    typer.Option("--path", help="A folder the model file imports packages from, put on sys.path after the model's own folder (repeatable)."),
+]
 
 
 def _err_console() -> Any:
@@ -151,6 +155,11 @@ def _json_text(value: Any, indent: int = 2) -> str:
     from neuronprobe.jsonio import dumps
 
     return dumps(value, indent=indent)
+def _import_paths(paths: list[Path] | None) -> list[Path]:
+    """The --path folders, each checked (one that is no folder: exit 2 before any work)."""
+    from neuronprobe.loading import check_import_paths
+
+    return check_import_paths(paths or [])
 
 
 def _split_csv(value: str | None) -> list[str]:
@@ -253,6 +262,7 @@ def analyze(
         str | None,
         typer.Option("--entry", help="The model's method to analyse instead of forward, e.g. generate (default: the model file's ENTRY)."),
     ] = None,
+    import_path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
@@ -272,6 +282,7 @@ def analyze(
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
             entry=entry,
+            paths=_import_paths(import_path),
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
@@ -301,6 +312,7 @@ def analyze(
             raise _fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
         if audit_path is not None and not audit_path.exists():
             raise _fail(f"--audit {audit_path}: no such file or folder")
+        from neuronprobe.console_io import stage_display
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
@@ -319,10 +331,12 @@ def analyze(
         if parity_:  # issue 25: the section is added to the analysis report; its verdict is unchanged
             from neuronprobe.parity.run import ParityOptions, add_parity
 
-            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout)
-            report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits)
+            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout, paths=options.paths)
+            with stage_display(model) as on_stage:
+                report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits, on_stage)
         else:
-            report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
+            with stage_display(model) as on_stage:  # the stage on a terminal's stderr (issue 33.8)
+                report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits, on_stage)
         if decode_section is not None:
             report.decode = decode_section
         if audit_path is not None:
@@ -341,6 +355,8 @@ def analyze(
         outputs = _analyze_outputs(json_path, output_dir, stem, html)
         check_outputs(outputs, inputs)
         console.print(render_summary(report))
+        if debug:
+            _print_details(report)
         if report.audit is not None:
             counts = ", ".join(f"{n} {sev}(s)" for sev, n in report.audit.counts().items())
             console.print(f"audit of {audit_path}: {counts} (details in the HTML report; `neuronprobe audit` lists them)", markup=False)
@@ -359,6 +375,17 @@ def analyze(
             raise typer.Exit(EXIT_COULD_NOT_ANALYSE)
 
         _exit_on_gates(failures)
+
+
+def _print_details(report: Any) -> None:
+    """--debug: the texts the normal output quieted (PyTorch internal asserts, dispatcher dumps), on stderr."""
+    err = _err_console()
+    for limitation in report.not_analysed:
+        if limitation.detail:
+            err.print(f"detail of 'not analysed: {limitation.what}':\n{limitation.detail}", markup=False, highlight=False)
+    for finding in report.findings:
+        if finding.detail:
+            err.print(f"detail of {finding.op} at {finding.location}:\n{finding.detail}", markup=False, highlight=False)
 
 
 def _analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
@@ -493,6 +520,7 @@ def parity(
     train_tolerance: Annotated[
         float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
     ] = None,
+    import_path: PathOpt = None,
     debug: DebugOpt = False,
 ) -> None:
     """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
@@ -511,6 +539,7 @@ def parity(
         check_seconds(timeout, "--timeout")
         frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
         options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
+        options.paths = _import_paths(import_path)
         reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
         if json_path is not None:
             check_outputs([*_analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
@@ -526,21 +555,25 @@ def parity(
             raise _fail(f"--train-tolerance {train_tolerance:g}: give a relative error >= 0, e.g. 0.01")
         train_options = check_options(TrainOptions(optimizer, optimizer_impl)) if train else None
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
-        report, reference_files = analyze_in_worker(
-            model,
-            lambda: parity_with_references(
+        from neuronprobe.console_io import stage_display
+
+        with stage_display(model) as on_stage:
+            report, reference_files = analyze_in_worker(
                 model,
-                options,
-                frozen_options,
-                frozen,
-                live=live,
-                train=train_options,
-                train_tolerance=train_tolerance,
-                target=target,
-                command_line=command_line,
-            ),
-            limits_from_options(timeout, max_memory),
-        )
+                lambda: parity_with_references(
+                    model,
+                    options,
+                    frozen_options,
+                    frozen,
+                    live=live,
+                    train=train_options,
+                    train_tolerance=train_tolerance,
+                    target=target,
+                    command_line=command_line,
+                ),
+                limits_from_options(timeout, max_memory),
+                on_stage,
+            )
         from neuronprobe.gates import evaluate_gates
         from neuronprobe.report.console_parity import render_parity
 
@@ -1086,6 +1119,9 @@ def buckets(
         str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="--decode with --model hf:...: override a config field, KEY=VALUE.")] = None,
+    import_path: Annotated[
+        list[Path] | None, typer.Option("--path", help="--decode with --model model.py: a folder it imports packages from (repeatable).")
+    ] = None,
     target: Annotated[str, typer.Option("--target", help="--decode with --model: trn1, inf2 or trn2.")] = defaults.DEFAULT_TARGET,
     dtype: Annotated[str, typer.Option("--dtype", help="--decode with --model: weight and KV dtype (NxD Inference's default bfloat16).")] = "bfloat16",
     reserve_gib: Annotated[
@@ -1123,6 +1159,7 @@ def buckets(
                 step_times=step_times,
                 model=model,
                 overrides=tuple(set_ or ()),
+                paths=tuple(str(p) for p in _import_paths(import_path)),
                 target=target,
                 dtype=dtype,
                 reserve_gib=reserve_gib,
@@ -1189,18 +1226,18 @@ def buckets(
             console.print(f"json: {json_path}", markup=False)
 
 
-def _shape_in_worker(timeout: float) -> Callable[[str, tuple[str, ...]], Any]:
+def _shape_in_worker(timeout: float) -> Callable[[str, tuple[str, ...], tuple[str, ...]], Any]:
     """``buckets --decode --model model.py``: the file is imported and built in a killable worker, never here."""
     from neuronprobe.options import check_seconds
 
     seconds = check_seconds(timeout, "--timeout")
 
-    def load(spec: str, overrides: tuple[str, ...]) -> Any:
+    def load(spec: str, overrides: tuple[str, ...], paths: tuple[str, ...] = ()) -> Any:
         from neuronprobe.shape_buckets.memory import load_model_shape
         from neuronprobe.worker import PlainResult, WorkerLimits, run_in_worker, spec_model_file
 
         return run_in_worker(
-            lambda: PlainResult(load_model_shape(spec, overrides)), label=spec, model_file=spec_model_file(spec), limits=WorkerLimits(timeout_s=seconds)
+            lambda: PlainResult(load_model_shape(spec, overrides, paths)), label=spec, model_file=spec_model_file(spec), limits=WorkerLimits(timeout_s=seconds)
         )
 
     return load

@@ -20,6 +20,12 @@ each one escaped, and :func:`make_console` builds every console the commands
 print to with a render hook that applies it to all text (tables, status lines,
 errors), never to the styling rich adds itself. Rich markup in user text is
 escaped where it is printed (``markup=False`` or ``rich.markup.escape``).
+
+Stages (issue 33.8): the analysis says which stage it is in (:data:`STAGES`: load, capture,
+classify, observe, traffic) with :func:`stage`; nothing listens unless a command asks
+(:func:`stage_listener`), so the library, a notebook and the JSON output never see them. The
+analysis worker forwards them to the command, which shows them on a terminal's stderr
+(:func:`stage_display`).
 """
 
 from __future__ import annotations
@@ -40,6 +46,66 @@ EXIT_TERMINATED = 143
 _REPLACED = (0, 1)
 
 _state = {"lost": False}
+
+# --- stages of an analysis ------------------------------------------------------------------
+
+STAGES: tuple[str, ...] = ("load", "capture", "classify", "observe", "traffic")
+# What each stage is doing, in the words the status line shows.
+STAGE_WORDS: dict[str, str] = {
+    "load": "loading the model",
+    "capture": "capturing the ops the forward runs",
+    "classify": "classifying each op against the support table",
+    "observe": "observing the model on the backend's device",
+    "traffic": "predicting compiles for the traffic",
+}
+# Set to 1 to show the stages on stderr even when it is not a terminal (a CI log, a test); 0 never shows them.
+PROGRESS_ENV = "NEURONPROBE_PROGRESS"
+_listeners: list[Any] = []
+
+
+def stage(name: str) -> None:
+    """The analysis enters stage ``name`` (one of :data:`STAGES`): every listener hears it; none: nothing happens."""
+    if name not in STAGES:
+        raise ValueError(f"unknown analysis stage {name!r}")  # a bug: the stages are a closed set
+    for listener in list(_listeners):
+        listener(name)
+
+
+@contextlib.contextmanager
+def stage_listener(listener: Any) -> Any:
+    """``listener(stage)`` hears each stage the analysis enters while the body runs."""
+    _listeners.append(listener)
+    try:
+        yield listener
+    finally:
+        _listeners.remove(listener)
+
+
+def show_progress(stream: Any = None) -> bool:
+    """Whether a command shows its stages: on a terminal's stderr, or when :data:`PROGRESS_ENV` forces it."""
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    stream = sys.stderr if stream is None else stream
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def stage_display(label: str) -> Any:
+    """A status line on stderr naming the stage (a rich spinner on a terminal, one plain line per stage otherwise,
+    when forced); yields the callback that takes the stages. Shows nothing when :func:`show_progress` is False."""
+    if not show_progress():
+        yield lambda name: None
+        return
+    console = make_console(stderr=True)
+    if console.is_terminal:
+        with console.status(f"{inert(label)}: starting", spinner="dots") as status:
+            yield lambda name: status.update(f"{inert(label)}: {STAGE_WORDS.get(name, name)}")
+        return
+    yield lambda name: console.print(f"{label}: {STAGE_WORDS.get(name, name)}", markup=False, highlight=False)
 
 
 # C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that
@@ -181,4 +247,19 @@ def final_exit_code(code: Any) -> Any:
     return code
 
 
-__all__ = ["EXIT_STDOUT_CLOSED", "EXIT_TERMINATED", "GuardedStdout", "final_exit_code", "guard_streams", "inert", "make_console", "stdout_lost"]
+__all__ = [
+    "EXIT_STDOUT_CLOSED",
+    "EXIT_TERMINATED",
+    "PROGRESS_ENV",
+    "STAGES",
+    "GuardedStdout",
+    "final_exit_code",
+    "guard_streams",
+    "inert",
+    "make_console",
+    "show_progress",
+    "stage",
+    "stage_display",
+    "stage_listener",
+    "stdout_lost",
+]

@@ -19,7 +19,7 @@ import linecache
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -81,8 +81,10 @@ def check_entry(spec: str, entry: str | None) -> None:
         raise InputError(f"--entry applies to model files and modules; {spec} is analysed through its forward")
 
 
-def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = None) -> LoadedModel:
-    """Load ``spec`` (a path to a model file, or ``hf:<model_type>``); ``entry``: the method to analyse."""
+def load_model(
+    spec: str, overrides: Iterable[str] = (), entry: str | None = None, paths: Sequence[str | os.PathLike[str]] = ()
+) -> LoadedModel:
+    """Load ``spec`` (a path to a model file, or ``hf:<model_type>``); ``entry``: the method to analyse; ``paths``: ``--path`` package roots."""
     overrides = list(overrides)
     check_entry(spec, entry)
     if spec.startswith(HF_PREFIX):
@@ -95,7 +97,139 @@ def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = Non
         return load_vision(spec)
     if overrides:
         raise InputError("--set applies to hf: models only; edit the model file to change its configuration")
-    return load_model_file(Path(spec), entry)
+    return load_model_file(Path(spec), entry, paths)
+
+
+# --- where a model file's imports resolve ---------------------------------------------
+#
+# ``python model.py`` puts the file's folder first on sys.path, so a model split across files
+# (``from helper import WIDTH`` with helper.py beside it) imports. neuronprobe does the same, plus
+# the ``--path`` DIRs (package roots elsewhere; PYTHONPATH is on sys.path already), for as long as
+# the analysis runs, and then leaves the process as it found it: sys.path as it was, the modules
+# imported from those folders gone from sys.modules, and any module of the user's that a file in
+# those folders shadowed (a notebook's own ``helper``) back in place.
+
+PYTHONPATH_ENV = "PYTHONPATH"
+_MODEL_MODULE_PREFIX = "neuronprobe_model_"  # import_model_file's own name for the model file (kept, as before)
+_EXTENSION_SUFFIXES = (".so", ".pyd")
+
+
+def check_import_paths(paths: Sequence[str | os.PathLike[str]], flag: str = "--path") -> list[Path]:
+    """Each ``--path`` DIR resolved; one that is not a folder is bad input (exit 2), before any work."""
+    out: list[Path] = []
+    for raw in paths:
+        folder = Path(raw).expanduser()
+        if not folder.is_dir():
+            raise InputError(f"{flag} {raw}: no such folder; give the folder a model's packages are imported from")
+        resolved = folder.resolve()
+        if resolved not in out:
+            out.append(resolved)
+    return out
+
+
+def import_roots(model_file: str | os.PathLike[str] | None, paths: Sequence[str | os.PathLike[str]] = ()) -> list[Path]:
+    """The folders put first on sys.path for a model, in order: the model file's own folder, then each ``--path`` DIR."""
+    roots = [Path(model_file).resolve().parent] if model_file is not None else []
+    for folder in check_import_paths(paths):
+        if folder not in roots:
+            roots.append(folder)
+    return roots
+
+
+def pythonpath_entries(environ: dict[str, str] | None = None) -> list[str]:
+    """The folders of ``PYTHONPATH`` (as this interpreter read them at start), for a worker that starts without it."""
+    value = (os.environ if environ is None else environ).get(PYTHONPATH_ENV, "")
+    return [str(Path(p).resolve()) for p in value.split(os.pathsep) if p.strip()]
+
+
+def worker_import_paths(loaded: LoadedModel) -> dict[str, list[str]]:
+    """What a worker in another interpreter (the xla-cpu worker) needs to import the model as here.
+
+    ``paths``: the ``--path`` DIRs, put first after the model's folder. ``path_tail``: this process's
+    ``PYTHONPATH``, put *after* the worker's own site-packages: the worker starts without the user's
+    PYTHONPATH (a torch in it would shadow the worker's torch 2.9), yet a package root named there is found.
+    """
+    return {"paths": list(loaded.import_paths), "path_tail": pythonpath_entries()}
+
+
+def worker_sys_path(spec: str, request: dict[str, Any]) -> None:
+    """In the worker's own interpreter (which ends after one model): sys.path as :func:`model_imports` would set it, for good."""
+    model_file = None if spec.startswith((HF_PREFIX, *VISION_PREFIXES)) else spec
+    front = [str(r) for r in import_roots(model_file, [str(p) for p in request.get("paths", [])])]
+    sys.path[:0] = [p for p in front if p not in sys.path[: len(front)]]
+    sys.path.extend(str(p) for p in request.get("path_tail", []) if str(p) not in sys.path)
+
+
+def _provided_names(roots: Sequence[Path]) -> dict[str, Path]:
+    """Top-level module names a file in ``roots`` provides (``x.py``, ``x/__init__.py``, an extension), first root wins."""
+    names: dict[str, Path] = {}
+    for root in roots:
+        try:
+            entries = list(root.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.suffix == ".py" and entry.is_file():
+                name = entry.stem
+            elif entry.suffix in _EXTENSION_SUFFIXES and entry.is_file():
+                name = entry.name.split(".", 1)[0]
+            elif (entry / "__init__.py").is_file():
+                name = entry.name
+            else:
+                continue
+            if name.isidentifier():
+                names.setdefault(name, root)
+    return names
+
+
+def _module_file(module: Any) -> Path | None:
+    file = getattr(module, "__file__", None)
+    if not isinstance(file, str):
+        return None
+    try:
+        return Path(file).resolve()
+    except (OSError, RuntimeError):
+        return None
+
+
+def _under(file: Path | None, roots: Sequence[Path]) -> bool:
+    return file is not None and any(file.is_relative_to(root) for root in roots)
+
+
+def _never_shadowed(top: str) -> bool:
+    """Modules a model folder's file must not hide: the standard library, builtins, neuronprobe."""
+    return top in sys.stdlib_module_names or top in sys.builtin_module_names or top == "neuronprobe"
+
+
+@contextmanager
+def model_imports(model_file: str | os.PathLike[str] | None, paths: Sequence[str | os.PathLike[str]] = ()) -> Iterator[list[Path]]:
+    """sys.path as ``python model.py`` has it (the model's folder first, then ``paths``) while the body runs.
+
+    Re-entrant: inside a scope that already put the same folders first, it changes nothing (the
+    analysis holds one scope from loading to its last forward; loading the file holds its own too).
+    """
+    roots = import_roots(model_file, paths)
+    wanted = [str(r) for r in roots]
+    if not roots or sys.path[: len(wanted)] == wanted:
+        yield roots
+        return
+    saved_path = list(sys.path)
+    provided = _provided_names(roots)
+    hidden: dict[str, Any] = {}
+    for name, module in list(sys.modules.items()):
+        top = name.partition(".")[0]
+        if top in provided and not _never_shadowed(top) and not _under(_module_file(module), [provided[top]]):
+            hidden[name] = sys.modules.pop(name)
+    before = set(sys.modules)
+    sys.path[:0] = wanted
+    try:
+        yield roots
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            if not name.startswith(_MODEL_MODULE_PREFIX) and _under(_module_file(sys.modules.get(name)), roots):
+                del sys.modules[name]
+        sys.modules.update(hidden)
 
 
 # --- model files -------------------------------------------------------------
@@ -122,8 +256,11 @@ def _call_user(path: Path, fn: Callable[..., Any], name: str, *args: Any) -> Any
         raise ModelLoadError(f"{_where(path, _user_frame(exc, path))}: {name}() raised {type(exc).__name__}: {exc}") from exc
 
 
-def import_model_file(path: Path) -> Any:
-    """Import a model file as a module, turning every failure into ModelLoadError."""
+def import_model_file(path: Path, paths: Sequence[str | os.PathLike[str]] = ()) -> Any:
+    """Import a model file as a module, turning every failure into ModelLoadError.
+
+    Its folder (and ``paths``) come first on sys.path while it is imported (:func:`model_imports`).
+    """
     if not path.exists():
         raise ModelLoadError(f"{path}: no such model file")
     if path.is_dir():
@@ -138,7 +275,8 @@ def import_model_file(path: Path) -> Any:
     # stale cached lines would misplace every finding's source line.
     linecache.checkcache(str(path.resolve()))
     try:
-        spec.loader.exec_module(module)
+        with model_imports(path, paths):
+            spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise ModelLoadError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from exc
@@ -148,12 +286,13 @@ def import_model_file(path: Path) -> Any:
     return module
 
 
-def load_model_file(path: Path, entry: str | None = None) -> LoadedModel:
-    """A model file, analysed through ``entry`` (else the file's ``ENTRY``, else ``forward``)."""
+def load_model_file(path: Path, entry: str | None = None, paths: Sequence[str | os.PathLike[str]] = ()) -> LoadedModel:
+    """A model file, analysed through ``entry`` (else the file's ``ENTRY``, else ``forward``); ``paths``: ``--path``
+    package roots its imports (and get_model's) resolve against."""
     from neuronprobe.loaders import torchvision_ops
 
-    with torchvision_ops.hooked():  # the file (or its get_model) may import torchvision
-        return _with_entry(_load_model_file(path), path, entry)
+    with torchvision_ops.hooked(), model_imports(path, paths):  # the file (or its get_model) may import torchvision
+        return _with_entry(_load_model_file(path, tuple(str(p) for p in check_import_paths(paths))), path, entry)
 
 
 def _with_entry(loaded: LoadedModel, path: Path, entry: str | None) -> LoadedModel:
@@ -174,8 +313,8 @@ def _with_entry(loaded: LoadedModel, path: Path, entry: str | None) -> LoadedMod
     return dataclasses.replace(loaded, module=wrapped, entry=named)
 
 
-def _load_model_file(path: Path) -> LoadedModel:
-    module = import_model_file(path)
+def _load_model_file(path: Path, import_paths: tuple[str, ...] = ()) -> LoadedModel:
+    module = import_model_file(path, import_paths)
     missing = [n for n in ("get_model", "get_example_inputs") if not callable(getattr(module, n, None))]
     if missing:
         raise ModelLoadError(f"{path}: defines no {' or '.join(m + '()' for m in missing)}; a model file must define get_model() and get_example_inputs()")
@@ -206,6 +345,7 @@ def _load_model_file(path: Path) -> LoadedModel:
         train_step=_optional(module, "train_step"),
         get_optimizer=_optional(module, "get_optimizer"),
         entry=entry,
+        import_paths=import_paths,
     )
 
 

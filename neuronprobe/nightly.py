@@ -99,6 +99,9 @@ class ModelConfig:
     # Files or folders the model reads that the result cache cannot see being read (native readers such as
     # safetensors): hashed by content into its cache key (see neuronprobe.file_reads).
     cache_inputs: list[str] = dataclasses.field(default_factory=list)
+    # Folders the model file imports packages from (analyze --path), resolved against the config's folder;
+    # the top-level `path = [...]` comes first for every model.
+    path: list[str] = dataclasses.field(default_factory=list)
     traffic: TrafficOptions = dataclasses.field(default_factory=TrafficOptions)
 
 
@@ -157,12 +160,14 @@ def load_config(path: str | Path) -> NightlyConfig:
 
 def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
     """Validate parsed TOML into a NightlyConfig; one ConfigError sentence for the first problem."""
-    top_keys = {f.name for f in dataclasses.fields(NightlyConfig)} - {"path"}
+    top_keys = {f.name for f in dataclasses.fields(NightlyConfig)}  # `path`: import folders (the field is the config file)
     _check_keys(data, top_keys, path, "the top level")
     tables = data.get("models")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"{path}: needs at least one [[models]] table with a `model = ...` entry")
-    models = [_model_config(t, i, path) for i, t in enumerate(tables)]
+    top_paths = _import_folders(data.get("path", []), path, "path")
+    data = {k: v for k, v in data.items() if k != "path"}
+    models = [_model_config(t, i, path, top_paths) for i, t in enumerate(tables)]
     seen: set[str] = set()
     for m in models:
         if m.name in seen:
@@ -206,14 +211,30 @@ def check_required_backend(config: NightlyConfig, require_backend: str | None) -
         resolve_backend(backend, required)  # BackendUnavailable: one line, exit 2
 
 
-def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
+def _import_folders(value: Any, path: Path, key: str) -> list[str]:
+    """A `path = [...]` entry: folders a model file imports packages from, resolved against the config's folder."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        raise ConfigError(f'{path}: `{key}` must be a list of folders, e.g. path = ["../src"]')
+    folders: list[str] = []
+    for entry in value:
+        folder = (path.parent / entry).expanduser()
+        if not folder.is_dir():
+            raise ConfigError(f"{path}: {key}: {folder} is not a folder (relative paths are relative to the config file)")
+        if str(folder.resolve()) not in folders:
+            folders.append(str(folder.resolve()))
+    return folders
+
+
+def _model_config(table: dict[str, Any], index: int, path: Path, top_paths: list[str] | None = None) -> ModelConfig:
     where = f"models[{index}]"
     _check_keys(table, set(MODEL_KEYS | TRAFFIC_KEYS), path, where)
     spec = table.get("model")
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f'{path}: {where} needs `model = "<model file or hf:<model_type>>"`')
     name = table.get("name", _default_name(spec))
-    own = {k: v for k, v in table.items() if k in MODEL_KEYS}
+    own = {k: v for k, v in table.items() if k in MODEL_KEYS and k != "path"}
     model: ModelConfig = _typed(ModelConfig, {**own, "name": name}, path, where)
     traffic: TrafficOptions = _typed(TrafficOptions, {k: v for k, v in table.items() if k in TRAFFIC_KEYS}, path, where)
     if not NAME_RE.match(model.name):
@@ -233,7 +254,8 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
     if model.set and not spec.startswith("hf:"):
         raise ConfigError(f"{path}: {where}.set applies to hf: models only; edit the model file instead")
     base = path.parent
-    resolved: dict[str, Any] = {}
+    folders = [*(top_paths or []), *_import_folders(table.get("path", []), path, f"{where}.path")]
+    resolved: dict[str, Any] = {"path": list(dict.fromkeys(folders))}
     if not is_named_spec(spec):
         resolved["model"] = str(_existing(base / spec, path, f"{where}.model"))
     files: dict[str, Any] = {}  # TrafficOptions path fields, resolved against the config's folder
@@ -616,6 +638,7 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         op_timeout=config.op_timeout,
         command_line=command_line,
         max_memory=worker_limits(config).max_memory_bytes if config.max_memory is not None else None,  # what auto's observation must fit
+        paths=[Path(p) for p in model.path],
     )
     if model.train:
         from neuronprobe.training import TrainOptions

@@ -40,7 +40,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +57,9 @@ KEY_ENV = "NEURONPROBE_CACHE_KEY"  # the secret, e.g. from a CI secret: at least
 KEY_FILE_NAME = "cache.key"  # under ${XDG_CONFIG_HOME:-~/.config}/neuronprobe/, created 0600 on first use
 MIN_KEY_CHARS = 32
 _MAC_CONTEXT = b"neuronprobe result cache entry v2\0"  # a key used elsewhere cannot sign an entry by accident
+
+
+_INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
 
 
 def _sha256(data: bytes) -> str:
@@ -128,9 +131,13 @@ def sign(key: bytes, body: str) -> str:
     return hmac.new(key, _MAC_CONTEXT + body.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
-def local_imports(model_file: Path) -> list[Path]:
-    """The model file and every file it imports from its own folder tree, recursively (sorted)."""
-    root = model_file.parent
+def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """The model file and every file it imports from its own folder tree, recursively (sorted).
+
+    ``roots``: the package roots elsewhere its imports also resolve against (``path = [...]``, ``PYTHONPATH``),
+    searched after the model's folder, as sys.path has them during the analysis.
+    """
+    search = [model_file.resolve().parent, *(Path(r).resolve() for r in roots)]
     seen: set[Path] = set()
     todo = [model_file.resolve()]
     while todo:
@@ -150,10 +157,14 @@ def local_imports(model_file: Path) -> list[Path]:
                 base = node.module or ""
                 names = [(base, node.level)] + [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
             for name, level in names:
-                start = file.parent if level else root
-                for _ in range(max(level - 1, 0)):
-                    start = start.parent
-                todo += [p.resolve() for p in _module_files(start, name)]
+                if level:
+                    start = file.parent
+                    for _ in range(level - 1):
+                        start = start.parent
+                    todo += [p.resolve() for p in _module_files(start, name)]
+                    continue
+                found = next((hit for root in search if (hit := _module_files(root, name))), [])  # the first root that has it, as import does
+                todo += [p.resolve() for p in found]
     return sorted(seen)
 
 
@@ -191,12 +202,16 @@ def _content_hash(path: Path) -> dict[str, str | None]:
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
+    from neuronprobe.loading import pythonpath_entries
     from neuronprobe.nightly_shards import rules_version
     from neuronprobe.version import __version__
 
     files: dict[str, str] = {}
+    # The analysis imports from these too (path = [...], then the user's PYTHONPATH; an installed
+    # site-packages there is the stack, versioned below, not the model's own code).
+    roots = [*model.path, *(p for p in pythonpath_entries() if Path(p).name not in _INSTALLED_DIRS)]
     if not is_named_spec(model.model):
-        for file in local_imports(Path(model.model)):
+        for file in local_imports(Path(model.model), [Path(r) for r in roots]):
             files[str(file)] = _sha256(file.read_bytes())
     declared = {str(p): _content_hash(Path(p)) for p in model.cache_inputs}
     traffic = dataclasses.asdict(model.traffic)
@@ -210,6 +225,7 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "files": files,
         "cache_inputs": declared,
         "set": list(model.set),
+        "path": roots,
         "train": model.train,
         "traffic": json.loads(json.dumps(traffic, default=str)),
         "target": config.target_of(model),

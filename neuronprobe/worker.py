@@ -116,8 +116,11 @@ def _child_call(call: Callable[[], Any], progress: Callable[[Any], None]) -> dic
     wherever it was raised, even while the model's own frames are on the stack
     (a chained traceback would otherwise name the model's line and blame the model).
     """
+    from neuronprobe.console_io import stage_listener
+
     try:
-        report = call()
+        with stage_listener(lambda name: progress(("stage", name))):  # the command's status line (issue 33.8)
+            report = call()
     except (NeuronprobeError, InternalError) as exc:
         import traceback
 
@@ -223,6 +226,7 @@ def run_in_worker(
     label: str,
     model_file: str | os.PathLike[str] | None = None,
     limits: WorkerLimits = WorkerLimits(),
+    on_stage: Callable[[str], None] | None = None,
 ) -> Any:
     """Run ``call()`` (which returns a Report) in a killable child; return the Report rebuilt from its JSON.
 
@@ -233,7 +237,7 @@ def run_in_worker(
     an ``hf:`` spec); ``model_file`` is where to look for the line. Raises the
     child's own NeuronprobeError (same class, same exit code), a WorkerFailure
     for any other ending, or a WorkerInternalError (an :class:`InternalError`,
-    exit 3) for a bug in neuronprobe.
+    exit 3) for a bug in neuronprobe. ``on_stage`` hears each stage the analysis enters (a status line).
     """
     from neuronprobe.backends.isolation import STATUS_ERROR, STATUS_OK, run_isolated
     from neuronprobe.report.model import Report
@@ -255,6 +259,7 @@ def run_in_worker(
             dump_stacks=True,
             daemon=False,
             tmpdir=own_tmp,
+            on_progress=_stage_forwarder(on_stage),
         )
     if result.status == STATUS_OK:
         value = result.value
@@ -280,6 +285,18 @@ def run_in_worker(
     raise failure
 
 
+def _stage_forwarder(on_stage: Callable[[str], None] | None) -> Callable[[Any], None] | None:
+    """The child's ("stage", name) progress messages, to ``on_stage``."""
+    if on_stage is None:
+        return None
+
+    def forward(message: Any) -> None:
+        if isinstance(message, tuple) and len(message) == 2 and message[0] == "stage" and isinstance(message[1], str):
+            on_stage(message[1])
+
+    return forward
+
+
 def limits_from_options(timeout: float, max_memory: str | int | None, names: tuple[str, str] = ("--timeout", "--max-memory")) -> WorkerLimits:
     """The worker's limits from the command's options, validated (exit 2 before any work)."""
     seconds = check_timeout(timeout, names[0])
@@ -293,9 +310,9 @@ def spec_model_file(spec: str) -> Path | None:
     return path if ":" not in spec.split("/", 1)[0] and path.is_file() else None
 
 
-def analyze_in_worker(spec: str, call: Callable[[], Any], limits: WorkerLimits) -> Any:
+def analyze_in_worker(spec: str, call: Callable[[], Any], limits: WorkerLimits, on_stage: Callable[[str], None] | None = None) -> Any:
     """``call()`` (an analysis of ``spec`` returning a Report) in the worker, messages naming ``spec``."""
-    return run_in_worker(call, label=spec, model_file=spec_model_file(spec), limits=limits)
+    return run_in_worker(call, label=spec, model_file=spec_model_file(spec), limits=limits, on_stage=on_stage)
 
 
 __all__ = [

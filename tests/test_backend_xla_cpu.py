@@ -204,7 +204,9 @@ def test_a_program_the_dispatch_mode_breaks_is_observed_at_the_function_level(xl
     assert [(f.op, f.line) for f in fallbacks] == [(op, line)]
     assert "called as torch.unique" in fallbacks[0].message
     (limit,) = [x for x in report.not_analysed if x.what == "xla-cpu backend: per-call observation"]
-    assert "functionalization" in limit.why or "functional tensor" in limit.why
+    # the PyTorch internal assert (functionalization) is quieted in the reason, kept whole in the detail (issue 33.8)
+    assert "PyTorch failed one of its own internal checks" in limit.why and "INTERNAL ASSERT" not in limit.why
+    assert "functional tensor" in limit.detail
     assert not [f for f in report.findings if f.rule == "observed-xla-error"], "not a failure of the model"
 
 

@@ -173,7 +173,7 @@ def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None
     assert holdout.overhead is not None and holdout.overhead.tokens == old_data["buckets"]["holdout"]["overhead"]["tokens"]
     assert holdout.baselines["uniform"].attention == old_data["buckets"]["holdout"]["baselines"]["uniform"]["attention"]
     assert report.recompiles is not None and {c.kind for c in report.recompiles.causes} == {"branch", "shape"}
-    # written again, it is a schema-5 report that loads to the same objects
+    # written again, it is a schema-6 report that loads to the same objects
     new_data = json.loads(report.to_json())
     assert new_data["schema_version"] == 6 and new_data["verdict"] == "will_not_compile"
     assert new_data["backend"]["steps"]["run"] == {"status": "timeout", "seconds": 600.0, "detail": ""}

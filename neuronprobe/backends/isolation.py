@@ -349,6 +349,7 @@ def run_isolated(
     dump_stacks: bool = False,
     daemon: bool = True,
     tmpdir: Path | None = None,
+    on_progress: Callable[[Any], None] | None = None,
 ) -> StepResult:
     """Run ``fn(*args, progress)`` in a forked child; kill it (and its compilers) after ``limit_s`` seconds.
 
@@ -363,6 +364,7 @@ def run_isolated(
     ``daemon`` False lets the step start processes of its own (a DataLoader's workers);
     ``tmpdir`` is where the step's temporary files go (``tempfile`` and ``TMPDIR``): a folder the
     caller removes, so that a step killed before its own clean-up leaves nothing behind.
+    ``on_progress`` hears each progress message as it arrives (a command's status line).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{name}.log"
@@ -423,6 +425,8 @@ def run_isolated(
                 break  # the child died without replying
             if kind == "progress":
                 progress.append(payload)
+                if on_progress is not None:
+                    on_progress(payload)
             else:
                 reply = (kind, payload)
         if (timed_out or over_memory) and process.pid is not None:

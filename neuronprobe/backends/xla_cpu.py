@@ -35,9 +35,12 @@ from neuronprobe.backends.lifeline import PARENT_PID_ENV
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_findings import (
+    defect_findings,
     fallback_findings,
     hlo_findings,
     host_sync_findings,
+    line_text,
+    move_findings,
     observed_verdicts,
     rel_path,
     run_verdicts,
@@ -210,6 +213,8 @@ def _apply_event(run: WorkerRun, e: dict[str, Any], current: str | None, step_st
             run.progress.append(value)
     elif kind == "cpu_check" and step in run.steps:
         run.steps[step].extra.update(cpu_ok=bool(e.get("cpu_ok")), cpu_error=str(e.get("error", "")))
+    elif kind == "defects" and step in run.steps and isinstance(e.get("sites"), list):
+        run.steps[step].extra["defects"] = e["sites"]  # calls that met a known torch-xla defect (xla_tensors.DefectWatch)
     return current, step_start
 
 
@@ -304,6 +309,7 @@ class XlaCpuBackend:
 
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
         from neuronprobe.backends.xla_auto import built_shrunk
+        from neuronprobe.loading import worker_import_paths
 
         source = str(getattr(loaded, "source", ""))
         shrink = False
@@ -322,6 +328,7 @@ class XlaCpuBackend:
             "program": self.program,
             "steps": steps,
             "shrink": shrink,
+            **worker_import_paths(loaded),  # the model's imports resolve there as here (--path, PYTHONPATH)
         }
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
@@ -354,26 +361,26 @@ class XlaCpuBackend:
         if load is None:
             obs.limitations.append(Limitation("xla-cpu backend", f"the worker reported nothing; its log ends: {run.log[-300:]}"))
             return obs
+        move = run.steps.get("move")
+        if move is not None and move.status == "ok" and move.value:  # a tensor the device refused: nothing else could run
+            obs.findings = move_findings(move.value)
+            obs.limitations.append(
+                Limitation("xla-cpu backend: observe", "not run: the model cannot move to the XLA device (the findings name the tensors and their lines)")
+            )
+            obs.op_verdicts = observed_verdicts(obs.findings)
+            return obs
         step = run.steps.get("observe")
         if step is None:
             obs.limitations.append(Limitation("xla-cpu backend: observe", "did not run"))
             return obs
+        defects = defect_findings(step.extra.get("defects"))
         if step.status == "error":
             if step.extra.get("cpu_ok") is False:
                 raise ModelLoadError(
                     f"{_where(step, loaded)}the model does not run under torch 2.9 (the xla-cpu backend's torch), "
                     f"not even on its CPU: {step.extra.get('cpu_error') or step.error}"
                 )
-            what, fails = _PROGRAM_FAILS[program]
-            obs.findings.append(
-                Finding.at(
-                    "observed-xla-error",
-                    SourceLocation(rel_path(step.file), step.line),
-                    what,
-                    f"{fails}: {step.error[:1500]}",
-                    origin=Origin.OBSERVED,
-                )
-            )
+            obs.findings = [*defects, device_error_finding(step, program, defects)]
             obs.op_verdicts = observed_verdicts(obs.findings)
             return obs
         if step.status != "ok":
@@ -389,15 +396,19 @@ class XlaCpuBackend:
         fallbacks, limits = fallback_findings(value)
         dtypes = device_dtypes(target, os.environ)  # the worker inherits this environment (XLA_USE_BF16 and friends)
         hlo, graphs, rejected_ops = hlo_findings(value.get("graphs", []), target, value.get("op_lines", {}), dtypes.hlo_mapping(), value.get("float64_lines"))
-        obs.findings = fallbacks + host_sync_findings(value) + hlo
+        obs.findings = fallbacks + host_sync_findings(value) + hlo + defects
         obs.limitations.extend(limits)
         if value.get("observer_failure"):
+            from neuronprobe.support.error_patterns import quieted
+
+            failure = quieted(str(value["observer_failure"]))  # a PyTorch internal assertion is --debug's and the JSON detail's
             obs.limitations.append(
                 Limitation(
                     "xla-cpu backend: per-call observation",
-                    f"the program failed under neuronprobe's aten-level dispatch mode ({value['observer_failure']}), so it "
+                    f"the program failed under neuronprobe's aten-level dispatch mode ({failure.shown}), so it "
                     "was observed at the torch-function level: each fallback is placed at the line of the torch call "
                     "that caused it, and ops are named by torch-xla's counters and HLO metadata",
+                    detail=failure.detail,
                 )
             )
         obs.op_verdicts = run_verdicts(value, obs.findings, rejected_ops)
@@ -474,6 +485,33 @@ def _real(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _real(v) for k, v in value.items()}
     return value
+
+
+def device_error_finding(step: StepOutcome, program: str, defects: list[Finding]) -> Finding:
+    """The program failed on the XLA device (it runs on the CPU): one sentence, the device's own text in the detail.
+
+    After a call that met a known torch-xla defect, the defect is the likely cause: its fix, not a guess.
+    """
+    from neuronprobe.support.error_patterns import quieted
+
+    what, fails = _PROGRAM_FAILS[program]
+    text = quieted(step.error.splitlines()[0] if step.error else "")
+    message = f"{fails}: {text.shown[:300]}"
+    fix = None
+    if defects:
+        first = defects[0]
+        message += f" (after {first.op} at {first.location}, a known torch-xla defect: see that finding)"
+        fix = first.fix
+    return Finding.at(
+        "observed-xla-error",
+        SourceLocation(rel_path(step.file), step.line),
+        what,
+        message,
+        fix=fix,
+        origin=Origin.OBSERVED,
+        source_line=line_text(step.file, step.line),
+        detail=step.error if step.error != text.shown else "",
+    )
 
 
 def _where(step: StepOutcome, loaded: Any) -> str:

@@ -14,7 +14,13 @@ from neuronprobe.backends.xla_observe import HOST_SYNC_OP
 from neuronprobe.report.model import Finding, Limitation
 from neuronprobe.vocabulary import Origin, SourceLocation, Verdict, worse
 
-# The fixes of observed-fallback and observed-host-sync are the registry's (support/data/builtin_rules.json).
+# The fixes of observed-fallback and observed-host-sync are the registry's (support/data/builtin_rules.json),
+# unless the support table has the op: then its own fix (observed_fix).
+
+# Why a tensor could not move to the device (backends/xla_tensors.py MOVE_*) -> the rule that says so.
+MOVE_RULES = {"layout": "device-move-sparse", "subclass": "device-move-subclass", "dtype": "device-move-dtype"}
+MOVE_RULE_OTHER = "device-move-other"
+MOVE_OP = "<model.to(device)>"
 
 
 def rel_path(path: str | None) -> str | None:
@@ -28,6 +34,90 @@ def line_text(path: str | None, line: int | None) -> str | None:
     from neuronprobe.capture import source_line
 
     return source_line(path, line)
+
+
+def observed_fix(op: str) -> str | None:
+    """The support table's own fix for ``op`` (``aten::nonzero``, ``aten::_fft_r2c.default``), None when the table
+    has no rule for it: an observed fallback then gets the registry's general fix, never another op's."""
+    from neuronprobe.support import load_table
+
+    key = op.split("::", 1)[-1]
+    base = key.split(".", 1)[0]
+    for rule in load_table().rules:
+        if key in rule.ops or base in rule.ops or any(o.split(".", 1)[0] == base for o in rule.ops):
+            return rule.fix_for(key)
+    return None
+
+
+def _move_words(p: dict[str, Any]) -> str:
+    what = f"{p.get('kind', 'tensor')} {p.get('name', '?')!r} of {p.get('owner', 'a module')}"
+    if p.get("reason") == "layout":
+        return f"{what} is a {p.get('layout')} tensor"
+    if p.get("reason") == "subclass":
+        return f"{what} is a {p.get('tensor_type')}"
+    return f"{what} ({p.get('dtype')})"
+
+
+def move_findings(problems: Any, origin: Origin = Origin.OBSERVED) -> list[Finding]:
+    """One finding per parameter or buffer the device refused, at the user's line that registered it (issue 33.7);
+    ``origin`` predicted: what static_move_problems found without a device."""
+    from neuronprobe.support.error_patterns import quieted
+
+    out: list[Finding] = []
+    for p in problems if isinstance(problems, list) else []:
+        if not isinstance(p, dict):
+            continue
+        rule = MOVE_RULES.get(str(p.get("reason")), MOVE_RULE_OTHER)
+        file, line = p.get("file"), p.get("line")
+        where = "" if file else " (registered outside the model's own code)"
+        out.append(
+            Finding.at(
+                rule,
+                SourceLocation(rel_path(file if isinstance(file, str) else None), line if isinstance(line, int) else None),
+                MOVE_OP,
+                f"the model cannot move to the XLA device: {_move_words(p)}{where}, which torch-xla cannot hold",
+                origin=origin,
+                source_line=line_text(file, line) if isinstance(file, str) else None,
+                detail=quieted(str(p.get("error", ""))).detail or str(p.get("error", "")),
+            )
+        )
+    return out
+
+
+def move_sentence(problems: Any) -> str:
+    """The same, as the one sentence a run that could not start gives (parity's xla-cpu row)."""
+    findings = move_findings(problems)
+    if not findings:
+        return ""
+    first = findings[0]
+    place = f" ({first.file}:{first.line})" if first.file else ""
+    more = f" and {len(findings) - 1} more" if len(findings) > 1 else ""
+    return f"{first.message}{place}{more}; fix: {first.fix}"
+
+
+def defect_findings(sites: Any) -> list[Finding]:
+    """Calls that met a known torch-xla defect, at the user's line (the rule names the defect and its source)."""
+    from neuronprobe.registry import lookup
+
+    out: list[Finding] = []
+    for site in sites if isinstance(sites, list) else []:
+        if not isinstance(site, dict) or not isinstance(site.get("rule"), str):
+            continue
+        file, line = site.get("file"), site.get("line")
+        raw = site.get("count")
+        count = raw if isinstance(raw, int) else 1
+        out.append(
+            Finding.at(
+                site["rule"],
+                SourceLocation(rel_path(file if isinstance(file, str) else None), line if isinstance(line, int) else None),
+                str(site.get("op", "")),
+                lookup(site["rule"]).message,
+                origin=Origin.OBSERVED,
+                count=count,
+                source_line=line_text(file, line) if isinstance(file, str) else None,
+            )
+        )
+    return out
 
 
 def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limitation]]:
@@ -55,6 +145,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
                 origin=Origin.OBSERVED,
                 bytes_per_call=per_call,
                 source_line=line_text(site.get("file"), site.get("line")),
+                fix=observed_fix(op),
             )
         )
     limitations: list[Limitation] = []
@@ -72,6 +163,7 @@ def fallback_findings(value: dict[str, Any]) -> tuple[list[Finding], list[Limita
                     "program accounts for: placed by op name, not by the call)",
                     count=missing,
                     origin=Origin.OBSERVED,
+                    fix=observed_fix(op),
                 )
             )
     return findings, limitations
@@ -208,4 +300,15 @@ def run_verdicts(value: dict[str, Any], findings: list[Finding], rejected_ops: s
     return verdicts
 
 
-__all__ = ["fallback_findings", "hlo_findings", "host_sync_findings", "observed_verdicts", "rel_path", "run_verdicts"]
+__all__ = [
+    "defect_findings",
+    "fallback_findings",
+    "hlo_findings",
+    "host_sync_findings",
+    "move_findings",
+    "move_sentence",
+    "observed_fix",
+    "observed_verdicts",
+    "rel_path",
+    "run_verdicts",
+]

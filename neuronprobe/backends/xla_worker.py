@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.backends.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
-from neuronprobe.backends.xla_tensors import real_tensors, to_device
+from neuronprobe.backends.xla_tensors import DefectWatch, move_problems, real_tensors, registrations, to_device
 from neuronprobe.usercode import is_library
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
@@ -76,13 +76,14 @@ PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": trai
 
 def load(request: dict[str, Any]) -> Any:
     """The model, as the main process loaded it, but under this interpreter's torch."""
-    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file
+    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file, worker_sys_path
 
     spec = str(request["spec"])
+    worker_sys_path(spec, request)  # the model's folder first, --path, then the user's PYTHONPATH (after torch 2.9's own)
     if spec.startswith(HF_PREFIX):
         overrides, shrink = list(request.get("overrides", [])), bool(request.get("shrink", False))  # shrink: a smaller config (xla_auto)
         return load_hf(spec[len(HF_PREFIX) :], overrides, device="cpu", shrink=shrink, input_plan=request.get("input_plan"))
-    return load_model_file(Path(spec), request.get("entry"))
+    return load_model_file(Path(spec), request.get("entry"), [str(p) for p in request.get("paths", [])])
 
 
 def _user_place(exc: BaseException) -> tuple[str | None, int | None]:
@@ -179,7 +180,9 @@ def main(argv: list[str]) -> int:
     models: dict[str, Any] = {}
 
     def load_step() -> dict[str, Any]:
-        models["loaded"] = loaded = load(request)
+        with registrations() as where:  # the user's line of each register_buffer / nn.Parameter
+            models["loaded"] = loaded = load(request)
+        models["where"] = where
         return {"name": loaded.name, "source": loaded.source}
 
     ok, _ = run_step(events, "load", load_step)
@@ -195,10 +198,30 @@ def main(argv: list[str]) -> int:
     steps = list(request.get("steps", ["observe"]))
     # False: the program's last graph is read as HLO, not compiled by XLA's CPU compiler (see observe()).
     execute = bool(request.get("execute", False))
+    if "observe" in steps or "parity" in steps:
+        # Each parameter and buffer on its own first: a tensor the device refuses (a sparse buffer, a
+        # subclass, a dtype) is named at its registering line, and the program, which cannot run, is not run.
+        ok, problems = run_step(events, "move", lambda: move_problems(loaded.module, device, models.get("where")))
+        if ok and problems:
+            return 0
     if "observe" in steps:
         factory = PROGRAMS[program_name]
         extra = [request["program_options"]] if "program_options" in request else []  # e.g. the train program's optimizer
-        ok, failure = run_step(events, "observe", lambda: xla_observe.observe(factory(loaded, device, *extra), execute=execute))
+        watch = DefectWatch()
+
+        def observe_step() -> Any:
+            program = factory(loaded, device, *extra)
+
+            def watched() -> Any:  # observe() may run the program twice (its function-level retry): count the last run
+                watch.sites.clear()
+                with watch:
+                    return program()
+
+            return xla_observe.observe(watched, execute=execute)
+
+        ok, failure = run_step(events, "observe", observe_step)
+        if watch.found():  # known torch-xla defects met on the way, whether the run ended well or not
+            events.emit(event="defects", step="observe", sites=watch.found())
         if isinstance(failure, _MODEL_EXITS):
             return 0
         if not ok:

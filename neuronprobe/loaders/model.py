@@ -40,3 +40,9 @@ class LoadedModel:
     # hf: shrunk: what the full-depth build has that the shrunken one lacks (module classes, layer kinds); empty when
     # every kind was kept, so the shrunken copy's op kinds hold for the real model
     kinds_lost: tuple[str, ...] = ()
+    # --path DIRs: package roots the model file imports from (its own folder comes first, as `python model.py`
+    # puts it), for a worker that imports the model file again in another interpreter.
+    import_paths: tuple[str, ...] = ()
+    # Where each parameter and buffer was registered while the model was built (module -> {name: (file, line)};
+    # backends.xla_tensors.registrations), for a finding at the line of a tensor the device cannot hold.
+    registered: Any = None

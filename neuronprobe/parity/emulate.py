@@ -102,9 +102,11 @@ def round_to(t: Any, low: str) -> Any:
 
 
 def _is_float(t: Any) -> bool:
+    """A dense low-precision candidate. A sparse (or other non-strided) tensor has no storage to round and
+    cannot reach the device at all (the analysis reports it at the line that registers it): it stays as it is."""
     import torch
 
-    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64
+    return isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != torch.float64 and t.layout == torch.strided
 
 
 class _Plan:
@@ -127,7 +129,7 @@ class Emulator:
     def __init__(self, precision: Precision, parameters: list[Any]) -> None:
         self.precision = precision
         self.plan = _Plan(precision)
-        self._param_storages = {p.untyped_storage().data_ptr() for p in parameters}
+        self._param_storages = {p.untyped_storage().data_ptr() for p in parameters if _is_float(p)}
         self._cache: dict[tuple[Any, ...], Any] = {}  # rounded weight storages (a tied weight once), per dtype and low type
         self.observer: Callable[[str, Any, Any], None] | None = None
 

@@ -13,6 +13,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from neuronprobe import defaults
@@ -305,6 +306,7 @@ class ParityOptions:
     xla_timeout: float = defaults.DEFAULT_TIMEOUT_S
     keep_outputs: bool = False  # every module call's fp32 output in ParityResult.per_module
     after_run: Callable[[ParityResult], None] | None = None  # `parity`: sees the run before it is let go (issue 25 points 4, 5)
+    paths: list[Path] = field(default_factory=list)  # --path DIRs: package roots a model file imports from
 
 
 def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
@@ -313,15 +315,18 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
 
     import torch
 
-    from neuronprobe.loading import hf_build_scope, load_model
+    from neuronprobe.console_io import stage
+    from neuronprobe.loading import hf_build_scope, load_model, model_imports
     from neuronprobe.parity.precision import DEFAULT_PRECISIONS
     from neuronprobe.usercode import user_exit_guard
 
     model_file = spec if not spec.startswith((HF_PREFIX, *VISION_PREFIXES)) else None
     scope = hf_build_scope() if spec.startswith(HF_PREFIX) else contextlib.nullcontext()
-    with scope, user_exit_guard(spec, model_file), torch.random.fork_rng(devices=[]):  # the caller's RNG is left as it was
+    imports = model_imports(model_file, options.paths)  # the model's folder first on sys.path, as `python model.py` has it
+    with scope, imports, user_exit_guard(spec, model_file), torch.random.fork_rng(devices=[]):  # the caller's RNG is left as it was
         torch.manual_seed(options.seed)  # a model file's get_model() draws its weights now
-        loaded = load_model(spec, options.overrides)
+        stage("load")
+        loaded = load_model(spec, options.overrides, paths=options.paths)
         return run_parity_full(
             loaded,
             options.precisions or list(DEFAULT_PRECISIONS),

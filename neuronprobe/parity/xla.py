@@ -41,7 +41,9 @@ def _request(loaded: LoadedModel) -> dict[str, Any] | str:
         shrunk = any(n.startswith("shrunken config") for n in loaded.notes)
         return {"spec": loaded.source, "overrides": list(loaded.overrides), "input_plan": loaded.input_plan, "shrink": shrunk}
     if loaded.path is not None:
-        return {"spec": str(Path(loaded.path).resolve()), "overrides": []}
+        from neuronprobe.loading import worker_import_paths
+
+        return {"spec": str(Path(loaded.path).resolve()), "overrides": [], **worker_import_paths(loaded)}
     return f"the xla-cpu worker builds hf: models and model files, not {loaded.source}"
 
 
@@ -80,6 +82,12 @@ def run_xla_bf16(
         run = run_worker(str(env.python), request, folder, timeout=timeout, op_timeout=timeout, save_graphs=False)
         failed = next((s for s in run.steps.values() if s.status != "ok"), None)
         step = run.steps.get(XLA_STEP)
+        move = run.steps.get("move")
+        if move is not None and move.status == "ok" and move.value:  # a tensor the device refused (issue 33.7)
+            from neuronprobe.backends.xla_findings import move_sentence
+
+            row.error = f"the xla-cpu run could not start: {move_sentence(move.value)}"
+            return row, None
         if failed is not None or step is None or not out.exists():
             why = failed.error if failed is not None else "the worker ended before the parity step"
             row.error = f"the xla-cpu run failed: {why}"[:400]

@@ -107,6 +107,8 @@ class Finding:
     cell: int | None = None  # schema 4: the notebook cell (In [n]) when ``file`` is a cell; see neuronprobe.cells
     # schema 5 (issue 25): a risky low-precision construct, as the parity run's emulation judged it (None: not judged)
     confirmation: Confirmation | None = None
+    # schema 6 (issue 33.7): the device's own error text the message was quieted from (a dispatcher dump), empty if none
+    detail: str = ""
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -133,6 +135,7 @@ class Finding:
         bytes_per_call: int = 0,
         shapes: str = "",
         phase: Phase = Phase.FORWARD,
+        detail: str = "",
     ) -> Finding:
         """A finding of the registered rule ``rule`` at ``site``: how the code makes every finding.
 
@@ -163,6 +166,7 @@ class Finding:
             shapes=shapes,
             phase=phase,
             cell=site.cell,
+            detail=detail,
         )
 
     @property
@@ -329,6 +333,8 @@ class Limitation:
 
     what: str
     why: str
+    # schema 6 (issue 33.8): the text ``why`` was quieted from (a PyTorch internal assertion, a dispatcher dump), for --debug readers
+    detail: str = ""
 
 
 # --- recompiles (issue: recompile detection) ---------------------------------

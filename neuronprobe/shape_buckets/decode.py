@@ -75,6 +75,7 @@ def propose_decode_buckets(
     step_times: StepTimeFit | None = None,
     model: str | ModelShape | None = None,
     model_overrides: tuple[str, ...] = (),
+    model_paths: tuple[str, ...] = (),
     target: str | None = None,
     dtype: str = "bfloat16",
     reserve_gib: float | None = None,
@@ -159,7 +160,7 @@ def propose_decode_buckets(
 
     batch_top = max_batch or 1
     if model is not None:
-        shape = model if isinstance(model, ModelShape) else load_model_shape(model, model_overrides)
+        shape = model if isinstance(model, ModelShape) else load_model_shape(model, model_overrides, model_paths)
         reserve = None if reserve_gib is None else int(reserve_gib * 2**30)
         mem = memory_fit(shape, target or DEFAULT_TARGET, top, batch_top, dtype, reserve)
         tp = tp_degree or mem.smallest_tp

@@ -29,6 +29,7 @@ class DecodeOptions:
     step_times: Path | None = None
     model: str | None = None
     overrides: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()  # --path: folders a model file imports packages from
     target: str = "trn1"
     dtype: str = "bfloat16"
     reserve_gib: float | None = None
@@ -42,7 +43,7 @@ class DecodeOptions:
     unused: dict[str, bool] = field(default_factory=dict)  # prefill-only options the user gave
     # Loads a model file's attention shape (spec, --set values) in a killable worker: the CLI's,
     # so that the file's code never runs in the command's own process. None: a model file is refused.
-    load_shape: Callable[[str, tuple[str, ...]], ModelShape] | None = None
+    load_shape: Callable[[str, tuple[str, ...], tuple[str, ...]], ModelShape] | None = None
 
 
 def run_decode(o: DecodeOptions) -> DecodeProposal:
@@ -54,6 +55,8 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         raise InputError(f"--config {o.config!r}: with --decode use {', '.join(DECODE_CONFIG_NAMES)}, all or none")
     if o.overrides and not (o.model or "").startswith("hf:"):
         raise InputError("--set applies to --model hf:<model_type> only")
+    if o.paths and (o.model is None or o.model.startswith("hf:")):
+        raise InputError("--path applies to --model with a model file: the folders it imports packages from")
     if o.tp_degree is not None and o.model is None:
         raise InputError("--tp-degree needs --model (it picks the per-core step model)")
     if o.max_graphs is not None and o.max_batch is None:
@@ -71,7 +74,7 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
             raise InputError(f"--model {model_file}: give hf:<model_type> or a model file ending in .py")
         if o.load_shape is None:
             raise InputError(f"--model {model_file}: a model file is imported only in a worker; use the command line or hf:<model_type>")
-        model = o.load_shape(model_file, o.overrides)
+        model = o.load_shape(model_file, o.overrides, o.paths)
     return propose_decode_buckets(
         trace,
         o.max_buckets,
@@ -81,6 +84,7 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
         step_times=fit,
         model=model,
         model_overrides=o.overrides,
+        model_paths=o.paths,
         target=o.target,
         dtype=o.dtype,
         reserve_gib=o.reserve_gib,

@@ -140,8 +140,11 @@ def _check_config_count(name: str, field: str, value: int, ceiling: int) -> None
         raise InputError(f"{name}: the config's {field} is {value}; neuronprobe's ceiling for it is {ceiling}")
 
 
-def load_model_shape(spec: str, overrides: tuple[str, ...] = ()) -> ModelShape:
-    """``hf:<model_type>`` (its default config with ``--set`` values) or a model file, built on the meta device."""
+def load_model_shape(spec: str, overrides: tuple[str, ...] = (), paths: tuple[str, ...] = ()) -> ModelShape:
+    """``hf:<model_type>`` (its default config with ``--set`` values) or a model file, built on the meta device.
+
+    ``paths``: ``--path`` folders the model file imports packages from (its own folder comes first).
+    """
     import torch
 
     from neuronprobe.loading import HF_PREFIX, hf_build_scope, load_hf, load_model_file
@@ -156,7 +159,7 @@ def load_model_shape(spec: str, overrides: tuple[str, ...] = ()) -> ModelShape:
         if path.suffix != ".py":
             raise InputError(f"--model {spec}: give hf:<model_type> or a model file ending in .py")
         with torch.device("meta"):
-            module = load_model_file(path).module
+            module = load_model_file(path, paths=paths).module
     config = getattr(module, "config", None)
     if config is None:
         inner = getattr(module, "inner", None) or getattr(module, "model", None)

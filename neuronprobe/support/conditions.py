@@ -10,6 +10,8 @@ non-match at classification time:
   leaves it out).
 * ``{"arg": NAME, "any_ne": V}``: a list argument with an element other than V
   (``dilation != 1``).
+* ``{"arg": NAME, "empty": true}``: a list argument left empty (or None), as
+  ``amax()`` without ``dim`` calls ``aten::amax`` with ``dim=[]``.
 * ``{"arg": NAME, "not_divides": TENSOR}``: some trailing size of input TENSOR
   is not a multiple of the matching element of the list argument (torch-xla
   lowers an adaptive pool only when each output size divides the input size).
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-ARG_TESTS: tuple[str, ...] = ("eq", "ne", "in", "not_in", "any_ne", "not_divides")
+ARG_TESTS: tuple[str, ...] = ("eq", "ne", "in", "not_in", "any_ne", "not_divides", "empty")
 TENSOR_TESTS: tuple[str, ...] = ("dtype_in", "gt", "lt")
 OUTPUT_NAME = "out"
 _MISSING = object()
@@ -58,6 +60,8 @@ class Condition:
         words = {"eq": "==", "ne": "!=", "in": "in", "not_in": "not in", "gt": ">", "lt": "<"}
         if self.test == "any_ne":
             return f"{self.name} has an element != {self.value!r}"
+        if self.test == "empty":
+            return f"{self.name} is empty"
         if self.test == "not_divides":
             return f"{self.name} does not divide the trailing sizes of {self.value}"
         if self.test == "dtype_in":
@@ -112,6 +116,8 @@ def parse_condition(doc: Any) -> Condition:
             raise ConditionError(f'"{test}" takes a list of numbers, strings, booleans or null: {_short(doc)}')
         if test in ("eq", "ne", "any_ne") and not _scalar(value):
             raise ConditionError(f'"{test}" takes a number, string, boolean or null: {_short(doc)}')
+        if test == "empty" and value is not True:
+            raise ConditionError(f'"empty" takes true: {_short(doc)}')
         if test == "not_divides" and not isinstance(value, str):
             raise ConditionError(f'"not_divides" takes the name of a tensor input: {_short(doc)}')
         return Condition("arg", doc["arg"], test, tuple(value) if isinstance(value, list) else value)
@@ -207,6 +213,8 @@ def holds(cond: Condition, call: Any) -> bool:
         return value not in cond.value
     if cond.test == "any_ne":
         return value is not None and any(v != cond.value for v in _as_list(value))
+    if cond.test == "empty":
+        return value is None or (isinstance(value, (list, tuple)) and len(value) == 0)
     # not_divides: the trailing sizes of the tensor against the list argument, element by element
     metas = _tensors(call, str(cond.value))
     sizes = _as_list(value)

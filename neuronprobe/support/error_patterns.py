@@ -41,7 +41,12 @@ _COMMON_KEYS = frozenset({"id", "checked_on", "provenance", "comment"})
 _EXPORT_KEYS = _COMMON_KEYS | {"field", "regex", "ignore_case", "kind", "op"}
 _BREAK_KEYS = _COMMON_KEYS | {"regex", "ignore_case", "op", "rule", "cause"}
 _FAILURE_AT_KEYS = _COMMON_KEYS | {"text", "verdict"}
-_TOP_KEYS = frozenset({"version", "comment", "aten_op", "export_failures", "graph_breaks", "neuronx_cc"})
+_TOP_KEYS = frozenset({"version", "comment", "aten_op", "export_failures", "graph_breaks", "neuronx_cc", "quiet"})
+_QUIET_KEYS = _COMMON_KEYS | {"regex", "ignore_case", "action", "say"}
+# What a quiet pattern does to a message shown to the user (the whole text goes to the detail):
+QUIET_CUT = "cut"  # keep the text before the match
+QUIET_REPLACE = "replace"  # say the pattern's own sentence instead of the matched span
+QUIET_ACTIONS: tuple[str, ...] = (QUIET_CUT, QUIET_REPLACE)
 _NCC_KEYS = frozenset({"diagnostic", "failure_at", "failure_at_default", "comment"})
 _SINGLE_KEYS = frozenset({"regex", "verdict", "checked_on", "provenance", "comment"})
 
@@ -90,6 +95,27 @@ class FailureAtVerdict:
 
 
 @dataclass(frozen=True)
+class QuietPattern:
+    """Text of torch's that never reaches the normal output (issue 33.7, 33.8): a dispatcher's list of
+    backends, a PyTorch internal assertion. It is cut (or replaced by ``say``); the whole text is the detail."""
+
+    id: str
+    regex: re.Pattern[str]
+    action: str  # QUIET_CUT or QUIET_REPLACE
+    say: str
+    checked_on: CheckedOn
+    provenance: str
+
+
+@dataclass(frozen=True)
+class Quieted:
+    """A message as the user sees it, and the whole text (empty when nothing was taken out)."""
+
+    shown: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
 class ErrorPatterns:
     """The whole file, validated."""
 
@@ -101,6 +127,20 @@ class ErrorPatterns:
     ncc_diagnostic_verdict: str
     failure_at: tuple[FailureAtVerdict, ...]
     failure_at_default: str
+    quiet: tuple[QuietPattern, ...] = ()
+
+    def quieted(self, text: str) -> Quieted:
+        """``text`` without the parts torch's users should not have to read; the whole of it as the detail."""
+        shown = text
+        for pattern in self.quiet:
+            m = pattern.regex.search(shown)
+            if m is None:
+                continue
+            if pattern.action == QUIET_REPLACE:  # the matched span (the assertion's own text) becomes the pattern's sentence
+                shown = shown[: m.start()] + pattern.say + shown[m.end() :]
+                continue
+            shown = shown[: m.start()].rstrip(" .:;,\n") + "."
+        return Quieted(shown, text if shown != text else "")
 
     def failure_at_verdict(self, failure_at: str) -> str:
         """The verdict of an op torch_neuronx.analyze reports unsupported at ``failure_at``."""
@@ -255,6 +295,21 @@ def _failure_at(entry: dict[str, object], source: str, where: str, verdicts: tup
     )
 
 
+def _quiet(entry: dict[str, object], source: str, where: str) -> QuietPattern:
+    _object(entry, source, where, _QUIET_KEYS)
+    checked_on, provenance = _provenance(entry, source, where)
+    action = _choice(entry, "action", QUIET_ACTIONS, source, where)
+    say = _text(entry, "say", source, where) if action == QUIET_REPLACE else ""
+    return QuietPattern(
+        id=_text(entry, "id", source, where),
+        regex=_regex(entry, source, where),
+        action=action,
+        say=say,
+        checked_on=checked_on,
+        provenance=provenance,
+    )
+
+
 def parse_error_patterns(doc: object, source: str = SOURCE) -> ErrorPatterns:
     """Validate the parsed JSON into :class:`ErrorPatterns`; the first problem raises, naming its entry."""
     from neuronprobe.vocabulary import PROBLEM_VERDICTS
@@ -276,6 +331,7 @@ def parse_error_patterns(doc: object, source: str = SOURCE) -> ErrorPatterns:
         ncc_diagnostic_verdict=_choice(diagnostic, "verdict", PROBLEM_VERDICTS, source, "neuronx_cc.diagnostic"),
         failure_at=tuple(_failure_at(e, source, w, PROBLEM_VERDICTS) for w, e in failure_at),
         failure_at_default=_choice(ncc, "failure_at_default", PROBLEM_VERDICTS, source, "neuronx_cc"),
+        quiet=tuple(_quiet(e, source, w) for w, e in _entries(top, "quiet", source)) if "quiet" in top else (),
     )
 
 
@@ -290,12 +346,20 @@ def load_error_patterns() -> ErrorPatterns:
     return parse_error_patterns(doc)
 
 
+def quieted(text: str) -> Quieted:
+    """``text`` as the normal output shows it (see :meth:`ErrorPatterns.quieted`)."""
+    return load_error_patterns().quieted(text)
+
+
 __all__ = [
     "ErrorPatterns",
     "ErrorPatternsError",
     "ExportFailurePattern",
     "FailureAtVerdict",
     "GraphBreakPattern",
+    "QuietPattern",
+    "Quieted",
     "load_error_patterns",
     "parse_error_patterns",
+    "quieted",
 ]
