@@ -165,9 +165,7 @@ def analyze(
     method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``. ``paths``: folders a
     model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
     """
-    options = AnalyzeOptions(
-        target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry, paths=[Path(p) for p in paths or ()]
-    )
+    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry, paths=[Path(p) for p in paths or ()])
     if train:
         from neuronprobe.training import TrainOptions, check_options
 

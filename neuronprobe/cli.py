@@ -155,6 +155,8 @@ def _json_text(value: Any, indent: int = 2) -> str:
     from neuronprobe.jsonio import dumps
 
     return dumps(value, indent=indent)
+
+
 def _import_paths(paths: list[Path] | None) -> list[Path]:
     """The --path folders, each checked (one that is no folder: exit 2 before any work)."""
     from neuronprobe.loading import check_import_paths

@@ -81,9 +81,7 @@ def check_entry(spec: str, entry: str | None) -> None:
         raise InputError(f"--entry applies to model files and modules; {spec} is analysed through its forward")
 
 
-def load_model(
-    spec: str, overrides: Iterable[str] = (), entry: str | None = None, paths: Sequence[str | os.PathLike[str]] = ()
-) -> LoadedModel:
+def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = None, paths: Sequence[str | os.PathLike[str]] = ()) -> LoadedModel:
     """Load ``spec`` (a path to a model file, or ``hf:<model_type>``); ``entry``: the method to analyse; ``paths``: ``--path`` package roots."""
     overrides = list(overrides)
     check_entry(spec, entry)
