@@ -34,6 +34,7 @@ def _all() -> list[Callable[[], Check]]:
         logs,
         pytree,
         shape_env,
+        stack_traces,
         symbolic_shapes,
     )
 
@@ -59,6 +60,7 @@ def _all() -> list[Callable[[], Check]]:
         fake_tensor.self_check_swap,
         autograd_node.self_check,
         assumed_sizes.self_check,
+        stack_traces.self_check,
     ]
 
 

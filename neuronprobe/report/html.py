@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
-from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
+from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, Phase, TopVerdict, Verdict, location
 
 if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
     from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
@@ -147,7 +147,7 @@ def banner(report: Report) -> Banner:
 
 def summary_cards(report: Report) -> list[Card]:
     s = report.summary
-    unsupported = s.ops_total - sum(s.counts.get(v, 0) for v in SUPPORTED_VERDICTS)
+    unsupported = sum(n for v, n in report.verdict_counts().items() if v.is_problem)
     cards = [
         Card(
             "Supported op calls",
@@ -216,7 +216,7 @@ def _compiles_card(report: Report) -> Card:
 
 def verdict_bar(report: Report) -> list[tuple[Verdict, str, int, float]]:
     """(verdict, css, op calls, percent of calls) for the stacked bar under the cards."""
-    counts = report.summary.counts
+    counts = report.verdict_counts()
     total = sum(counts.values())
     if total <= 0:
         return []
