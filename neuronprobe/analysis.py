@@ -311,12 +311,12 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
-    if training is not None and step is not None:
-        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
+    if training is not None and step is not None:  # after the forward's own findings, which a read in it joins
+        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted), findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
 
     limitations = _limitations(graph)

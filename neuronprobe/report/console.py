@@ -129,7 +129,8 @@ def _training_lines(report: Report) -> list[Any]:
         Text(
             f"training step: loss {t.loss} · optimizer {t.optimizer}"
             + (" · train_step() from the model file" if t.train_step else "")
-            + f" · {t.host_syncs_per_step} host sync(s) per step · {t.graphs_per_step} graph execution(s) per step",
+            + f" · {t.host_syncs_per_step} host sync(s) per step · {t.graphs_per_step} graph execution(s) per step"
+            + f" · {t.uploads_per_step} host-to-device upload(s) per step",
             style="bold",
         )
     ]
@@ -137,7 +138,9 @@ def _training_lines(report: Report) -> list[Any]:
         lines.append(
             Text(
                 f"  observed on the XLA device: {t.observed_graphs_per_step} graph execution(s), "
-                f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s) in one step"
+                f"{t.observed_host_syncs_per_step} host sync(s), "
+                + (f"{t.observed_uploads_per_step} upload(s), " if t.observed_uploads_per_step is not None else "")
+                + f"{t.observed_compiles} compile(s) in one step"
             )
         )
     for phase, p in report.summary.phases.items():

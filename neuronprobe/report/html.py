@@ -192,13 +192,16 @@ def _phases_card(report: Report) -> Card:
     if t.observed_graphs_per_step is not None:
         parts.append(
             f"observed on the XLA device: {t.observed_graphs_per_step} graph(s), "
-            f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s)"
+            f"{t.observed_host_syncs_per_step} host sync(s), "
+            + (f"{t.observed_uploads_per_step} upload(s), " if t.observed_uploads_per_step is not None else "")
+            + f"{t.observed_compiles} compile(s)"
         )
     worst = any(p.findings for p in report.summary.phases.values())
     return Card(
         "Training step",
         f"{t.graphs_per_step:,} graph(s) per step",
-        f"{t.host_syncs_per_step} host sync(s) per step; loss {t.loss}; optimizer {t.optimizer}. " + "; ".join(parts),
+        f"{t.host_syncs_per_step} host sync(s) and {t.uploads_per_step} host-to-device upload(s) per step; "
+        f"loss {t.loss}; optimizer {t.optimizer}. " + "; ".join(parts),
         "warn" if worst or t.graphs_per_step > 1 else "ok",
     )
 
