@@ -79,6 +79,7 @@ _GRAD_SCALER_READS = frozenset({"_maybe_opt_step", "<genexpr>"})
 _STEP_RUNNERS = frozenset({"capture_training", "_constructor_site"})
 _BRANCH_LINE = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.+\belse\b")
 _ASSERT_LINE = re.compile(r"^\s*assert\b")
+_HOST_READ_KERNEL = "_local_scalar_dense"
 # Reads whose stand-in value is a guess (a .cpu() copy is still a tensor; a print only shows it).
 _GUESSED_READS = frozenset({"item", "bool", "float", "int", "tolist", "numpy"})
 # Factories that build a tensor on the host unless given a device.
@@ -423,7 +424,8 @@ def _modes(state: _State) -> tuple[Any, Any]:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            if dispatcher.is_op_overload(func) and func.namespace not in _SKIP_NAMESPACES:
+            # On real tensors a host read dispatches aten::_local_scalar_dense: the read is recorded as a read, not an op.
+            if dispatcher.is_op_overload(func) and func.namespace not in _SKIP_NAMESPACES and not (state.real and func.__name__.startswith(_HOST_READ_KERNEL)):
                 _record_op(state, func, args, kwargs, out)
             return out
 
@@ -662,7 +664,10 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
     except _StepFailed as failed:
         if not failed.state.guesses or loaded.on_meta:
             raise failed.error from failed.cause
-        capture = _step_once(loaded, options, strip_module_prefix, real=True)
+        try:
+            capture = _step_once(loaded, options, strip_module_prefix, real=True)
+        except _StepFailed as again:  # with real values too: the user's own error
+            raise again.error from again.cause
         capture.undecided = list(dict.fromkeys(str(SourceLocation(relative_path(g.file), g.line)) for g in failed.state.guesses))
         capture.notes.append(
             f"the fake-tensor step could not know the value read at {', '.join(capture.undecided)} and failed with it "
