@@ -716,7 +716,7 @@ def _step_once(loaded: Any, options: TrainOptions, strip_module_prefix: str, rea
     train_step = getattr(loaded, "train_step", None)
     notes: list[str] = []
     functions, record = _modes(state)
-    with quiet_torch(), (contextlib.nullcontext() if real else fake_mode):
+    with quiet_torch(), contextlib.nullcontext() if real else fake_mode:
         params = [p for p in model.parameters() if p.requires_grad]
         if get_optimizer is not None:
             try:

@@ -101,3 +101,25 @@ for label, (make_model, step, make_batch) in CASES.items():
             f"TransferToDeviceTime {count('TransferToDeviceTime')}, aten::_local_scalar_dense {met.counter_value('aten::_local_scalar_dense') or 0}",
             flush=True,
         )
+
+
+# Which constructors transfer from the host: one call each, after a warm-up call (compiles and constants cached).
+x = torch.randn(4, 4).to(dev)
+CONSTRUCTORS = {
+    "torch.tensor(list, device=dev)": lambda: torch.tensor([1.0, 2.0, 3.0, 4.0], device=dev),
+    "torch.tensor(list).to(dev)": lambda: torch.tensor([1.0, 2.0, 3.0, 4.0]).to(dev),
+    "torch.zeros(4, device=dev)": lambda: torch.zeros(4, device=dev),
+    "torch.full((4,), 2.0, device=dev)": lambda: torch.full((4,), 2.0, device=dev),
+    "torch.arange(4, device=dev)": lambda: torch.arange(4, device=dev),
+    "x * 2.5 (a Python scalar operand)": lambda: x * 2.5,
+    "x.to(x.device) (already on the device)": lambda: x.to(x.device),
+}
+for label, make in CONSTRUCTORS.items():
+    for _ in range(2):
+        torch_xla.sync(wait=True)
+        xm.wait_device_ops()
+        met.clear_all()
+        out = make().sum()
+        torch_xla.sync(wait=True)
+        xm.wait_device_ops()
+    print(f"{label}: TransferToDeviceTime {count('TransferToDeviceTime')}, ExecuteTime {count('ExecuteTime')}", flush=True)
