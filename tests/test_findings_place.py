@@ -143,7 +143,7 @@ def test_the_counts_row_is_the_findings_and_every_renderer_agrees():
     assert counts_text(report) in render_markdown(report) and counts_text(report) in render_text(report)
     assert re.findall(r"(\w+) (\d+)", counts_text(report)) == re.findall(r"(\w+) (\d+)", row)
     frame = counts_df(report)
-    assert dict(zip(frame["verdict"].astype(str), frame["count"])) == {str(v): n for v, n in counts.items()}
+    assert dict(zip(frame["verdict"].astype(str), frame["count"], strict=True)) == {str(v): n for v, n in counts.items()}
     html = render_html(report)
     for verdict, n in counts.items():
         if n:

@@ -42,7 +42,7 @@ def test_an_assert_on_boxes_is_a_host_read_at_its_line_not_an_error():
 def test_a_step_that_fails_on_a_stand_in_runs_again_on_the_real_batch():
     path = MODELS / "train_box_check.py"
     report = _train("train_box_check.py")  # the stand-in reads False: the fake step raised "degenerate boxes"
-    ((line, verdict, op),) = expectations(path)
+    ((line, verdict, _),) = expectations(path)
     (found,) = [f for f in report.findings if f.phase == "loop"]
     assert (found.line, found.verdict, found.op) == (line, verdict, "<python branch on tensor value>")
     (note,) = [lim.why for lim in report.not_analysed if lim.what == "training step"]
