@@ -820,7 +820,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int, existin
     ``control_flow`` for an ``assert``/``if`` on a tensor) makes no second finding: that finding
     gains the read's per-step cost instead (one finding per line and problem)."""
     syncs = sum(r.count for r in reads)
-    placed = {(f.file, f.line): f for f in existing or [] if f.line is not None}
+    placed: dict[tuple[str | None, int | None], Finding] = {(f.file, f.line): f for f in existing or [] if f.line is not None}
     out = []
     for r in reads:
         if r.kind == "grad_scaler":
