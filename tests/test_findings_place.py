@@ -172,3 +172,15 @@ def test_the_console_counts_row_above_a_branch_on_tensor_values():
     text = console.export_text()
     assert f"control_flow {sum(f.count for f in branches)}" in text  # never control_flow 0 above such a finding
     assert counts_line(report) in text
+
+
+def test_the_frame_filter_is_put_back_after_the_capture():
+    from torch.fx.proxy import TracerBase
+
+    from neuronprobe._torch import stack_traces
+
+    before = TracerBase.__dict__["_filter_traceback_frames"]
+    with stack_traces.keep_frames(lambda frames: frames):
+        assert TracerBase.__dict__["_filter_traceback_frames"] is not before
+    assert TracerBase.__dict__["_filter_traceback_frames"] is before
+    assert stack_traces.self_check().ok
