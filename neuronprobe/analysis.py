@@ -43,6 +43,7 @@ from neuronprobe.defaults import (
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, model_imports, split_inputs
 from neuronprobe.report.model import (
+    CallFrame,
     CaptureInfo,
     Finding,
     GraphBreak,
@@ -68,7 +69,7 @@ from neuronprobe.support import (
 )
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.usercode import user_exit_guard
-from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
+from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Origin, Phase, SourceLocation, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.training import TrainOptions
@@ -363,8 +364,6 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
-    if training is not None and step is not None:
-        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_device_move_findings(loaded))
     findings.extend(_failure_findings(graph.failure))
     findings.extend(_assumed_findings(graph.assumed, findings))
@@ -373,6 +372,8 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     findings.extend(decode_findings(graph.calls))  # a generate() loop whose sequence grows per token
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
+    if training is not None and step is not None:  # after the forward's own findings, which a read in it joins
+        findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted), findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
 
     limitations = _limitations(graph)
@@ -414,6 +415,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     report.summary.phases = phase_summaries(report.ops, report.findings)
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
+    report.summary.counts = report.verdict_counts()  # the counts row, from the findings shown (issue 33)
     return report
 
 
@@ -495,6 +497,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
                 phase=phase,
             )
         )
+        out[-1].call_chain = call_chain(first.call.chain, file, line)
     return out
 
 
@@ -505,6 +508,14 @@ def _device_move_findings(loaded: LoadedModel) -> list[Finding]:
     from neuronprobe.vocabulary import Origin
 
     return move_findings(static_move_problems(loaded.module, loaded.registered), origin=Origin.PREDICTED)
+
+
+def call_chain(chain: list[tuple[str, int, str]], file: str | None, line: int | None) -> list[CallFrame]:
+    """The model-code callers of ``file:line`` (its own frame, the chain's last, left out), outermost first."""
+    frames = list(chain)
+    if frames and file is not None and (frames[-1][0], frames[-1][1]) == (file, line):
+        frames.pop()
+    return [CallFrame(relative_path(f), n, name) for f, n, name in frames]
 
 
 def transfer_bytes(call: OpCall) -> int:
@@ -849,6 +860,7 @@ def _apply_observation(
     from neuronprobe.backends.xla_diff import count_uncaptured
 
     count_uncaptured(report, calls)  # an observed problem the capture never saw is a disagreement too
+    report.findings = merge_origins(report.findings, calls)  # after the diff, which compares the two origins
     return observation
 
 
@@ -894,6 +906,54 @@ def _place_observed(findings: list[Finding], calls: list[ClassifiedCall]) -> Non
             f.module = call.module
         if f.source_line is None and (f.file, f.line) == (relative_path(call.file), call.line):
             f.source_line = call.source_line
+
+
+def merge_origins(findings: list[Finding], calls: list[ClassifiedCall]) -> list[Finding]:
+    """One finding per (line, problem): an observed problem absorbs the predicted problem it confirms or corrects.
+
+    A predicted and an observed problem at the same file:line and phase are the same problem when the
+    observed op is the predicted op's kin (its own family or one it decomposes into: ``aten::nonzero``
+    under a boolean-mask ``aten::index.Tensor``), or when each is the only problem of its origin on
+    that line. The observed verdict wins (the device's own counters outrank the table); the merged
+    finding lists both origins, keeps the prediction's fix (written for the construct the user wrote,
+    where an observed fix knows only the op) and says in its message what was predicted when that differs.
+    """
+    from neuronprobe.backends.xla_diff import kin, kin_table, op_family
+
+    kins = kin_table([c.call for c in calls])
+    predicted: dict[tuple[str | None, int | None, Phase], list[Finding]] = defaultdict(list)
+    observed: dict[tuple[str | None, int | None, Phase], list[Finding]] = defaultdict(list)
+    for f in findings:
+        if f.verdict.is_problem and f.line is not None:
+            (observed if f.origin is Origin.OBSERVED else predicted)[(f.file, f.line, f.phase)].append(f)
+    absorbed: set[int] = set()
+    for key, seen in observed.items():
+        guesses = predicted.get(key, [])
+        for o in seen:
+            open_guesses = [p for p in guesses if id(p) not in absorbed]
+            match = [p for p in open_guesses if op_family(o.op) in kin(p.op, kins) or op_family(p.op) == op_family(o.op)]
+            if not match and len(seen) == 1 and len(open_guesses) == 1:
+                match = open_guesses
+            for p in match:
+                _absorb(o, p)
+                absorbed.add(id(p))
+    return [f for f in findings if id(f) not in absorbed]
+
+
+def _absorb(observed: Finding, guess: Finding) -> None:
+    """Fold the predicted finding ``guess`` into ``observed`` (whose verdict wins)."""
+    if guess.verdict is not observed.verdict or guess.op != observed.op:
+        observed.message += f" (predicted: {guess.verdict} for {guess.op}: {guess.message})"
+    observed.origins = [o for o in Origin if o in {*observed.origins, *guess.origins}]
+    observed.fix = guess.fix or observed.fix
+    observed.count = max(observed.count, guess.count)
+    observed.bytes_per_call = max(observed.bytes_per_call, guess.bytes_per_call)
+    observed.ncc_code = observed.ncc_code or guess.ncc_code
+    observed.source_line = observed.source_line or guess.source_line
+    observed.module = observed.module or guess.module
+    observed.shapes = observed.shapes or guess.shapes
+    observed.call_chain = observed.call_chain or guess.call_chain
+    observed.confirmation = observed.confirmation or guess.confirmation
 
 
 def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:

@@ -35,7 +35,7 @@ from neuronprobe._torch import MissingInternal, dispatcher, pytree
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 from neuronprobe.defaults import DEFAULT_OP_BUDGET, OP_BUDGET_ENV
 from neuronprobe.errors import InputError
-from neuronprobe.usercode import is_library, is_neuronprobe
+from neuronprobe.usercode import chain_in_stack_trace, is_library, is_neuronprobe, model_frames
 
 _FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
 # torch 2.13 logs each break as "Graph break [(user stack suppressed ...)] in user code at FILE:LINE",
@@ -109,6 +109,8 @@ class OpCall:
     # For each tensor input, in order: the index of the call whose output it is (None: a graph input,
     # a parameter, a constant, or an op the capture does not record). Dataflow for rules that follow values.
     sources: list[int | None] = field(default_factory=list)
+    # The model-code frames from the user's entry point down to ``file:line`` (usercode.ChainFrame, outermost first).
+    chain: list[tuple[str, int, str]] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -511,6 +513,7 @@ def _op_call(
     # Only the op that creates a data-dependent size is its source; ops downstream merely carry it.
     call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
     call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
+    call.chain = chain_in_stack_trace(node.meta.get("stack_trace"))
     if call.file is None:
         call.file, call.line, call.source_line = scope.frame
     call.module, call.module_type = _module_of(node, strip)
@@ -735,7 +738,7 @@ def capture_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
     import torch
 
     start = time.perf_counter()
-    with quiet_torch():
+    with quiet_torch(), _model_stack_traces():
         ep = torch.export.export(module, args, kwargs, strict=False)
     walked = walk_graph(ep.graph, strip_module_prefix)
     graph = OpGraph(calls=walked.calls, method="export", seconds=time.perf_counter() - start, regions=walked.regions)
@@ -788,6 +791,20 @@ def implausible(graph: OpGraph) -> str | None:
         "either the capture missed code the model runs (a region it could not enter, work done outside the traced call) "
         "or this entry point uses little of the model; the findings cover only what was captured"
     )
+
+
+@contextlib.contextmanager
+def _model_stack_traces() -> Iterator[None]:
+    """Nodes record every frame of model code (not only the ``forward`` frames): an op sits at the line that runs it."""
+    from neuronprobe._torch import stack_traces
+
+    try:
+        block = stack_traces.keep_frames(model_frames)
+    except MissingInternal:  # doctor names the degradation: findings then sit at the last forward() line
+        yield
+        return
+    with block:
+        yield
 
 
 def _exported_output_tensors(ep: Any) -> int:

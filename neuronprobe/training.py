@@ -26,6 +26,7 @@ included; and host reads only exist in the eager program.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import json
@@ -77,6 +78,12 @@ _GRAD_SCALER_READS = frozenset({"_maybe_opt_step", "<genexpr>"})
 # The functions that run the user's step: frames above them are not the model's code.
 _STEP_RUNNERS = frozenset({"capture_training", "_constructor_site"})
 _BRANCH_LINE = re.compile(r"^\s*(if|elif|while|assert)\b|\bif\b.+\belse\b")
+_ASSERT_LINE = re.compile(r"^\s*assert\b")
+_HOST_READ_KERNEL = "_local_scalar_dense"
+# Reads whose stand-in value is a guess (a .cpu() copy is still a tensor; a print only shows it).
+_GUESSED_READS = frozenset({"item", "bool", "float", "int", "tolist", "numpy"})
+# Factories that build a tensor on the host unless given a device.
+_HOST_FACTORIES = frozenset({"tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "rand", "randn", "randint"})
 
 # Tensor methods that move a value to the host. torch-xla must execute the pending
 # lazy graph before it can answer any of them (measured: scripts/measure_training_xla.py).
@@ -130,6 +137,7 @@ class HostRead:
     branch: bool
     shape: str
     count: int = 1
+    in_forward: bool = False  # read inside the model's forward: the forward capture reports its line
 
 
 @dataclass
@@ -144,6 +152,10 @@ class TrainCapture:
     seconds: float
     notes: list[str] = field(default_factory=list)
     model_inputs: tuple[Any, Any] | None = None  # (args, kwargs) of the model's first call, tensors as TensorMeta
+    # host-to-device uploads in the step, one entry per line (``count`` per step): copies, not syncs (issue 33)
+    uploads: list[HostRead] = field(default_factory=list)
+    # the lines whose value the fake step could not know and that made it fail: the step then ran on real tensors
+    undecided: list[str] = field(default_factory=list)
 
 
 def check_options(options: TrainOptions) -> TrainOptions:
@@ -242,7 +254,37 @@ class _State:
         self.optimizer_site: _Site | None = None
         self.calls: list[OpCall] = []
         self.reads: list[HostRead] = []
+        self.uploads: list[HostRead] = []
+        self.guesses: list[_Site] = []  # lines that read a value the fake tensors do not hold (a stand-in was used)
+        self.real = False  # the step runs on real tensors: host reads return the real values
+        # tensors that live on the host in the program (built from Python data with no device, and what is computed
+        # from them alone), by id: reading them is no device sync, moving them to the device is an upload
+        self._host: dict[int, Any] = {}
         self._library: dict[str, bool] = {}
+
+    def is_host(self, tensor: Any) -> bool:
+        ref = self._host.get(id(tensor))
+        return ref is not None and ref() is tensor
+
+    def mark_host(self, value: Any) -> None:
+        import weakref
+
+        import torch
+
+        from neuronprobe._torch.pytree import tree_leaves
+
+        for t in tree_leaves(value):
+            if isinstance(t, torch.Tensor):
+                self._host[id(t)] = weakref.ref(t)
+
+    def all_host(self, values: Any) -> bool:
+        """Every tensor among ``values`` is a host tensor (and there is at least one)."""
+        import torch
+
+        from neuronprobe._torch.pytree import tree_leaves
+
+        tensors = [t for t in tree_leaves(values) if isinstance(t, torch.Tensor)]
+        return bool(tensors) and all(self.is_host(t) for t in tensors)
 
     def is_library(self, filename: str) -> bool:
         known = self._library.get(filename)
@@ -284,16 +326,19 @@ class _State:
         return _Site(file, line, source_line(file, line), module[0], module[1])
 
 
-def _stand_in(kind: str, tensor: Any, args: tuple[Any, ...]) -> Any:
+def _stand_in(kind: str, tensor: Any, args: tuple[Any, ...], assertion: bool = False) -> Any:
     """A plausible Python value for a host read of a fake tensor (fake tensors hold no data).
 
     Numbers read as 1, not 0: library code divides by what it reads (the for-loop
-    Adam's bias correction reads its step counter); truth tests read False.
+    Adam's bias correction reads its step counter); truth tests read False, except
+    on an ``assert`` line, which states what holds for valid data: there it reads True.
     """
     import torch
 
     dtype = tensor.dtype
     zero: Any = False if dtype == torch.bool else (1.0 if dtype.is_floating_point or dtype.is_complex else 1)
+    if kind == "bool" and assertion:
+        return True
     if kind in ("item", "bool", "float", "int"):
         return {"bool": bool(zero), "float": float(zero), "int": int(zero)}.get(kind, zero)
     if kind == "tolist":
@@ -332,23 +377,33 @@ def _modes(state: _State) -> tuple[Any, Any]:
             kwargs = kwargs or {}
             name = getattr(func, "__name__", "")
             kind = _HOST_READS.get(name)
-            if kind is None and name == "to" and any(str(a) == "cpu" for a in [*args[1:], *kwargs.values()]):
+            if kind is None and name == "to" and _to_host(args, kwargs):
                 kind = "cpu"
             tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if kind is not None and tensor is not None:
+                host = state.is_host(tensor)  # a value built on the host: reading it syncs nothing
                 origin, tolist = state.read_origin()
                 if origin == "grad_scaler":
                     _record_read(state, "grad_scaler", tensor)
-                    return 0.0  # no inf found: the optimizer step runs and is recorded
-                if origin == "user" and not state.modules:  # reads inside forward are the forward capture's business
+                    return 0.0 if not state.real else func(*args, **kwargs)  # fake: no inf found, the step runs
+                if origin == "user" and not host:  # in the forward too: a sync per step (the capture has its finding)
                     if tolist is None:
                         _record_read(state, kind, tensor)
                     elif tolist is not state.last_tolist:  # one read per .tolist(), not one per element
                         state.last_tolist = tolist
                         _record_read(state, "tolist", tolist.f_locals["self"])
-                if kind == "cpu":  # a real copy of a fake tensor is still a (fake) CPU tensor
-                    return func(*args, **kwargs)
-                return _stand_in(kind, tensor, args)
+                if kind == "cpu" or state.real:  # a real copy of a fake tensor is still a (fake) CPU tensor
+                    out = func(*args, **kwargs)
+                    if kind == "cpu":
+                        state.mark_host(out)
+                    return out
+                site = state.user_site() if origin == "user" else None
+                if site is not None and kind in _GUESSED_READS:
+                    state.guesses.append(site)
+                return _stand_in(kind, tensor, args, assertion=bool(site and site.source_line and _ASSERT_LINE.match(site.source_line)))
+            if origin_is_upload(func, name, tensor, args, kwargs, state):
+                _record_upload(state, tensor if tensor is not None else args[0] if args else None)
+                return func(*args, **kwargs)  # on the device now: not a host tensor
             if name in _BACKWARD_CALLS or func is torch.autograd.backward:
                 state.backward_site = state.user_site()
                 state.in_backward = True
@@ -357,6 +412,10 @@ def _modes(state: _State) -> tuple[Any, Any]:
                 finally:
                     state.in_backward, state.backward_done = False, True
             out = func(*args, **kwargs)
+            if name in _HOST_FACTORIES and _device_of(args, kwargs) is None:
+                state.mark_host(out)  # torch.tensor([...]) with no device: built on the host
+            elif state._host and state.all_host((args, kwargs)):
+                state.mark_host(out)  # computed from host tensors alone: still on the host
             if torch.is_grad_enabled() and current_autograd_node() is None:
                 tag(out, state.user_site())
             return out
@@ -365,11 +424,65 @@ def _modes(state: _State) -> tuple[Any, Any]:
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             out = func(*args, **kwargs)
-            if dispatcher.is_op_overload(func) and func.namespace not in _SKIP_NAMESPACES:
+            # On real tensors a host read dispatches aten::_local_scalar_dense: the read is recorded as a read, not an op.
+            if dispatcher.is_op_overload(func) and func.namespace not in _SKIP_NAMESPACES and not (state.real and func.__name__.startswith(_HOST_READ_KERNEL)):
                 _record_op(state, func, args, kwargs, out)
             return out
 
     return Functions(), Record()
+
+
+def _is_cpu(device: Any) -> bool:
+    """A device written as the string ``"cpu"`` (``"cpu:0"``). A ``torch.device`` read from a tensor
+    (``x.device``) says nothing in a fake step, where every tensor is a CPU tensor."""
+    return isinstance(device, str) and device.split(":", 1)[0] == "cpu"
+
+
+def _device_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The ``device=`` a factory call names (None: the host)."""
+    return kwargs.get("device")
+
+
+def _to_host(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``tensor.to("cpu")``: a device-to-host copy (``.to(x.device)`` keeps the tensor where it is)."""
+    return any(_is_cpu(a) for a in [*args[1:], kwargs.get("device")])
+
+
+def _moves_to_device(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """``.to(device)``, ``.to(x.device)``, ``.to(other)``, ``.cuda()``: a move to the accelerator (not ``.to("cpu")``,
+    not a dtype-only ``.to(torch.float16)``)."""
+    import torch
+
+    if name == "cuda":
+        return True
+    if name != "to":
+        return False
+    targets = [*args[1:], kwargs.get("device")]
+    if any(_is_cpu(a) for a in targets):
+        return False
+    return any(isinstance(a, (torch.device, torch.Tensor)) or (isinstance(a, str) and a) for a in targets)
+
+
+def origin_is_upload(func: Any, name: str, tensor: Any, args: tuple[Any, ...], kwargs: dict[str, Any], state: _State) -> bool:
+    """A host-to-device copy, as torch-xla counts one (``TransferToDeviceTime``, measured on torch-xla 2.9, see
+    the README): a host tensor moved to the device, or ``torch.tensor``/``torch.as_tensor`` of Python data
+    with a device (``torch.zeros``/``full``/``arange`` with a device are built on the device: no copy)."""
+    if tensor is not None and state.is_host(tensor):
+        return _moves_to_device(name, args, kwargs)
+    if name in ("tensor", "as_tensor"):
+        device = _device_of(args, kwargs)
+        return device is not None and not _is_cpu(device)
+    return False
+
+
+def _record_upload(state: _State, tensor: Any) -> None:
+    import torch
+
+    site = state.user_site()
+    if site.file is None:
+        return
+    meta = _tensor_metas(tensor)[0] if isinstance(tensor, torch.Tensor) else None
+    state.uploads.append(HostRead("upload", site.file, site.line, site.source_line, (meta.nbytes or 0) if meta else 0, False, str(meta or "")))
 
 
 def _record_read(state: _State, kind: str, tensor: Any) -> None:
@@ -378,7 +491,7 @@ def _record_read(state: _State, kind: str, tensor: Any) -> None:
         return
     branch = kind == "bool" or bool(site.source_line and _BRANCH_LINE.search(site.source_line))
     meta = _tensor_metas(tensor)[0]
-    state.reads.append(HostRead(kind, site.file, site.line, site.source_line, meta.nbytes or 0, branch, str(meta)))
+    state.reads.append(HostRead(kind, site.file, site.line, site.source_line, meta.nbytes or 0, branch, str(meta), in_forward=bool(state.modules)))
 
 
 def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
@@ -536,13 +649,48 @@ def _constructor_site(state: _State, fn: Callable[[], Any]) -> tuple[Any, _Site 
 
 
 def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: str = "") -> TrainCapture:
-    """Run one training step of ``loaded`` on fake tensors and record it by phase."""
-    import torch
+    """Run one training step of ``loaded`` on fake tensors and record it by phase.
 
+    A fake tensor holds no values: a host read (``assert (boxes[:, 2:] > boxes[:, :2]).all()``,
+    ``if loss.item() > x``) gets a stand-in. When the step then fails, the failure is the stand-in's,
+    not the user's: the step runs once more on the example batch with real tensors (the model's own
+    weights, a copy), where every read has its real value. Only a failure of that run is the user's
+    error. A model on the meta device (no weights to run) keeps the fake run's error.
+    """
     check_trainable(loaded.module, loaded.name)
     start = time.perf_counter()
+    try:
+        capture = _step_once(loaded, options, strip_module_prefix, real=False)
+    except _StepFailed as failed:
+        if not failed.state.guesses or loaded.on_meta:
+            raise failed.error from failed.cause
+        try:
+            capture = _step_once(loaded, options, strip_module_prefix, real=True)
+        except _StepFailed as again:  # with real values too: the user's own error
+            raise again.error from again.cause
+        capture.undecided = list(dict.fromkeys(str(SourceLocation(relative_path(g.file), g.line)) for g in failed.state.guesses))
+        capture.notes.append(
+            f"the fake-tensor step could not know the value read at {', '.join(capture.undecided)} and failed with it "
+            f"({failed.error}); the step ran again on the example batch with real tensors, where each read has its value"
+        )
+    capture.seconds = time.perf_counter() - start
+    return capture
+
+
+class _StepFailed(Exception):
+    """The user's step raised: the error to report, and what the run had seen by then."""
+
+    def __init__(self, error: Exception, cause: BaseException, state: _State) -> None:
+        super().__init__(str(error))
+        self.error, self.cause, self.state = error, cause, state
+
+
+def _step_once(loaded: Any, options: TrainOptions, strip_module_prefix: str, real: bool) -> TrainCapture:
+    """One step on fake tensors (``real=False``) or on a real copy of the model and the example batch."""
+    import torch
+
     fake_mode: Any = fake_tensor.fake_mode_with_shapes()  # data-dependent sizes (nonzero, x[mask]) get unbacked symbols
-    model = _fake_copy(loaded.module, fake_mode)
+    model = copy.deepcopy(loaded.module) if real else _fake_copy(loaded.module, fake_mode)
     model.train()
     names = {}
     for path, sub in model.named_modules():
@@ -550,21 +698,25 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
             path = path[len(strip_module_prefix) :]
         names[id(sub)] = (path or None, f"{type(sub).__module__}.{type(sub).__qualname__}")
     state = _State(names)  # type: ignore[arg-type]
+    state.real = real
 
     def first_call(module: Any, call_args: Any, call_kwargs: Any) -> None:
         if state.model_inputs is None:
             state.model_inputs = (_metas_of(call_args), _metas_of(call_kwargs))
 
     model.register_forward_pre_hook(first_call, with_kwargs=True)
-    args = _fake_inputs(loaded.args, fake_mode)
-    kwargs = _fake_inputs(loaded.kwargs, fake_mode)
+    if real:
+        args, kwargs = copy.deepcopy(loaded.args), copy.deepcopy(loaded.kwargs)
+    else:
+        args = _fake_inputs(loaded.args, fake_mode)
+        kwargs = _fake_inputs(loaded.kwargs, fake_mode)
     get_optimizer = getattr(loaded, "get_optimizer", None)
     from neuronprobe.loading import train_batch
 
     train_step = getattr(loaded, "train_step", None)
     notes: list[str] = []
     functions, record = _modes(state)
-    with quiet_torch(), fake_mode:
+    with quiet_torch(), contextlib.nullcontext() if real else fake_mode:
         params = [p for p in model.parameters() if p.requires_grad]
         if get_optimizer is not None:
             try:
@@ -584,9 +736,12 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
                 except InputError:
                     raise
                 except Exception as exc:
-                    raise _user_error("train_step()", exc, loaded.source) from exc
+                    raise _StepFailed(_user_error("train_step()", exc, loaded.source), exc, state) from exc
             else:
-                output = model(*args, **kwargs)
+                try:
+                    output = model(*args, **kwargs)
+                except Exception as exc:
+                    raise _StepFailed(_user_error("the model's forward", exc, loaded.source), exc, state) from exc
                 loss, loss_text = _loss_of(output)
                 if loaded.source.startswith("hf:") and "labels" in kwargs:
                     loss_text = "the transformers model's own loss (labels = input ids)"
@@ -601,9 +756,10 @@ def capture_training(loaded: Any, options: TrainOptions, strip_module_prefix: st
         loss=loss_text,
         optimizer=_optimizer_label(optimizer),
         train_step=train_step is not None,
-        seconds=time.perf_counter() - start,
+        seconds=0.0,
         notes=notes,
         model_inputs=state.model_inputs,
+        uploads=_merge_reads(state.uploads),
     )
 
 
@@ -657,9 +813,14 @@ def _merge_reads(reads: list[HostRead]) -> list[HostRead]:
 # --- findings, phases and the epoch ------------------------------------------------------------
 
 
-def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list[Finding]:
-    """Each host read is a loop finding with what it costs per step and the fix."""
+def host_read_findings(reads: list[HostRead], graphs_without_reads: int, existing: list[Finding] | None = None) -> list[Finding]:
+    """Each host read is a loop finding with what it costs per step and the fix.
+
+    A read inside the model's forward whose line already has a finding (the forward capture's
+    ``control_flow`` for an ``assert``/``if`` on a tensor) makes no second finding: that finding
+    gains the read's per-step cost instead (one finding per line and problem)."""
     syncs = sum(r.count for r in reads)
+    placed: dict[tuple[str | None, int | None], Finding] = {(f.file, f.line): f for f in existing or [] if f.line is not None}
     out = []
     for r in reads:
         if r.kind == "grad_scaler":
@@ -695,6 +856,11 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
             f"(a device sync and a {r.nbytes}-byte device-to-host copy), so with the {syncs} host read(s) in this step "
             f"each step runs as {graphs_without_reads + syncs} graph executions instead of {graphs_without_reads}"
         )
+        there = placed.get((relative_path(r.file), r.line)) if r.in_forward else None
+        if there is not None:
+            there.message += f"; in the training step this line is a host read: it {cost}"
+            continue
+        phase = Phase.FORWARD if r.in_forward else Phase.LOOP
         if r.branch:
             out.append(
                 Finding.at(
@@ -706,7 +872,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
                     count=r.count,
                     bytes_per_call=r.nbytes,
                     shapes=r.shape,
-                    phase=Phase.LOOP,
+                    phase=phase,
                 )
             )
         else:
@@ -720,7 +886,7 @@ def host_read_findings(reads: list[HostRead], graphs_without_reads: int) -> list
                     count=r.count,
                     bytes_per_call=r.nbytes,
                     shapes=r.shape,
-                    phase=Phase.LOOP,
+                    phase=phase,
                 )
             )
     return out
@@ -794,6 +960,9 @@ def epoch_recompiles(sizes: list[int], source: str, seconds: float | None) -> Re
 
 
 def train_info(capture: TrainCapture, options: TrainOptions, graphs_without_reads: int) -> TrainInfo:
+    """The step's costs as torch-xla counts them (measured on torch-xla 2.9, CPU; see the README): each host read is
+    one device-to-host transfer and one graph execution (the pending graph runs first: reading the same value twice
+    runs it twice); an upload is a host-to-device copy that neither syncs nor executes a graph."""
     syncs = sum(r.count for r in capture.host_reads)
     return TrainInfo(
         loss=capture.loss,
@@ -802,6 +971,7 @@ def train_info(capture: TrainCapture, options: TrainOptions, graphs_without_read
         host_syncs_per_step=syncs,
         graphs_per_step=graphs_without_reads + syncs,
         seconds=round(capture.seconds, 3),
+        uploads_per_step=sum(u.count for u in capture.uploads),
     )
 
 
@@ -871,7 +1041,7 @@ def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead
     for c in calls:
         by_op.setdefault(c.call.op, []).append(c.call)
         by_op.setdefault(c.call.op.split(".", 1)[0], []).append(c.call)
-    reads = {(relative_path(r.file), r.line) for r in host_reads}
+    reads = {(relative_path(r.file), r.line): r for r in host_reads}
     fused = next((c.call for c in calls if c.verdict.rule == "fused-optimizer"), None)
     for f in observation.findings:
         if f.rule == OBSERVED_ERROR_RULE:
@@ -883,7 +1053,7 @@ def place_observed(observation: Any, calls: list[Any], host_reads: list[HostRead
                 observation.op_verdicts[fused.op] = f.verdict
             continue
         if (f.file, f.line) in reads:
-            f.phase = Phase.LOOP
+            f.phase = Phase.FORWARD if reads[(f.file, f.line)].in_forward else Phase.LOOP
             continue
         candidates = [c for c in by_op.get(f.op, []) or by_op.get(f.op.split(".", 1)[0], []) if c.file]
         if candidates:
@@ -909,6 +1079,9 @@ def observed_train_info(info: TrainInfo, observation: Any) -> None:
     extra = getattr(observation, "extra", None) or {}
     if "graphs" not in extra:
         return
-    info.observed_graphs_per_step = int(extra.get("graphs", 0))
-    info.observed_host_syncs_per_step = int(extra.get("host_syncs", 0))
+    transfers = extra.get("transfers") or {}  # torch-xla's own counters (xla_observe.transfer_counters)
+    info.observed_graphs_per_step = int(transfers.get("executions", extra.get("graphs", 0)))
+    info.observed_host_syncs_per_step = int(transfers.get("from_device", extra.get("host_syncs", 0)))
+    if "to_device" in transfers:
+        info.observed_uploads_per_step = int(transfers["to_device"])
     info.observed_compiles = int((extra.get("compiles") or {}).get("uncached", 0))

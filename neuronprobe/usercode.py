@@ -25,6 +25,7 @@ import functools
 import importlib.util
 import os
 import re
+import sysconfig
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -61,6 +62,17 @@ _HELPERS = re.compile(
 )
 _NEURONPROBE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _CONTEXTLIB = os.sep + "contextlib.py"
+# Python's standard library (functools, threading, importlib), in this interpreter's layout or another's
+# (``.../lib/python3.11/functools.py``); installed packages under it (site-packages) are not the stdlib.
+_STDLIB_TEXT = re.compile(r"[\\/]lib[\\/]python3\.\d+[\\/]")
+_INSTALLED = re.compile(r"[\\/](site|dist)-packages[\\/]")
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_dirs() -> tuple[str, ...]:
+    """This interpreter's standard-library folders (a venv's interpreter keeps them outside the venv)."""
+    paths = sysconfig.get_paths()
+    return tuple({os.path.abspath(paths[k]) + os.sep for k in ("stdlib", "platstdlib") if paths.get(k)})
 
 
 @functools.lru_cache(maxsize=1)
@@ -91,6 +103,8 @@ def owner(path: str) -> Owner:
         return Owner.STACK
     if _HELPERS.search(path):
         return Owner.HELPER
+    if not _INSTALLED.search(full) and (full.startswith(_stdlib_dirs()) or _STDLIB_TEXT.search(path)):
+        return Owner.PYTHON
     return Owner.USER
 
 
@@ -123,6 +137,56 @@ def user_frame(start: Any) -> tuple[str | None, int | None]:
             helper = (name, frame.f_lineno)
         frame = frame.f_back
     return helper
+
+
+# --- the chain of model code that led to an op -------------------------------------------------
+
+# One frame of the chain: (file, line, function).
+ChainFrame = tuple[str, int, str]
+
+
+def model_frames(frames: list[Any]) -> list[Any]:
+    """The frames of model code (the user's files and the model packages they import) among ``frames``
+    (``traceback.FrameSummary``-like: ``filename``, ``lineno``, ``name``; outermost first), after the
+    innermost neuronprobe frame: what ran from the user's entry point (``forward``, ``train_step``)
+    down to the op. Torch, neuronprobe, Python's own modules and a model library's shared helpers
+    are left out; the last frame kept is the line that runs the op."""
+    start = 0
+    for i, frame in enumerate(frames):
+        if owner(frame.filename) is Owner.NEURONPROBE:
+            start = i + 1
+    return [f for f in frames[start:] if owner(f.filename) is Owner.USER]
+
+
+# `  File "/x/m.py", line 7, in forward` with its function name.
+_CHAIN_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)', re.MULTILINE)
+
+
+def chain_in_stack_trace(text: str | None) -> list[ChainFrame]:
+    """The model-code frames of a recorded stack trace (outermost first, most recent call last)."""
+    if not text:
+        return []
+    start = 0
+    found = [(m.group("file"), int(m.group("line")), m.group("name")) for m in _CHAIN_FRAME.finditer(text)]
+    for i, (file, _, _) in enumerate(found):
+        if owner(file) is Owner.NEURONPROBE:
+            start = i + 1
+    return [f for f in found[start:] if owner(f[0]) is Owner.USER]
+
+
+def live_chain(start: Any) -> list[ChainFrame]:
+    """The model-code frames from the live frame ``start`` out to the innermost neuronprobe frame, outermost first."""
+    out: list[ChainFrame] = []
+    frame = start
+    while frame is not None:
+        name = frame.f_code.co_filename
+        whose = owner(name)
+        if whose is Owner.NEURONPROBE and out:
+            break
+        if whose is Owner.USER:
+            out.append((name, frame.f_lineno, frame.f_code.co_name))
+        frame = frame.f_back
+    return out[::-1]
 
 
 # --- lines of the model file in tracebacks and stack dumps -----------------------------------
@@ -201,7 +265,9 @@ def user_exit_guard(label: str, model_file: str | os.PathLike[str] | None) -> It
 
 __all__ = [
     "STACK_PACKAGES",
+    "ChainFrame",
     "Owner",
+    "chain_in_stack_trace",
     "deepest_frame_file",
     "exit_text",
     "is_installed",
@@ -209,6 +275,8 @@ __all__ = [
     "is_neuronprobe",
     "line_in_stack_dump",
     "line_in_traceback",
+    "live_chain",
+    "model_frames",
     "owner",
     "user_exit_guard",
     "user_frame",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,8 +54,9 @@ def test_a_conditional_fallback_is_observed_at_the_users_line(xla_env):
     assert report.backend.name == "xla-cpu" and report.backend.versions["xla-cpu torch-xla"] == "2.9.0"
     # the conditional rule (output size does not divide the input) predicts the same fallback
     # at the same line, so prediction and observation agree
-    (predicted,) = [f for f in report.findings if f.origin != "observed" and f.line == line]
-    assert predicted.verdict == "cpu_fallback" and "_adaptive_avg_pool2d" in predicted.message
+    # (issue 33: one finding per line and problem, with both origins)
+    assert [f for f in report.findings if f.line == line] == [finding] and finding.origins == ["predicted", "observed"]
+    assert "_adaptive_avg_pool2d" in finding.message  # same op, same verdict: nothing to add about the prediction
     assert report.prediction_diff.predicted_ok_observed_failing == []
     assert report.prediction_diff.predicted_failing_observed_ok == []
 
@@ -78,8 +80,8 @@ def test_an_int64_matmul_is_a_compile_error_seen_in_the_hlo(xla_env):
     assert finding.rule == "hlo-dot-int64" and "s64" in finding.message
     assert not _observed(report, "cpu_fallback"), "the matmul lowers: only the HLO shows the problem"
     # the static dtype rule (integer dot) predicts the same code at the same line: no disagreement
-    (predicted,) = [f for f in report.findings if f.origin != "observed" and f.line == line]
-    assert (predicted.verdict, predicted.ncc_code) == ("compile_error", "NCC_EVRF035")
+    # (issue 33: one finding per line and problem, with both origins)
+    assert [f for f in report.findings if f.line == line] == [finding] and finding.origins == ["predicted", "observed"]
     assert report.prediction_diff.predicted_ok_observed_failing == []
 
 
@@ -235,8 +237,10 @@ def test_a_fallback_reached_through_a_functional_wrapper_is_at_the_users_line_an
     ]
     assert all("called as torch.nn.functional.max_pool2d" in f.message and f.count == 1 for f in fallbacks)
     # the table predicted aten::max_pool2d (what the capture names) at the same lines: both sides agree
-    predicted = sorted((f.op, f.verdict, f.line) for f in report.findings if f.origin == "predicted" and f.verdict == "cpu_fallback")
-    assert predicted == [(op, verdict, line) for line, verdict, op in marks]
+    # (issue 33: each observed fallback absorbed the prediction at its line, which it names)
+    assert [f for f in report.findings if f.verdict == "cpu_fallback"] == fallbacks
+    merged = sorted((f.line, *re.search(r"\(predicted: (\w+) for (\S+?): ", f.message).groups()) for f in fallbacks if "predicted" in f.origins)
+    assert merged == [(line, verdict, op) for line, verdict, op in marks]
     assert report.prediction_diff.predicted_ok_observed_failing == []
     assert report.prediction_diff.predicted_failing_observed_ok == []
 
@@ -378,7 +382,8 @@ def test_an_unplaced_fallback_takes_the_one_line_whose_op_decomposes_into_it():
     )
     (observed,) = _observed(report)
     assert (observed.file, observed.line) == ("tests/models/adaptive_pool1d_once.py", line)
-    (predicted,) = [f for f in report.findings if f.origin == "predicted"]
-    assert (predicted.op, predicted.verdict, predicted.line) == (op, verdict, line)
+    # (issue 33: the prediction at that line is folded into the observed finding, which names it)
+    assert report.findings == [observed] and observed.origins == ["predicted", "observed"]
+    assert f"(predicted: {verdict} for {op}:" in observed.message
     assert report.prediction_diff.predicted_failing_observed_ok == []
     assert report.prediction_diff.predicted_ok_observed_failing == []

@@ -36,6 +36,7 @@ def _all() -> list[Callable[[], Check]]:
         regions,
         shape_env,
         stack_anchors,
+        stack_traces,
         symbolic_shapes,
     )
 
@@ -63,6 +64,7 @@ def _all() -> list[Callable[[], Check]]:
         assumed_sizes.self_check,
         regions.self_check,
         stack_anchors.self_check,
+        stack_traces.self_check,
     ]
 
 

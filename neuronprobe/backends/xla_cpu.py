@@ -417,6 +417,7 @@ class XlaCpuBackend:
             "graphs": graphs,
             "compiles": compiles,
             "host_syncs": sum(int(s.get("count", 1)) for s in value.get("host_syncs", [])),
+            "transfers": value.get("transfers") if isinstance(value.get("transfers"), dict) else {},
             "lines_seen": value.get("lines_seen", []),
             "hlo_rules": load_rules().version,
         }

@@ -280,6 +280,34 @@ def compile_counters(met: Any) -> dict[str, int]:
     }
 
 
+def transfer_counters(met: Any, pending: int = 0) -> dict[str, int]:
+    """What torch-xla itself counted for the program: graph executions (``ExecuteTime``; a graph left
+    pending, read as HLO instead of run, is one more), host-to-device transfers (``TransferToDeviceTime``:
+    ``torch.tensor(..., device=)``, a CPU tensor's ``.to(device)``) and device-to-host transfers
+    (``TransferFromDeviceTime``: ``.item()``, ``.cpu()``, a truth test). Call after the device is idle:
+    executions finish asynchronously and are counted when they do."""
+
+    def count(name: str) -> int:
+        data = met.metric_data(name)
+        return int(data[0]) if data else 0
+
+    return {
+        "executions": count("ExecuteTime") + pending,
+        "to_device": count("TransferToDeviceTime"),
+        "from_device": count("TransferFromDeviceTime"),
+    }
+
+
+def _wait_device() -> None:
+    """Block until the device's queued executions finished (their counters are written then)."""
+    try:
+        import torch_xla.core.xla_model as xm
+
+        xm.wait_device_ops()
+    except Exception:  # an older torch-xla without it: the counters may miss the last execution
+        return
+
+
 def _xla_leaves(value: Any) -> list[Any]:
     import torch
     from torch.utils._pytree import tree_leaves
@@ -334,9 +362,11 @@ def observe(program: Callable[[], Any], *, tag_sources: bool = True, save_file: 
         leaves = _xla_leaves(out)
         if leaves:
             pending.append({"hlo": torch_xla._XLAC._get_xla_tensors_hlo(leaves), "hash": "", "pending": True})
+    _wait_device()
     totals = _fallback_counts(met)
     sites = list(recorder.sites.values())
     return {
+        "transfers": transfer_counters(met, len(pending)),
         "fallbacks": [s for s in sites if s["op"] != HOST_SYNC_OP],
         "host_syncs": [s for s in sites if s["op"] == HOST_SYNC_OP],
         "fallback_totals": totals,

@@ -49,7 +49,7 @@ def render_summary(report: Report) -> Any:
         head.append(f"\n{report.backend.detail}", style="dim")
     if report.capture.strategy not in (None, CaptureStrategy.META, CaptureStrategy.AS_GIVEN):
         head.append(f"\n{strategy_line(report)}", style="dim")
-    counts = Text("  ".join(f"{v} {s.counts.get(v, 0)}" for v in Verdict), style="dim")
+    counts = Text(counts_line(report), style="dim")
     stats = Text(
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · support {format_percent(s.support_percentage)} · "
         f"{s.device_graphs} device graph(s) · {s.graph_breaks} graph break(s) · "
@@ -62,7 +62,7 @@ def render_summary(report: Report) -> Any:
         shown = sorted(report.findings, key=lambda f: -f.verdict.rank)[:TOP_FINDINGS]
         parts.append(Text(f"\nfindings: {len(report.findings)} (showing {len(shown)})", style="bold"))
         for f in shown:
-            tag = f"{f.verdict}" + (f" {f.ncc_code}" if f.ncc_code else "") + (" observed" if f.origin is Origin.OBSERVED else "")
+            tag = f"{f.verdict}" + (f" {f.ncc_code}" if f.ncc_code else "") + _origin_tag(f.origins)
             if report.train is not None:
                 tag = f"{f.phase:<9} {tag}"
             width = 36 if report.train is not None else 26
@@ -72,6 +72,8 @@ def render_summary(report: Report) -> Any:
             parts.append(line)
             if f.source_line:
                 parts.append(Text(f"      {f.source_line}", style="cyan"))
+            if f.call_chain:
+                parts.append(Text(f"      via {f.chain_text}", style="dim"))
             if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
                 parts.append(Text(f"      parity: {f.confirmation.words}", style=verdict_style(f.verdict)))
             parts.append(Text(f"      fix: {f.fix}", style="dim"))
@@ -107,6 +109,19 @@ def render_summary(report: Report) -> Any:
     return Group(*parts)
 
 
+def counts_line(report: Report) -> str:
+    """The counts row, ``lowered 3  decomposed 1 .. compile_error 0``, from :meth:`Report.verdict_counts`."""
+    counts = report.verdict_counts()
+    return "  ".join(f"{v} {counts[v]}" for v in Verdict)
+
+
+def _origin_tag(origins: list[Origin]) -> str:
+    """`` observed`` for an observed finding, `` observed+predicted`` when both found it, nothing for a prediction."""
+    if Origin.OBSERVED not in origins:
+        return ""
+    return " observed+predicted" if Origin.PREDICTED in origins else " observed"
+
+
 def _training_lines(report: Report) -> list[Any]:
     """--train: how the step was built, what the loop costs, and the summary of each phase."""
     from rich.text import Text
@@ -117,7 +132,8 @@ def _training_lines(report: Report) -> list[Any]:
         Text(
             f"training step: loss {t.loss} · optimizer {t.optimizer}"
             + (" · train_step() from the model file" if t.train_step else "")
-            + f" · {t.host_syncs_per_step} host sync(s) per step · {t.graphs_per_step} graph execution(s) per step",
+            + f" · {t.host_syncs_per_step} host sync(s) per step · {t.graphs_per_step} graph execution(s) per step"
+            + f" · {t.uploads_per_step} host-to-device upload(s) per step",
             style="bold",
         )
     ]
@@ -125,7 +141,9 @@ def _training_lines(report: Report) -> list[Any]:
         lines.append(
             Text(
                 f"  observed on the XLA device: {t.observed_graphs_per_step} graph execution(s), "
-                f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s) in one step"
+                f"{t.observed_host_syncs_per_step} host sync(s), "
+                + (f"{t.observed_uploads_per_step} upload(s), " if t.observed_uploads_per_step is not None else "")
+                + f"{t.observed_compiles} compile(s) in one step"
             )
         )
     for phase, p in report.summary.phases.items():

@@ -40,7 +40,10 @@ FINDINGS_COLUMNS = [
     "phase",
     "cell",
     "confirmation",  # a risky low-precision construct, as the parity run measured it (issue 25); else None
+    "origins",  # every origin that found it: ["predicted"], ["observed"] or both (issue 33)
+    "call_chain",  # the model-code callers, outermost first, as "file:line (function)" texts (issue 33)
 ]
+COUNTS_COLUMNS = ["verdict", "count"]
 RECOMPILES_COLUMNS = ["policy", "graphs", "compile_seconds", "first_seen", "note"]
 BUCKETS_COLUMNS = [
     "kind",
@@ -83,11 +86,26 @@ def ops_df(report: Report) -> pd.DataFrame:
 
 def findings_df(report: Report) -> pd.DataFrame:
     """One row per finding, with its place in the code and the fix."""
-    rows = [{c: _plain(getattr(f, c)) for c in FINDINGS_COLUMNS} for f in report.findings]
+    rows = [{c: _finding_value(f, c) for c in FINDINGS_COLUMNS} for f in report.findings]
     df = _frame(rows, FINDINGS_COLUMNS)
     df["line"] = df["line"].astype("Int64")  # nullable: a finding may have no line
     df["cell"] = df["cell"].astype("Int64")  # In [n] for a finding in a notebook cell
     return _with_verdict_order(df)
+
+
+def _finding_value(finding: Any, column: str) -> Any:
+    value = getattr(finding, column)
+    if column == "origins":
+        return [str(o) for o in value]
+    if column == "call_chain":
+        return [str(frame) for frame in value]
+    return _plain(value)
+
+
+def counts_df(report: Report) -> pd.DataFrame:
+    """The counts row as a frame, one row per verdict in severity order: :meth:`Report.verdict_counts`."""
+    rows = [{"verdict": str(v), "count": n} for v, n in report.verdict_counts().items()]
+    return _with_verdict_order(_frame(rows, COUNTS_COLUMNS))
 
 
 def recompiles_df(report: Report) -> pd.DataFrame:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
-from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, SUPPORTED_VERDICTS, Phase, TopVerdict, Verdict, location
+from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, Phase, TopVerdict, Verdict, location
 
 if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
     from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
@@ -153,7 +153,7 @@ def banner(report: Report) -> Banner:
 
 def summary_cards(report: Report) -> list[Card]:
     s = report.summary
-    unsupported = s.ops_total - sum(s.counts.get(v, 0) for v in SUPPORTED_VERDICTS)
+    unsupported = sum(n for v, n in report.verdict_counts().items() if v.is_problem)
     cards = [
         Card(
             "Supported op calls",
@@ -198,13 +198,16 @@ def _phases_card(report: Report) -> Card:
     if t.observed_graphs_per_step is not None:
         parts.append(
             f"observed on the XLA device: {t.observed_graphs_per_step} graph(s), "
-            f"{t.observed_host_syncs_per_step} host sync(s), {t.observed_compiles} compile(s)"
+            f"{t.observed_host_syncs_per_step} host sync(s), "
+            + (f"{t.observed_uploads_per_step} upload(s), " if t.observed_uploads_per_step is not None else "")
+            + f"{t.observed_compiles} compile(s)"
         )
     worst = any(p.findings for p in report.summary.phases.values())
     return Card(
         "Training step",
         f"{t.graphs_per_step:,} graph(s) per step",
-        f"{t.host_syncs_per_step} host sync(s) per step; loss {t.loss}; optimizer {t.optimizer}. " + "; ".join(parts),
+        f"{t.host_syncs_per_step} host sync(s) and {t.uploads_per_step} host-to-device upload(s) per step; "
+        f"loss {t.loss}; optimizer {t.optimizer}. " + "; ".join(parts),
         "warn" if worst or t.graphs_per_step > 1 else "ok",
     )
 
@@ -222,7 +225,7 @@ def _compiles_card(report: Report) -> Card:
 
 def verdict_bar(report: Report) -> list[tuple[Verdict, str, int, float]]:
     """(verdict, css, op calls, percent of calls) for the stacked bar under the cards."""
-    counts = report.summary.counts
+    counts = report.verdict_counts()
     total = sum(counts.values())
     if total <= 0:
         return []

@@ -21,6 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 from neuronprobe.console_io import inert
+from neuronprobe.vocabulary import Verdict
 
 if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
     from neuronprobe.report.model import Finding, Report
@@ -61,6 +62,18 @@ def _worst_first(report: Report, limit: int) -> list[Finding]:
     return sorted(report.findings, key=lambda f: -f.verdict.rank)[:limit]
 
 
+def counts_text(report: Report) -> str:
+    """The counts row, the same figures as the console's (:meth:`Report.verdict_counts`)."""
+    counts = report.verdict_counts()
+    return " · ".join(f"{v} {counts[v]}" for v in Verdict)
+
+
+def _where(f: Finding) -> str:
+    """The finding's place, with the model-code callers that led to it (``via a.py:3 (forward)``)."""
+    place = _cell(f.location)
+    return place + (f" (via {_cell(f.chain_text)})" if f.call_chain else "")
+
+
 def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
     """A Markdown summary: verdict, counts and a findings table (at most ``limit`` rows)."""
     s = report.summary
@@ -70,13 +83,15 @@ def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
         f"{s.graph_breaks} graph break(s) · backend {_cell(report.backend.name)}",
         "",
+        counts_text(report),
+        "",
     ]
     shown = _worst_first(report, limit)
     if not shown:
         lines.append("No findings.")
         return "\n".join(lines) + "\n"
     lines += ["| verdict | op | where | fix |", "|---|---|---|---|"]
-    lines += [f"| {f.verdict} | {md_code(f.op)} | {_cell(f.location)} | {_cell(f.fix)} |" for f in shown]
+    lines += [f"| {f.verdict} | {md_code(f.op)} | {_where(f)} | {_cell(f.fix)} |" for f in shown]
     if len(report.findings) > len(shown):
         lines += ["", f"and {len(report.findings) - len(shown)} more finding(s): `report.findings_df()` lists them all."]
     return "\n".join(lines) + "\n"
@@ -89,12 +104,15 @@ def render_text(report: Report, limit: int = TEXT_FINDINGS) -> str:
         f"neuronprobe: {_one_line(report.model)} on {_one_line(report.target)}: {report.verdict.words}",
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
         f"{s.graph_breaks} graph break(s) · backend {_one_line(report.backend.name)}",
+        counts_text(report),
     ]
     shown = _worst_first(report, limit)
     for f in shown:
-        lines.append(f"  {f.verdict:<14} {_one_line(f.op)}  {_one_line(f.location)}")
+        lines.append(f"  {f.verdict:<14} {_one_line(f.op)}  {_one_line(f.location)}" + (f" ({f.origins_text})" if len(f.origins) > 1 else ""))
         if f.source_line:
             lines.append(f"      {_one_line(f.source_line)}")
+        if f.call_chain:
+            lines.append(f"      via {_one_line(f.chain_text)}")
         if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
             lines.append(f"      parity: {f.confirmation.words}")
         if f.fix:

@@ -63,6 +63,9 @@ from neuronprobe.vocabulary import (
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
 #    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
+# 6: additive (issue 33): a finding's ``call_chain`` (the model-code frames from the user's entry point down to
+#    the line that runs the op) and ``origins`` (every origin that found it: predicted, observed); the summary's
+#    ``counts`` are computed from the findings (:func:`verdict_counts`).
 SCHEMA_VERSION = 6
 
 
@@ -83,6 +86,19 @@ class OpSummary:
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
         self.phase = Phase(self.phase)
+
+
+@dataclass
+class CallFrame:
+    """One frame of model code on the way to a finding's line: ``encoder.py:16 (forward)``."""
+
+    file: str | None
+    line: int | None = None
+    function: str = ""
+
+    def __str__(self) -> str:
+        place = str(SourceLocation(self.file, self.line))
+        return f"{place} ({self.function})" if self.function else place
 
 
 @dataclass
@@ -109,6 +125,12 @@ class Finding:
     confirmation: Confirmation | None = None
     # schema 6 (issue 33.7): the device's own error text the message was quieted from (a dispatcher dump), empty if none
     detail: str = ""
+    # schema 6 (issue 33): the model-code callers of ``file:line``, outermost (the user's entry point) first;
+    # empty when the op runs in the entry point itself or the chain is unknown
+    call_chain: list[CallFrame] = field(default_factory=list)
+    # schema 6: every origin that found this problem at this line (``origin`` is the one whose verdict won:
+    # observed over predicted); empty in older reports, read as ``[origin]``
+    origins: list[Origin] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.verdict = Verdict(self.verdict)
@@ -116,6 +138,17 @@ class Finding:
         self.phase = Phase(self.phase)
         if self.confirmation is not None:
             self.confirmation = Confirmation(self.confirmation)
+        self.origins = [Origin(o) for o in self.origins] or [self.origin]
+
+    @property
+    def chain_text(self) -> str:
+        """The call chain in one line, for the renderers: ``model.py:11 (forward) > encoder.py:16 (forward)``."""
+        return " > ".join(str(f) for f in self.call_chain)
+
+    @property
+    def origins_text(self) -> str:
+        """``predicted``, ``observed`` or ``predicted+observed``."""
+        return "+".join(o.value for o in Origin if o in self.origins)
 
     @classmethod
     def at(
@@ -220,13 +253,20 @@ class TrainInfo:
     loss: str = ""  # what was differentiated: "train_step()", "the sum of the outputs", ...
     optimizer: str = ""  # e.g. "torch.AdamW (for-loop)"
     train_step: bool = False  # the model file's own train_step() ran
-    host_syncs_per_step: int = 0  # host reads per step (each one a device sync)
-    graphs_per_step: int = 1  # graph executions per step, host-read cuts included
+    # host reads per step: device-to-host transfers (.item(), .cpu(), a truth test), each a device sync that
+    # first executes the pending graph (torch-xla's TransferFromDeviceTime count)
+    host_syncs_per_step: int = 0
+    graphs_per_step: int = 1  # graph executions per step, host-read cuts included (torch-xla's ExecuteTime count)
     seconds: float = 0.0  # the training-step capture
-    # observed on the XLA device (--backend xla-cpu): one step's executed graphs, host reads, compiles
+    # observed on the XLA device (--backend xla-cpu): one step's graph executions (ExecuteTime), host reads
+    # (TransferFromDeviceTime), compiles
     observed_graphs_per_step: int | None = None
     observed_host_syncs_per_step: int | None = None
     observed_compiles: int | None = None
+    # schema 6 (issue 33): host-to-device uploads per step (torch.tensor(..., device=), a CPU tensor's .to(device)):
+    # copies, not syncs, and no graph execution of their own (torch-xla's TransferToDeviceTime count)
+    uploads_per_step: int = 0
+    observed_uploads_per_step: int | None = None
 
 
 @dataclass
@@ -910,6 +950,23 @@ class Report:
 
     def findings_with(self, verdicts: set[Verdict] | frozenset[Verdict] | tuple[Verdict, ...]) -> list[Finding]:
         return [f for f in self.findings if f.verdict in verdicts]
+
+    def verdict_counts(self) -> dict[Verdict, int]:
+        """The counts row (``lowered .. compile_error ..``), every verdict in order: the one function the
+        console, HTML, notebook text and the JSON's ``summary.counts`` all use, so the row never says
+        ``dynamic_shape 0`` above a dynamic_shape finding (issue 33).
+
+        A verdict that makes findings (the problems and the notes) counts the calls of the findings
+        shown with that verdict (their ``count``: a line with five float64 ops is 5, a graph break 1);
+        ``lowered`` and ``decomposed`` make no findings and count the op inventory's calls.
+        """
+        counts = {v: 0 for v in Verdict}
+        for row in self.ops:
+            if not row.verdict.reported:
+                counts[row.verdict] += row.count
+        for f in self.findings:
+            counts[f.verdict] += f.count
+        return counts
 
     # -- JSON ------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
