@@ -64,6 +64,9 @@ from neuronprobe.support import (
     with_user_rules,
 )
 from neuronprobe.support.device_dtypes import device_dtypes
+from neuronprobe.support.native.classify import classify_native
+from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
+from neuronprobe.support.native.table import NativeTable, native_table
 from neuronprobe.usercode import user_exit_guard
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Phase, SourceLocation, Verdict
 
@@ -102,6 +105,8 @@ class AnalyzeOptions:
     command_line: str = ""
     train: TrainOptions | None = None  # analyse the whole training step (--train)
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
+    stack: str | None = None  # xla | native (None: the SDK's documented default for the target and release; issue 36)
+    support_table: Path | None = None  # --support-table: a native release's torch_api_compatibility.md (or JSON)
 
 
 @dataclass(frozen=True)
@@ -148,15 +153,26 @@ def analyze(
     train: bool = False,
     optimizer: str = "adamw",
     optimizer_impl: str = "for-loop",
+    stack: str | None = None,
+    support_table: str | os.PathLike[str] | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
     ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
     positional arguments or a dict of keyword arguments), a path to a model
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
-    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form).
+    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``stack`` is ``"xla"``
+    or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
+    ``support_table`` a native release's ``torch_api_compatibility.md``.
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk)
+    options = AnalyzeOptions(
+        target=target,
+        backend=backend,
+        require_backend=require_backend,
+        sdk=sdk,
+        stack=stack,
+        support_table=Path(support_table) if support_table is not None else None,
+    )
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -236,7 +252,9 @@ def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: Res
         target=options.target,
         backend=resolved.info,
         capture=CaptureInfo(method="none", export_error=f"no capture strategy worked ({reasons})"),
-        support_table=SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
+        support_table=native_support_info(native_table(options.support_table), options.target)
+        if options.stack == NATIVE
+        else SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
         metadata=_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
         not_analysed=[Limitation(what="the whole model", why=f"no capture strategy could run its forward: {reasons}")],
     )
@@ -262,11 +280,23 @@ def _source_file(model: Any) -> str | None:
 
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     check_target(options.target)
+    options.stack = check_stack(options.stack, options.target, options.sdk)
+    if options.stack == NATIVE:
+        native_table(options.support_table)  # a bad --support-table is refused before any model runs
+    elif options.support_table is not None:
+        raise InputError("--support-table: a TorchNeuron compatibility table is for --stack native (trn2/trn3)")
     if options.sdk is not None:
-        load_table().check_sdk(options.sdk)
+        check_native_sdk(options.sdk) if options.stack == NATIVE else load_table().check_sdk(options.sdk)
     if options.rules is not None:
         with_user_rules(load_table(), options.rules)
-    return resolve_backend(options.backend, options.require_backend)
+    if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
+        raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
+    resolved = resolve_backend(options.backend, options.require_backend)
+    if options.stack == NATIVE and resolved.info.name == "xla-cpu":  # auto: torch-xla would answer for the other stack
+        from neuronprobe.backends import static_info
+
+        return ResolvedBackend(static_info("predicted from the native support table; auto: xla-cpu not used: it observes the XLA stack"))
+    return resolved
 
 
 # --- the pipeline --------------------------------------------------------------------
@@ -300,13 +330,15 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         raise ModelLoadError(
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
-    sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
+    stack = options.stack or check_stack(None, options.target, options.sdk)
+    sdk = select_sdk(table, options.sdk if stack != NATIVE else None, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
-    classified = [ClassifiedCall(c, classify(c, options.target, table, sdk, dtypes)) for c in graph.calls]
+    native = native_table(options.support_table) if stack == NATIVE else None
+    base = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))  # noqa: E731
+    classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
         step = step or training.capture_training(loaded, options.train, prefix)
-        base = lambda call: classify(call, options.target, table, sdk, dtypes)  # noqa: E731
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
@@ -333,7 +365,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             nodes=len(graph.calls) + (len(step.calls) if step is not None else 0),
             stopped=graph.stopped,
         ),
-        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
+        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
+        if native is None
+        else native_support_info(native, options.target),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -353,6 +387,13 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
+
+
+def native_support_info(native: NativeTable, target: str) -> SupportTableInfo:
+    """The report's table line for the native stack: which table answered, what it describes, how old it is."""
+    return SupportTableInfo(
+        version=native.label(), target=target, provenance=list(native.provenance), stack=NATIVE, origin=native.origin, age_days=native.age_days()
+    )
 
 
 def _forward_where(loaded: LoadedModel) -> str:

@@ -63,7 +63,8 @@ from neuronprobe.vocabulary import (
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
 #    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
-SCHEMA_VERSION = 5
+# 6: additive: support_table.stack (xla | native, issue 36) with the native table's origin and age.
+SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -264,6 +265,12 @@ class SupportTableInfo:
     version: str = ""
     target: str = ""
     provenance: list[str] = field(default_factory=list)
+    # schema 6 (issue 36): the software stack analysed, "xla" (torch-neuronx 2.9, torch-xla) or "native" (TorchNeuron,
+    # trn2/trn3); reports from before it analysed the XLA stack. For the native stack, which table answered
+    # ("bundled" | "installed" | "file") and how old its facts were on the day of the run.
+    stack: str = "xla"
+    origin: str = ""
+    age_days: int | None = None
 
 
 @dataclass
