@@ -292,10 +292,10 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
         raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
     resolved = resolve_backend(options.backend, options.require_backend)
-    if options.stack == NATIVE and resolved.info.name == "xla-cpu":  # auto: torch-xla would answer for the other stack
+    if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
         from neuronprobe.backends import static_info
 
-        return ResolvedBackend(static_info("predicted from the native support table; auto: xla-cpu not used: it observes the XLA stack"))
+        return ResolvedBackend(static_info("predicted from the native support table (TorchNeuron eager); xla-cpu observes the XLA stack, not this one"))
     return resolved
 
 

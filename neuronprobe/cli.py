@@ -139,6 +139,17 @@ def _int_list(value: str | None, flag: str) -> list[int] | None:
 # --- analyze ----------------------------------------------------------------------
 
 
+# --stack and --support-table (issue 36): the software stack a target runs, and a TorchNeuron release's own op table.
+StackOpt = Annotated[
+    str | None,
+    typer.Option("--stack", help="xla (torch-neuronx 2.9, trn1/inf2) or native (TorchNeuron, trn2/trn3); default from --target and --sdk."),
+]
+SupportTableOpt = Annotated[
+    Path | None,
+    typer.Option("--support-table", help="--stack native: a release's torch_api_compatibility.md (or a table from `setup native-table`)."),
+]
+
+
 @app.command()
 def analyze(
     model: Annotated[str, typer.Argument(help="A model file (get_model, get_example_inputs) or hf:<model_type>.")],
@@ -159,6 +170,8 @@ def analyze(
         Path | None,
         typer.Option("--rules", help="A JSON rule file of your own, applied before the bundled rules."),
     ] = None,
+    stack: StackOpt = None,
+    support_table: SupportTableOpt = None,
     require_backend: Annotated[
         str | None,
         typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
@@ -236,6 +249,8 @@ def analyze(
             timeout=timeout,
             op_timeout=op_timeout,
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
+            stack=stack,
+            support_table=support_table,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
@@ -268,7 +283,7 @@ def analyze(
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
-        inputs = [model, shapes, lengths, rules, decode_trace, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
+        inputs = [model, shapes, lengths, rules, decode_trace, support_table, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
         decode_section = None
         if decode_trace is not None:  # read and checked before the analysis runs: a bad trace is exit 2 at once
             from neuronprobe.shape_buckets.decode import decode_for_report
@@ -1263,15 +1278,21 @@ def list_rules(
 
 @app.command()
 def setup(
-    backend: Annotated[str, typer.Argument(help="The backend to set up: xla-cpu.")],
+    backend: Annotated[str, typer.Argument(help="What to set up: xla-cpu, or native-table (on a Neuron host: the installed TorchNeuron's op table).")],
     path: Annotated[
         Path | None,
-        typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu)."),
+        typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu or .../native-table.json)."),
+    ] = None,
+    from_dump: Annotated[
+        Path | None, typer.Option("--from-dump", help="native-table: build it from a recorded registrations dump instead of the installed SDK.")
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Create the environment a backend runs in (xla-cpu: torch 2.9 + torch-xla 2.9 from PyPI); reuses a complete one."""
     with _errors(debug):
+        if backend == "native-table":
+            _setup_native_table(path, from_dump)
+            return
         if backend != "xla-cpu":
             raise _fail(f"setup {backend!r}: the only backend with an environment to set up is xla-cpu")
         from rich.markup import escape
@@ -1290,6 +1311,23 @@ def setup(
         out.print(f"xla-cpu environment {how}: {env.path}", markup=False)
         out.print(f"python: {env.python}", markup=False)
         out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items())), markup=False)
+
+
+def _setup_native_table(path: Path | None, from_dump: Path | None) -> None:
+    """Write the installed TorchNeuron release's op table (issue 36), which later native analyses use."""
+    import json
+
+    from neuronprobe.files import check_outputs, write_atomic
+    from neuronprobe.support.native import installed
+    from neuronprobe.support.native.table import installed_path
+
+    out = path or installed_path()
+    check_outputs([("--path", out)], [from_dump])
+    probe = installed.read_dump(from_dump) if from_dump is not None else installed.probe_installed()
+    doc = installed.table_from_probe(probe, str(from_dump) if from_dump is not None else "the installed torch_neuronx")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, json.dumps(doc, indent=1) + "\n")
+    _out_console().print(f"native table for {doc['release']}: {len(doc['neuron_kernel'])} overloads with a Neuron kernel, written to {out}", markup=False)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ ALL_INTERNAL = "torch._C._dispatch_get_all_op_names"
 REG_INTERNAL = "torch._C._dispatch_get_registrations_for_dispatch_key"
 DEGRADES = "the native (TorchNeuron) support table: which aten ops reach the neuron device's key"
 
-__all__ = ["aten_op_names", "has_kernel", "registrations", "self_check"]
+__all__ = ["PROBE_SCRIPT", "aten_op_names", "has_kernel", "registrations", "self_check"]
 
 
 def aten_op_names() -> list[str]:
@@ -52,3 +52,18 @@ def self_check() -> Check:
             raise MissingInternal(REG_INTERNAL, DEGRADES, "the CPU key shows no registration for aten::add.Tensor")
 
     return run_check(ALL_INTERNAL, DEGRADES, probe)
+
+
+# Run by ``neuronprobe setup native-table`` in a separate interpreter on a Neuron host: importing
+# torch_neuronx registers its kernels, then the dispatcher lists what the PrivateUse1 key holds
+# (the same call as TorchNeuron's tools/list-implemented-ops). Prints one JSON object.
+PROBE_SCRIPT = """
+import json, torch
+import torch_neuronx
+print(json.dumps({
+    "registrations": sorted(str(n) for n in torch._C._dispatch_get_registrations_for_dispatch_key("PrivateUse1")),
+    "torch_neuronx": str(getattr(torch_neuronx, "__version__", "")),
+    "torch": torch.__version__,
+    "fake": bool(getattr(torch_neuronx, "__neuronprobe_fake__", False)),
+}))
+"""
