@@ -137,7 +137,7 @@ def parse_compat(text: str, where: str) -> tuple[list[CompatRow], str, str]:
     if not rows:
         raise InputError(f"{where}: no rows with a status of Y, CPU_FALLBACK or N: not a torch_api_compatibility.md table")
     version = re.search(r"torch-neuronx\s+v?(\d+(?:\.\d+)+)", text)
-    dated = re.search(r"\b(20\d\d-\d\d-\d\d)\b", text)
+    dated = re.search(r"(?i)(?:generated|updated|regenerated)\D{0,20}(20\d\d-\d\d-\d\d)", text) or re.search(r"\b(20\d\d-\d\d-\d\d)\b", text)
     return rows, (f"torch-neuronx {version.group(1)}" if version else "an unnamed torch-neuronx release"), dated.group(1) if dated else ""
 
 
@@ -171,7 +171,7 @@ def overlay_compat(base: NativeTable, text: str, where: str, mtime: date | None 
     for row in rows:
         name = row.api.rsplit(".", 1)[-1]
         if row.status == "Y" and "host" not in row.note.lower():
-            kernels |= {k for k in base.no_kernel | base.registered_cpu_fallback if _base(k) == name} - named_fallback
+            kernels |= {k for k in base.no_kernel | base.composite | base.registered_cpu_fallback if _base(k) == name} - named_fallback
         elif row.status == "N":
             unsupported.add(name)
     kernels -= named_fallback
