@@ -439,6 +439,7 @@ def parity(
         ),
     ] = "cpu",
     target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
+    stack: StackOpt = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
     output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
@@ -487,6 +488,11 @@ def parity(
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
         check_target(target)
+        from neuronprobe.support.native.stack import NATIVE, check_stack
+
+        stack = check_stack(stack, target)  # parity's --sdk lists precisions to emulate, not the release the stack runs
+        if stack == NATIVE and backend == "xla-cpu":
+            raise _fail("--backend xla-cpu runs torch-xla, the XLA stack; with --stack native use --backend cpu or neuron")
         check_seconds(timeout, "--timeout")
         frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
         options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
@@ -523,6 +529,7 @@ def parity(
         from neuronprobe.gates import evaluate_gates
         from neuronprobe.report.console_parity import render_parity
 
+        report.support_table.stack = stack  # issue 36: the stack the run describes, kept for diff
         failures = evaluate_gates(report, gates)
         console = _out_console()
         stem = report.model.replace("/", "_").replace(":", "_")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import date
@@ -266,3 +267,47 @@ def test_setup_native_table_without_torchneuron_exits_2(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "fake_backend" / "placeholder"))
     line = refused(["setup", "native-table", "--path", str(tmp_path / "t.json")])
     assert "no TorchNeuron to read here" in line
+
+
+# --- the nightly config and parity ----------------------------------------------------------------
+
+
+def _config(tmp_path: Path, text: str):
+    from neuronprobe.nightly import load_config
+
+    (tmp_path / "native_mlp.py").write_text((MODELS / "native_mlp.py").read_text())
+    path = tmp_path / "night.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def test_the_nightly_config_takes_a_stack_per_model_and_uses_it(tmp_path):
+    from neuronprobe.nightly import analyze_model
+
+    config = _config(tmp_path, "target = 'trn2'\n[[models]]\nmodel = 'native_mlp.py'\n[[models]]\nname = 'x'\nmodel = 'native_mlp.py'\nstack = 'xla'\n")
+    native, xla = config.models
+    assert (config.stack_of(native), config.stack_of(xla)) == (None, "xla")
+    assert analyze_model(native, config, None, "test").support_table.stack == "native"
+    assert analyze_model(xla, config, None, "test").support_table.stack == "xla"
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("stack = 'cuda'\n[[models]]\nmodel = 'native_mlp.py'\n", "`stack` must be one of xla, native"),
+        ("stack = 'native'\n[[models]]\nmodel = 'native_mlp.py'\n", "models 'native_mlp': --stack native: TorchNeuron runs on trn2 and trn3 only"),
+    ],
+)
+def test_a_bad_nightly_stack_is_a_config_error(tmp_path, text, needle):
+    from neuronprobe.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        _config(tmp_path, text)
+
+
+def test_parity_keeps_the_stack_and_refuses_xla_cpu_on_native(tmp_path):
+    result = CliRunner().invoke(app, ["parity", str(MODELS / "native_mlp.py"), "--target", "trn2", "-o", str(tmp_path), "--no-html"])
+    assert result.exit_code == 0, result.output
+    assert load_report(str(tmp_path / "native_mlp.json")).support_table.stack == "native"
+    line = refused(["parity", str(MODELS / "native_mlp.py"), "--target", "trn2", "--backend", "xla-cpu", "-o", str(tmp_path / "x")])
+    assert "--backend xla-cpu runs torch-xla" in line
