@@ -64,6 +64,7 @@ from neuronprobe.support import (
     with_user_rules,
 )
 from neuronprobe.support.device_dtypes import device_dtypes
+from neuronprobe.support.integer_downcast import adjust, parse_flags
 from neuronprobe.support.native.classify import classify_native
 from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
 from neuronprobe.support.native.table import NativeTable, native_table
@@ -107,6 +108,7 @@ class AnalyzeOptions:
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
     stack: str | None = None  # xla | native (None: the SDK's documented default for the target and release; issue 36)
     support_table: Path | None = None  # --support-table: a native release's torch_api_compatibility.md (or JSON)
+    compiler_args: str | None = None  # --compiler-args: neuronx-cc flags (else NEURON_CC_FLAGS), for the integer downcasts
 
 
 @dataclass(frozen=True)
@@ -155,6 +157,7 @@ def analyze(
     optimizer_impl: str = "for-loop",
     stack: str | None = None,
     support_table: str | os.PathLike[str] | None = None,
+    compiler_args: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -163,7 +166,8 @@ def analyze(
     file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
     step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``stack`` is ``"xla"``
     or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
-    ``support_table`` a native release's ``torch_api_compatibility.md``.
+    ``support_table`` a native release's ``torch_api_compatibility.md``; ``compiler_args`` the neuronx-cc
+    flags the integer rules follow (default: ``NEURON_CC_FLAGS``).
     """
     options = AnalyzeOptions(
         target=target,
@@ -172,6 +176,7 @@ def analyze(
         sdk=sdk,
         stack=stack,
         support_table=Path(support_table) if support_table is not None else None,
+        compiler_args=compiler_args,
     )
     if train:
         from neuronprobe.training import TrainOptions, check_options
@@ -289,6 +294,7 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
         check_native_sdk(options.sdk) if options.stack == NATIVE else load_table().check_sdk(options.sdk)
     if options.rules is not None:
         with_user_rules(load_table(), options.rules)
+    parse_flags(options.compiler_args, os.environ)  # a bad flag value is refused before any model runs
     if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
         raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
     resolved = resolve_backend(options.backend, options.require_backend)
@@ -334,7 +340,10 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     sdk = select_sdk(table, options.sdk if stack != NATIVE else None, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
     native = native_table(options.support_table) if stack == NATIVE else None
-    base = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))  # noqa: E731
+    rules = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))  # noqa: E731
+    flags = parse_flags(options.compiler_args, os.environ)
+    release = sdk if native is None else check_native_sdk(options.sdk)
+    base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
     classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:

@@ -172,6 +172,10 @@ def analyze(
     ] = None,
     stack: StackOpt = None,
     support_table: SupportTableOpt = None,
+    compiler_args: Annotated[
+        str | None,
+        typer.Option("--compiler-args", help="neuronx-cc flags the rules follow, e.g. '--implicit-integer-downcast=none' (default: $NEURON_CC_FLAGS)."),
+    ] = None,
     require_backend: Annotated[
         str | None,
         typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
@@ -251,6 +255,7 @@ def analyze(
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
             stack=stack,
             support_table=support_table,
+            compiler_args=compiler_args,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
