@@ -65,7 +65,7 @@ from neuronprobe.support import (
 )
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.support.integer_downcast import adjust, parse_flags
-from neuronprobe.support.native.classify import classify_native
+from neuronprobe.support.native.classify import classify_native, first_reader, wide_inputs
 from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
 from neuronprobe.support.native.table import NativeTable, native_table
 from neuronprobe.usercode import user_exit_guard
@@ -354,6 +354,8 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted)))
     findings.extend(_failure_findings(graph.failure))
+    if native is not None:
+        findings.extend(_wide_input_findings(loaded, graph.calls))
     findings.extend(_assumed_findings(graph.assumed, findings))
     breaks = _graph_breaks(graph.graph_breaks)
     findings.extend(_break_findings(graph.graph_breaks, findings))
@@ -396,6 +398,17 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if training is not None and step is not None:
         _apply_training(report, training, step, options, traffic, device_graph_count(counted), observation)
     return report
+
+
+def _wide_input_findings(loaded: LoadedModel, calls: list[OpCall]) -> list[Finding]:
+    """--stack native: an int64 example input beyond int32's range, at the first line that reads it."""
+    out = []
+    for name, largest, shape in wide_inputs(loaded.args, loaded.kwargs):
+        call = first_reader(calls, shape)
+        site = SourceLocation(relative_path(call.file), call.line) if call is not None else SourceLocation(loaded.source, None)
+        message = f"the example input {name} (int64, shape {shape}) holds {largest}, beyond int32's range: TorchNeuron computes int64 as int32 on the device and it wraps"
+        out.append(Finding.at("native-int64-input", site, call.op if call is not None else "<input>", message, source_line=call.source_line if call is not None else None))
+    return out
 
 
 def native_support_info(native: NativeTable, target: str) -> SupportTableInfo:

@@ -1198,8 +1198,11 @@ def doctor(
         from neuronprobe._torch import degraded, self_checks
         from neuronprobe.backends.xla_env import find_env
 
+        from neuronprobe.support.native.table import native_table
+
         xla = find_env()
         checks = self_checks()
+        native = native_table()  # issue 36: which native table a --stack native analysis would use, and its age
         if as_json:
             data = dataclasses.asdict(detection) | {
                 "usable": detection.usable,
@@ -1208,11 +1211,13 @@ def doctor(
                 "xla_cpu": dataclasses.asdict(xla) | {"usable": xla.usable},
                 "torch_internals": [dataclasses.asdict(c) for c in checks],
                 "degraded_features": degraded(checks),
+                "native_table": {"origin": native.origin, "where": native.where, "release": native.release, "dated": native.dated, "age_days": native.age_days()},
             }
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
             table.add_row("xla-cpu environment", Text(xla.summary()))  # a path: data, not markup
+            table.add_row("native table", Text(native.label()))
             for check in checks:
                 status = "ok     " if check.ok else "MISSING"
                 value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "native"
 COMPAT = DATA / "torch_api_compatibility.md"
 DUMP = DATA / "registrations_dump.json"
-CASES = ["native_sort.py", "native_linalg.py", "native_float64.py", "native_int64_range.py", "native_cast_loop.py"]
+CASES = ["native_sort.py", "native_linalg.py", "native_float64.py", "native_int64_range.py", "native_cast_loop.py", "native_int64_input.py"]
 
 
 @pytest.fixture(autouse=True)
@@ -311,3 +311,18 @@ def test_parity_keeps_the_stack_and_refuses_xla_cpu_on_native(tmp_path):
     assert load_report(str(tmp_path / "native_mlp.json")).support_table.stack == "native"
     line = refused(["parity", str(MODELS / "native_mlp.py"), "--target", "trn2", "--backend", "xla-cpu", "-o", str(tmp_path / "x")])
     assert "--backend xla-cpu runs torch-xla" in line
+
+
+def test_doctor_names_the_native_table_and_its_age(tmp_path):
+    result = CliRunner().invoke(app, ["doctor", "--json"])
+    assert result.exit_code in (0, 2), result.output
+    data = json.loads(result.output[result.output.index("{") :])
+    assert data["native_table"]["origin"] == "bundled" and data["native_table"]["age_days"] == (date.today() - date(2026, 4, 21)).days
+    assert CliRunner().invoke(app, ["setup", "native-table", "--from-dump", str(DUMP)]).exit_code == 0
+    data = json.loads((lambda out: out[out.index("{") :])(CliRunner().invoke(app, ["doctor", "--json"]).output))
+    assert data["native_table"]["origin"] == "installed" and data["native_table"]["dated"] == "2026-11-20"
+
+
+def test_an_int64_example_input_beyond_int32_is_a_note_at_the_line_that_reads_it(reports):
+    (f,) = [f for f in reports["native_int64_input.py"].findings if f.rule == "native-int64-input"]
+    assert f.verdict is Verdict.PRECISION and f.line == 7 and str(2**40) in f.message and "argument 1" in f.message

@@ -174,3 +174,33 @@ def _from_parts(call: Any, table: NativeTable) -> Classification:
         "native-composite",
         f"{call.op} is {kind}: {', '.join(sorted({p.op for p in parts})) or 'no device work'}, all with Neuron kernels ({table.release})",
     )
+
+
+def wide_inputs(args: tuple, kwargs: dict) -> list[tuple[str, int, list[int]]]:
+    """The example inputs whose int64 values do not fit int32: (name, largest magnitude, shape).
+
+    TorchNeuron computes int64 as int32 on the device (``python_ops/dtype_autocast.py``), so such a value
+    (a hash, a token offset, a large position id) wraps silently. Meta and fake tensors hold no values.
+    """
+    import torch
+
+    named = [(f"argument {i}", a) for i, a in enumerate(args)] + [(f"argument {k!r}", v) for k, v in kwargs.items()]
+    out = []
+    for name, t in named:
+        if isinstance(t, torch.Tensor) and t.dtype in (torch.int64, torch.uint64) and t.numel() and t.device.type == "cpu":
+            try:
+                largest = int(t.abs().max())
+            except (RuntimeError, NotImplementedError):  # a fake or subclass tensor without data
+                continue
+            if largest > INT32_MAX:
+                out.append((name, largest, list(t.shape)))
+    return out
+
+
+def first_reader(calls: list[Any], shape: list[int]) -> Any | None:
+    """The first captured call that reads a graph input of ``shape`` in int64 (where the user's code uses it)."""
+    for call in calls:
+        for t, src in zip(call.inputs, call.sources or [None] * len(call.inputs)):
+            if src is None and t.dtype in ("int64", "uint64") and list(t.shape) == shape:
+                return call
+    return None
