@@ -326,3 +326,20 @@ def test_doctor_names_the_native_table_and_its_age(tmp_path):
 def test_an_int64_example_input_beyond_int32_is_a_note_at_the_line_that_reads_it(reports):
     (f,) = [f for f in reports["native_int64_input.py"].findings if f.rule == "native-int64-input"]
     assert f.verdict is Verdict.PRECISION and f.line == 7 and str(2**40) in f.message and "argument 1" in f.message
+
+
+def test_the_live_native_backend_is_diffed_against_the_native_table(fake_native_sdk, tmp_path, monkeypatch):
+    from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+
+    fixture = tmp_path / "fake_fixture.json"
+    fixture.write_text(json.dumps({"fallback_ops": ["aten::nonzero"]}))
+    monkeypatch.setenv("FAKE_NEURON_FIXTURE", str(fixture))
+    report = analyze_spec(str(MODELS / "nonzero.py"), AnalyzeOptions(backend="neuron", target="trn2"))
+    assert (report.backend.kind, report.backend.fake, report.support_table.stack) == ("native", True, "native")
+    diff = report.prediction_diff
+    # the April source registers nonzero (a Neuron kernel), the fixture's device falls back on it
+    assert [(m.op, m.predicted, m.observed, m.line) for m in diff.predicted_ok_observed_failing] == [
+        ("aten::nonzero", Verdict.LOWERED, Verdict.CPU_FALLBACK, 7)
+    ]
+    # gt.Scalar: registered as "gt" (no overload), so predicted to fall back; the fake device ran it
+    assert ("aten::gt.Scalar", Verdict.CPU_FALLBACK, Verdict.LOWERED) in [(m.op, m.predicted, m.observed) for m in diff.predicted_failing_observed_ok]
