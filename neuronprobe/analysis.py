@@ -340,7 +340,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     sdk = select_sdk(table, options.sdk if stack != NATIVE else None, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
     native = native_table(options.support_table) if stack == NATIVE else None
-    rules = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))  # noqa: E731
+    rules = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))
     flags = parse_flags(options.compiler_args, os.environ)
     release = sdk if native is None else check_native_sdk(options.sdk)
     base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
@@ -407,7 +407,11 @@ def _wide_input_findings(loaded: LoadedModel, calls: list[OpCall]) -> list[Findi
         call = first_reader(calls, shape)
         site = SourceLocation(relative_path(call.file), call.line) if call is not None else SourceLocation(loaded.source, None)
         message = f"the example input {name} (int64, shape {shape}) holds {largest}, beyond int32's range: TorchNeuron computes int64 as int32 on the device and it wraps"
-        out.append(Finding.at("native-int64-input", site, call.op if call is not None else "<input>", message, source_line=call.source_line if call is not None else None))
+        out.append(
+            Finding.at(
+                "native-int64-input", site, call.op if call is not None else "<input>", message, source_line=call.source_line if call is not None else None
+            )
+        )
     return out
 
 

@@ -1197,7 +1197,6 @@ def doctor(
 
         from neuronprobe._torch import degraded, self_checks
         from neuronprobe.backends.xla_env import find_env
-
         from neuronprobe.support.native.table import native_table
 
         xla = find_env()
@@ -1211,7 +1210,13 @@ def doctor(
                 "xla_cpu": dataclasses.asdict(xla) | {"usable": xla.usable},
                 "torch_internals": [dataclasses.asdict(c) for c in checks],
                 "degraded_features": degraded(checks),
-                "native_table": {"origin": native.origin, "where": native.where, "release": native.release, "dated": native.dated, "age_days": native.age_days()},
+                "native_table": {
+                    "origin": native.origin,
+                    "where": native.where,
+                    "release": native.release,
+                    "dated": native.dated,
+                    "age_days": native.age_days(),
+                },
             }
             _out_console().print_json(json.dumps(data))
         else:

@@ -120,7 +120,11 @@ def read_source(git_dir: Path, commit: str) -> dict:
     fallback_file = "torch_neuronx/python_ops/cpu_fallback_registrations.py"
     fallbacks = cpu_fallback_list(show(fallback_file)) if fallback_file in files else []
     # Is register_cpu_fallback_ops called anywhere but its own definition?
-    calls = [p for p in files if p.startswith("torch_neuronx/") and p.endswith(".py") and "register_cpu_fallback_ops(" in show(p).replace("def register_cpu_fallback_ops(", "")]
+    calls = [
+        p
+        for p in files
+        if p.startswith("torch_neuronx/") and p.endswith(".py") and "register_cpu_fallback_ops(" in show(p).replace("def register_cpu_fallback_ops(", "")
+    ]
     bindings = "torch_neuronx/csrc/core/NeuronBindings.cpp"
     return {
         "registered": sorted(registered),
@@ -140,7 +144,9 @@ def build(git_dir: Path, commit: str, repo: str) -> dict:
     source = read_source(git_dir, sha)
     resolved = resolve(source["registered"], source["cpu_fallbacks"])
     reach = set(resolved.no_kernel) | set(resolved.registered_cpu_fallback)
-    called = "called at import" if source["cpu_fallbacks_called"] else "defined but not called at this commit: the generic fallback takes them, to the same effect"
+    called = (
+        "called at import" if source["cpu_fallbacks_called"] else "defined but not called at this commit: the generic fallback takes them, to the same effect"
+    )
     return {
         "format": 1,
         "stack": "native",

@@ -26,7 +26,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "data" / "native"
 COMPAT = DATA / "torch_api_compatibility.md"
 DUMP = DATA / "registrations_dump.json"
-CASES = ["native_sort.py", "native_linalg.py", "native_float64.py", "native_int64_range.py", "native_cast_loop.py", "native_int64_input.py"]
+CASES = [
+    "native_sort.py",
+    "native_linalg.py",
+    "native_float64.py",
+    "native_int64_range.py",
+    "native_cast_loop.py",
+    "native_int64_input.py",
+    "native_min_dim.py",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +58,14 @@ def reports(tmp_path_factory):
 
 @pytest.mark.parametrize(
     ("target", "sdk", "stack"),
-    [("trn1", None, "xla"), ("inf2", "2.33.0", "xla"), ("trn2", None, "native"), ("trn2", "2.33.0", "native"), ("trn2", "2.32.0", "xla"), ("trn3", "2.34.0", "native")],
+    [
+        ("trn1", None, "xla"),
+        ("inf2", "2.33.0", "xla"),
+        ("trn2", None, "native"),
+        ("trn2", "2.33.0", "native"),
+        ("trn2", "2.32.0", "xla"),
+        ("trn3", "2.34.0", "native"),
+    ],
 )
 def test_the_default_stack_follows_the_target_and_release(target, sdk, stack):
     assert stacks.default_stack(target, sdk) == stack
@@ -59,7 +74,7 @@ def test_the_default_stack_follows_the_target_and_release(target, sdk, stack):
 def test_a_native_stack_where_torchneuron_does_not_run_is_refused():
     with pytest.raises(InputError, match="trn2 and trn3 only"):
         stacks.check_stack("native", "trn1")
-    with pytest.raises(InputError, match="public from Neuron 2.33.0"):
+    with pytest.raises(InputError, match=r"public from Neuron 2\.33\.0"):
         stacks.check_stack("native", "trn2", "2.32.0")
     assert stacks.check_stack("xla", "trn2") == "xla"
 
@@ -143,7 +158,9 @@ def test_a_fallback_says_its_bytes_per_call_and_its_rule(reports):
 def test_a_cast_in_a_loop_counts_every_round_trip(reports):
     casts = [f for f in reports["native_cast_loop.py"].findings if f.rule == "native-64bit-cast"]
     assert sorted((f.line, f.count) for f in casts) == [(9, 3), (10, 3)]
-    assert {"casts float32 to int64", "casts int64 to float32"} == {m for f in casts for m in ("casts float32 to int64", "casts int64 to float32") if m in f.message}
+    assert {"casts float32 to int64", "casts int64 to float32"} == {
+        m for f in casts for m in ("casts float32 to int64", "casts int64 to float32") if m in f.message
+    }
 
 
 def test_int64_beyond_int32_and_float64_are_precision_notes_that_do_not_block(reports):
@@ -201,7 +218,11 @@ def test_the_build_script_reads_only_what_torchneuron_registers(tmp_path):
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "x")
     out = tmp_path / "table.json"
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_native_table.py"), str(repo / ".git"), "--out", str(out), "--repo", "me/tn"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_native_table.py"), str(repo / ".git"), "--out", str(out), "--repo", "me/tn"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     doc = json.loads(out.read_text())
     assert set(doc["neuron_kernel"]) == {"mm", "mm.out", "gather", "clone"}
@@ -341,5 +362,16 @@ def test_the_live_native_backend_is_diffed_against_the_native_table(fake_native_
     assert [(m.op, m.predicted, m.observed, m.line) for m in diff.predicted_ok_observed_failing] == [
         ("aten::nonzero", Verdict.LOWERED, Verdict.CPU_FALLBACK, 7)
     ]
-    # gt.Scalar: registered as "gt" (no overload), so predicted to fall back; the fake device ran it
-    assert ("aten::gt.Scalar", Verdict.CPU_FALLBACK, Verdict.LOWERED) in [(m.op, m.predicted, m.observed) for m in diff.predicted_failing_observed_ok]
+    # gt.Scalar: "gt" is registered without an overload (it names nothing), but gt.Scalar's composite kernel writes
+    # through the registered gt.Scalar_out: predicted to run on the device, and the fake device ran it
+    assert diff.predicted_failing_observed_ok == []
+    (gt,) = [o for o in report.ops if o.op == "aten::gt.Scalar"]
+    assert gt.verdict is Verdict.LOWERED and "gt.Scalar_out" in gt.reason
+
+
+def test_a_structured_op_runs_where_its_out_variant_runs(reports):
+    """min is registered, min.dim is not and its out variant min.dim_min has no kernel; max.dim is registered (addendum)."""
+    report = reports["native_min_dim.py"]
+    (f,) = report.findings
+    assert (f.op, f.verdict, f.rule, f.line) == ("aten::min.dim", Verdict.CPU_FALLBACK, "native-no-kernel", 7) and "min.dim_min" in f.message
+    assert {o.op: o.verdict for o in report.ops}["aten::max.dim"] is Verdict.LOWERED

@@ -147,7 +147,11 @@ def _classify(call: Any, table: NativeTable) -> Classification:
             "native-registered-fallback",
             f"{call.op} is registered as a CPU fallback on the neuron device ({table.release}): it runs on the host, its inputs and outputs copied each call",
         )
-    if call.has_composite_implicit or (call.has_composite_explicit and key not in table.no_kernel):
+    if key in table.composite and not (call.has_composite_implicit and call.parts is not None):
+        via = _out_variant(key, table)
+        if via is not None:
+            return _through_out(call, via, table)
+    if call.has_composite_implicit or key in table.composite or (call.has_composite_explicit and key not in table.no_kernel):
         return _from_parts(call, table)
     silent = " (and without the fallback's warning: TorchNeuron silences it for this op)" if key in table.silent_fallback else ""
     return _fallback(
@@ -158,15 +162,49 @@ def _classify(call: Any, table: NativeTable) -> Classification:
     )
 
 
+def _out_variant(key: str, table: NativeTable) -> str | None:
+    """The ``out=`` overload a composite kernel writes through (``div.Tensor`` -> ``div.out``), if the table knows one.
+
+    torch's generated CompositeExplicitAutogradNonFunctional kernel of a structured op (and the
+    in-place form's) calls its out variant through the dispatcher, so the out variant's kernel
+    decides where the work runs (field-2026-12.md, addendum: registered ``.out`` variants).
+    """
+    name, _, overload = key.partition(".")
+    base = name[:-1] if name.endswith("_") and not name.endswith("__") else name
+    # out overload names in native_functions.yaml: div.out, add.out, gt.Scalar_out, sort.values_stable, min.dim_min
+    candidates = (
+        [f"{base}.{overload}_out", f"{base}.values_{overload}", f"{base}.{overload}_{base}", f"{base}.out"] if overload else [f"{base}.out", f"{base}.values"]
+    )
+    known = table.neuron_kernel | table.no_kernel | table.registered_cpu_fallback
+    return next((c for c in candidates if c in known), None)
+
+
+def _through_out(call: Any, via: str, table: NativeTable) -> Classification:
+    if via in table.neuron_kernel:
+        return Classification(Verdict.LOWERED, "native-kernel", f"{call.op} runs through {via}, which has a Neuron kernel ({table.release})")
+    return _fallback(
+        call,
+        "native-no-kernel",
+        f"{call.op}'s composite kernel writes through aten::{via}, which has no Neuron kernel ({table.release}): "
+        "it runs through TorchNeuron's boxed CPU fallback, inputs copied to the host and outputs back on every call",
+    )
+
+
 def _from_parts(call: Any, table: NativeTable) -> Classification:
     """A composite op's verdict: its worst part's, or decomposed when every part runs on the device."""
-    kind = "CompositeImplicitAutograd: it decomposes before the backend" if call.has_composite_implicit else "a backend-independent kernel whose inner ops dispatch to the device"
+    kind = (
+        "CompositeImplicitAutograd: it decomposes before the backend"
+        if call.has_composite_implicit
+        else "a backend-independent kernel whose inner ops dispatch to the device"
+    )
     parts = [p for p in call.parts or () if p.key != call.key]
     failing = [(p, _classify(p, table)) for p in parts]
     failing = [(p, c) for p, c in failing if c.verdict not in SUPPORTED_VERDICTS]
     if failing:
         part, worst = max(failing, key=lambda pc: Verdict(pc[1].verdict).rank)
-        return Classification(worst.verdict, "native-composite-part", f"{call.op} is {kind}, and its part {part.op} does not run on the device: {worst.reason}", worst.fix)
+        return Classification(
+            worst.verdict, "native-composite-part", f"{call.op} is {kind}, and its part {part.op} does not run on the device: {worst.reason}", worst.fix
+        )
     if call.parts is None:
         return Classification(Verdict.DECOMPOSED, "native-composite", f"{call.op} is {kind} (its parts could not be replayed to check them)")
     return Classification(
@@ -200,7 +238,7 @@ def wide_inputs(args: tuple, kwargs: dict) -> list[tuple[str, int, list[int]]]:
 def first_reader(calls: list[Any], shape: list[int]) -> Any | None:
     """The first captured call that reads a graph input of ``shape`` in int64 (where the user's code uses it)."""
     for call in calls:
-        for t, src in zip(call.inputs, call.sources or [None] * len(call.inputs)):
+        for t, src in zip(call.inputs, call.sources or [None] * len(call.inputs), strict=False):
             if src is None and t.dtype in ("int64", "uint64") and list(t.shape) == shape:
                 return call
     return None
