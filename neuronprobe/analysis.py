@@ -68,6 +68,10 @@ from neuronprobe.support import (
     with_user_rules,
 )
 from neuronprobe.support.device_dtypes import device_dtypes
+from neuronprobe.support.integer_downcast import adjust, parse_flags
+from neuronprobe.support.native.classify import classify_native, first_reader, wide_inputs
+from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
+from neuronprobe.support.native.table import NativeTable, native_table
 from neuronprobe.usercode import user_exit_guard
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Origin, Phase, SourceLocation, Verdict
 
@@ -108,6 +112,9 @@ class AnalyzeOptions:
     max_memory: int | None = None  # the analysis's --max-memory in bytes (None: the default share of the machine)
     entry: str | None = None  # the model's method to analyse (--entry; None: the file's ENTRY, else forward)
     paths: list[Path] = field(default_factory=list)  # --path DIRs: package roots a model file imports from
+    stack: str | None = None  # xla | native (None: the SDK's documented default for the target and release; issue 36)
+    support_table: Path | None = None  # --support-table: a native release's torch_api_compatibility.md (or JSON)
+    compiler_args: str | None = None  # --compiler-args: neuronx-cc flags (else NEURON_CC_FLAGS), for the integer downcasts
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,9 @@ def analyze(
     optimizer_impl: str = "for-loop",
     entry: str | None = None,
     paths: list[str | os.PathLike[str]] | None = None,
+    stack: str | None = None,
+    support_table: str | os.PathLike[str] | None = None,
+    compiler_args: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -165,8 +175,21 @@ def analyze(
     step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``entry`` names the
     method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``. ``paths``: folders a
     model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
+    ``stack`` is ``"xla"`` or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
+    ``support_table`` a native release's ``torch_api_compatibility.md``; ``compiler_args`` the neuronx-cc
+    flags the integer rules follow (default: ``NEURON_CC_FLAGS``).
     """
-    options = AnalyzeOptions(target=target, backend=backend, require_backend=require_backend, sdk=sdk, entry=entry, paths=[Path(p) for p in paths or ()])
+    options = AnalyzeOptions(
+        target=target,
+        backend=backend,
+        require_backend=require_backend,
+        sdk=sdk,
+        entry=entry,
+        paths=[Path(p) for p in paths or ()],
+        stack=stack,
+        support_table=Path(support_table) if support_table is not None else None,
+        compiler_args=compiler_args,
+    )
     if train:
         from neuronprobe.training import TrainOptions, check_options
 
@@ -275,7 +298,9 @@ def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: Res
         target=options.target,
         backend=resolved.info,
         capture=CaptureInfo(method="none", export_error=f"no capture strategy worked ({reasons})"),
-        support_table=SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
+        support_table=native_support_info(native_table(options.support_table), options.target)
+        if options.stack == NATIVE
+        else SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
         metadata=_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
         not_analysed=[Limitation(what="the whole model", why=f"no capture strategy could run its forward: {reasons}")],
     )
@@ -313,11 +338,24 @@ def _source_file(model: Any) -> str | None:
 
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     check_target(options.target)
+    options.stack = check_stack(options.stack, options.target, options.sdk)
+    if options.stack == NATIVE:
+        native_table(options.support_table)  # a bad --support-table is refused before any model runs
+    elif options.support_table is not None:
+        raise InputError("--support-table: a TorchNeuron compatibility table is for --stack native (trn2/trn3)")
     if options.sdk is not None:
-        load_table().check_sdk(options.sdk)
+        check_native_sdk(options.sdk) if options.stack == NATIVE else load_table().check_sdk(options.sdk)
     if options.rules is not None:
         with_user_rules(load_table(), options.rules)
-    return resolve_backend(options.backend, options.require_backend)
+    parse_flags(options.compiler_args, os.environ)  # a bad flag value is refused before any model runs
+    if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
+        raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
+    resolved = resolve_backend(options.backend, options.require_backend)
+    if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
+        from neuronprobe.backends import static_info
+
+        return ResolvedBackend(static_info("predicted from the native support table (TorchNeuron eager); xla-cpu observes the XLA stack, not this one"))
+    return resolved
 
 
 # --- the pipeline --------------------------------------------------------------------
@@ -354,18 +392,25 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
     stage("classify")
-    sdk = select_sdk(table, options.sdk, resolved.info.versions.get("neuronx-cc"))
+    stack = options.stack or check_stack(None, options.target, options.sdk)
+    sdk = select_sdk(table, options.sdk if stack != NATIVE else None, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
-    classified = [ClassifiedCall(c, classify(c, options.target, table, sdk, dtypes)) for c in graph.calls]
+    native = native_table(options.support_table) if stack == NATIVE else None
+    rules = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))
+    flags = parse_flags(options.compiler_args, os.environ)
+    release = sdk if native is None else check_native_sdk(options.sdk)
+    base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
+    classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
         step = step or training.capture_training(loaded, options.train, prefix)
-        base = lambda call: classify(call, options.target, table, sdk, dtypes)  # noqa: E731
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
     findings = _findings(counted)
     findings.extend(_device_move_findings(loaded))
     findings.extend(_failure_findings(graph.failure))
+    if native is not None:
+        findings.extend(_wide_input_findings(loaded, graph.calls))
     findings.extend(_assumed_findings(graph.assumed, findings))
     from neuronprobe.decoding import decode_findings
 
@@ -394,7 +439,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             entry=loaded.entry,
             regions=[region_words(r) for r in graph.regions],
         ),
-        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()]),
+        support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
+        if native is None
+        else native_support_info(native, options.target),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -425,6 +472,28 @@ def _anchors(loaded: LoadedModel) -> tuple[Any, ...]:
 
     function = entry_function(loaded.module) if loaded.entry else None
     return (function,) if function is not None else ()
+
+
+def _wide_input_findings(loaded: LoadedModel, calls: list[OpCall]) -> list[Finding]:
+    """--stack native: an int64 example input beyond int32's range, at the first line that reads it."""
+    out = []
+    for name, largest, shape in wide_inputs(loaded.args, loaded.kwargs):
+        call = first_reader(calls, shape)
+        site = SourceLocation(relative_path(call.file), call.line) if call is not None else SourceLocation(loaded.source, None)
+        message = f"the example input {name} (int64, shape {shape}) holds {largest}, beyond int32's range: TorchNeuron computes int64 as int32 on the device and it wraps"
+        out.append(
+            Finding.at(
+                "native-int64-input", site, call.op if call is not None else "<input>", message, source_line=call.source_line if call is not None else None
+            )
+        )
+    return out
+
+
+def native_support_info(native: NativeTable, target: str) -> SupportTableInfo:
+    """The report's table line for the native stack: which table answered, what it describes, how old it is."""
+    return SupportTableInfo(
+        version=native.label(), target=target, provenance=list(native.provenance), stack=NATIVE, origin=native.origin, age_days=native.age_days()
+    )
 
 
 def _forward_where(loaded: LoadedModel) -> str:

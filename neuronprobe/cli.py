@@ -181,6 +181,17 @@ def _int_list(value: str | None, flag: str) -> list[int] | None:
 # --- analyze ----------------------------------------------------------------------
 
 
+# --stack and --support-table (issue 36): the software stack a target runs, and a TorchNeuron release's own op table.
+StackOpt = Annotated[
+    str | None,
+    typer.Option("--stack", help="xla (torch-neuronx 2.9, trn1/inf2) or native (TorchNeuron, trn2/trn3); default from --target and --sdk."),
+]
+SupportTableOpt = Annotated[
+    Path | None,
+    typer.Option("--support-table", help="--stack native: a release's torch_api_compatibility.md (or a table from `setup native-table`)."),
+]
+
+
 @app.command()
 def analyze(
     model: Annotated[str, typer.Argument(help="A model file (get_model, get_example_inputs) or hf:<model_type>.")],
@@ -200,6 +211,12 @@ def analyze(
     rules: Annotated[
         Path | None,
         typer.Option("--rules", help="A JSON rule file of your own, applied before the bundled rules."),
+    ] = None,
+    stack: StackOpt = None,
+    support_table: SupportTableOpt = None,
+    compiler_args: Annotated[
+        str | None,
+        typer.Option("--compiler-args", help="neuronx-cc flags the rules follow, e.g. '--implicit-integer-downcast=none' (default: $NEURON_CC_FLAGS)."),
     ] = None,
     require_backend: Annotated[
         str | None,
@@ -285,6 +302,9 @@ def analyze(
             command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
             entry=entry,
             paths=_import_paths(import_path),
+            stack=stack,
+            support_table=support_table,
+            compiler_args=compiler_args,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
@@ -318,7 +338,7 @@ def analyze(
         from neuronprobe.files import check_outputs
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
-        inputs = [model, shapes, lengths, rules, decode_trace, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
+        inputs = [model, shapes, lengths, rules, decode_trace, support_table, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
         decode_section = None
         if decode_trace is not None:  # read and checked before the analysis runs: a bad trace is exit 2 at once
             from neuronprobe.shape_buckets.decode import decode_for_report
@@ -489,6 +509,7 @@ def parity(
         ),
     ] = "cpu",
     target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
+    stack: StackOpt = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
     output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
     html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
@@ -538,6 +559,11 @@ def parity(
         from neuronprobe.worker import analyze_in_worker, limits_from_options
 
         check_target(target)
+        from neuronprobe.support.native.stack import NATIVE, check_stack
+
+        stack = check_stack(stack, target)  # parity's --sdk lists precisions to emulate, not the release the stack runs
+        if stack == NATIVE and backend == "xla-cpu":
+            raise _fail("--backend xla-cpu runs torch-xla, the XLA stack; with --stack native use --backend cpu or neuron")
         check_seconds(timeout, "--timeout")
         frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
         options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
@@ -579,6 +605,7 @@ def parity(
         from neuronprobe.gates import evaluate_gates
         from neuronprobe.report.console_parity import render_parity
 
+        report.support_table.stack = stack  # issue 36: the stack the run describes, kept for diff
         failures = evaluate_gates(report, gates)
         console = _out_console()
         stem = report.model.replace("/", "_").replace(":", "_")
@@ -1276,9 +1303,11 @@ def doctor(
 
         from neuronprobe._torch import degraded, self_checks
         from neuronprobe.backends.xla_env import find_env
+        from neuronprobe.support.native.table import native_table
 
         xla = find_env()
         checks = self_checks()
+        native = native_table()  # issue 36: which native table a --stack native analysis would use, and its age
         if as_json:
             data = dataclasses.asdict(detection) | {
                 "usable": detection.usable,
@@ -1287,11 +1316,19 @@ def doctor(
                 "xla_cpu": dataclasses.asdict(xla) | {"usable": xla.usable},
                 "torch_internals": [dataclasses.asdict(c) for c in checks],
                 "degraded_features": degraded(checks),
+                "native_table": {
+                    "origin": native.origin,
+                    "where": native.where,
+                    "release": native.release,
+                    "dated": native.dated,
+                    "age_days": native.age_days(),
+                },
             }
             _out_console().print_json(json.dumps(data))
         else:
             table = _doctor_table(detection, chosen)
             table.add_row("xla-cpu environment", Text(xla.summary()))  # a path: data, not markup
+            table.add_row("native table", Text(native.label()))
             for check in checks:
                 status = "ok     " if check.ok else "MISSING"
                 value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")
@@ -1369,15 +1406,21 @@ def list_rules(
 
 @app.command()
 def setup(
-    backend: Annotated[str, typer.Argument(help="The backend to set up: xla-cpu.")],
+    backend: Annotated[str, typer.Argument(help="What to set up: xla-cpu, or native-table (on a Neuron host: the installed TorchNeuron's op table).")],
     path: Annotated[
         Path | None,
-        typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu)."),
+        typer.Option("--path", help="Where to create it (default: ${XDG_CACHE_HOME:-~/.cache}/neuronprobe/xla-cpu or .../native-table.json)."),
+    ] = None,
+    from_dump: Annotated[
+        Path | None, typer.Option("--from-dump", help="native-table: build it from a recorded registrations dump instead of the installed SDK.")
     ] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Create the environment a backend runs in (xla-cpu: torch 2.9 + torch-xla 2.9 from PyPI); reuses a complete one."""
     with _errors(debug):
+        if backend == "native-table":
+            _setup_native_table(path, from_dump)
+            return
         if backend != "xla-cpu":
             raise _fail(f"setup {backend!r}: the only backend with an environment to set up is xla-cpu")
         from rich.markup import escape
@@ -1396,6 +1439,23 @@ def setup(
         out.print(f"xla-cpu environment {how}: {env.path}", markup=False)
         out.print(f"python: {env.python}", markup=False)
         out.print("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(env.versions.items())), markup=False)
+
+
+def _setup_native_table(path: Path | None, from_dump: Path | None) -> None:
+    """Write the installed TorchNeuron release's op table (issue 36), which later native analyses use."""
+    import json
+
+    from neuronprobe.files import check_outputs, write_atomic
+    from neuronprobe.support.native import installed
+    from neuronprobe.support.native.table import installed_path
+
+    out = path or installed_path()
+    check_outputs([("--path", out)], [from_dump])
+    probe = installed.read_dump(from_dump) if from_dump is not None else installed.probe_installed()
+    doc = installed.table_from_probe(probe, str(from_dump) if from_dump is not None else "the installed torch_neuronx")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(out, json.dumps(doc, indent=1) + "\n")
+    _out_console().print(f"native table for {doc['release']}: {len(doc['neuron_kernel'])} overloads with a Neuron kernel, written to {out}", markup=False)
 
 
 def main() -> None:

@@ -60,6 +60,7 @@ from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.support import TARGETS
+from neuronprobe.support.native.stack import STACKS, check_stack
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -95,6 +96,7 @@ class ModelConfig:
     set: list[str] = dataclasses.field(default_factory=list)  # hf config overrides, KEY=VALUE
     target: str | None = None  # default: the top-level target
     backend: str | None = None  # default: the top-level backend
+    stack: str | None = None  # xla | native (issue 36); default: the top-level stack, else the target's
     train: bool = False  # analyse one training step (neuronprobe analyze --train)
     # Files or folders the model reads that the result cache cannot see being read (native readers such as
     # safetensors): hashed by content into its cache key (see neuronprobe.file_reads).
@@ -117,6 +119,7 @@ class NightlyConfig:
     models: list[ModelConfig]
     target: str = DEFAULT_TARGET
     backend: str = DEFAULT_BACKEND
+    stack: str | None = None  # xla | native (issue 36); default: what the SDK documents for each model's target
     require_backend: str | None = None  # "neuron": exit 2 unless the real Neuron stack is there
     timeout: float = DEFAULT_TIMEOUT_S  # per model: the wall-clock limit of its worker (and of the live backend)
     op_timeout: float = DEFAULT_OP_TIMEOUT_S
@@ -129,6 +132,9 @@ class NightlyConfig:
 
     def backend_of(self, model: ModelConfig) -> str:
         return model.backend or self.backend
+
+    def stack_of(self, model: ModelConfig) -> str | None:
+        return model.stack or self.stack
 
 
 _PATH_KEYS = ("shapes", "lengths")
@@ -177,6 +183,13 @@ def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
     config = dataclasses.replace(config, models=models)
     _check_choice(config.target, TARGETS, path, "target")
     _check_choice(config.backend, BACKEND_CHOICES, path, "backend")
+    if config.stack is not None:
+        _check_choice(config.stack, STACKS, path, "stack")
+    for m in models:  # a stack the model's target does not run (native on trn1) stops the night before it starts
+        try:
+            check_stack(config.stack_of(m), config.target_of(m))
+        except InputError as exc:
+            raise ConfigError(f"{path}: models {m.name!r}: {exc}") from None
     if config.require_backend is not None:
         _check_choice(config.require_backend, REQUIRABLE_BACKENDS, path, "require_backend")
     for name, value in (("timeout", config.timeout), ("op_timeout", config.op_timeout), ("history", config.history)):
@@ -244,6 +257,8 @@ def _model_config(table: dict[str, Any], index: int, path: Path, top_paths: list
         _check_choice(model.target, TARGETS, path, f"{where}.target")
     if model.backend is not None:
         _check_choice(model.backend, BACKEND_CHOICES, path, f"{where}.backend")
+    if model.stack is not None:
+        _check_choice(model.stack, STACKS, path, f"{where}.stack")
     for key, least in (("max_buckets", MIN_MAX_BUCKETS), ("max_compiles", MIN_MAX_COMPILES)):
         if getattr(traffic, key) < least:
             raise ConfigError(f"{path}: {where}.{key} must be at least {least}")
@@ -639,6 +654,7 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
         command_line=command_line,
         max_memory=worker_limits(config).max_memory_bytes if config.max_memory is not None else None,  # what auto's observation must fit
         paths=[Path(p) for p in model.path],
+        stack=config.stack_of(model),
     )
     if model.train:
         from neuronprobe.training import TrainOptions

@@ -130,8 +130,11 @@ def test_trn2_sort_is_a_compile_error_with_its_code(tmp_path):
         "def get_model():\n    return M()\n"
         "def get_example_inputs():\n    return (torch.randn(4, 8),)\n"
     )
-    trn2 = neuronprobe.analyze(str(model), target="trn2", backend="static")
+    trn2 = neuronprobe.analyze(str(model), target="trn2", backend="static", stack="xla")
     assert [(f.verdict, f.ncc_code, f.line) for f in trn2.findings] == [("compile_error", "NCC_EVRF029", 4)]
+    # issue 36: trn2 defaults to TorchNeuron (SDK 2.33+), where sort has no Neuron kernel and runs on the host
+    native = neuronprobe.analyze(str(model), target="trn2", backend="static")
+    assert [(f.verdict, f.line) for f in native.findings] == [("cpu_fallback", 4)] and native.support_table.stack == "native"
     trn1 = neuronprobe.analyze(str(model), target="trn1", backend="static")
     assert [(f.verdict, f.rule) for f in trn1.findings] == [("compile_error", "sort")]
 

@@ -109,6 +109,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py --lengths lengths.txt --batch-sizes 1,4,8",
         "model.py",
         "model.py --decode-trace trace.csv",
+        "model.py --target trn2 --backend static",
         "model.py --audit .",
         "model.py --backend xla-cpu",
         "model.py --parity",

@@ -218,6 +218,8 @@ def audit_paths(
             section.problems.append(AuditProblem(r.display, line, kind, detail))
         for i, (rule_id, line, col, snippet) in enumerate(r.findings):
             rule = rules[rule_id]
+            if stack not in rule.stacks:  # an XLA-stack idiom is only a finding for the native stack
+                continue
             cell, raw_line = r.cells[i] if r.cells else (None, None)
             section.findings.append(
                 AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet, cell=cell, raw_line=raw_line)

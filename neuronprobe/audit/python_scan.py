@@ -633,8 +633,11 @@ class _Scanner(ast.NodeVisitor):
 
 def scan_python(source: str | bytes, filename: str = "<file>") -> list[Hit]:
     """Hits in one Python source, sorted by position. Raises SyntaxError (with a line) if it does not parse."""
+    from neuronprobe.audit import xla_idioms  # issue 36: the XLA-stack idioms (reported for --stack native)
+
     triggers = trigger_lines(source) if isinstance(source, bytes) else None
-    if triggers == []:
+    idioms = xla_idioms.mentions(source)
+    if triggers == [] and not idioms:
         return []
     # Parsing allocates a node per token and the cyclic GC would keep re-scanning them; a tree
     # has no cycles to collect, so the collector is paused for the parse and the walk (~25% faster).
@@ -643,8 +646,10 @@ def scan_python(source: str | bytes, filename: str = "<file>") -> list[Hit]:
     try:
         tree = ast.parse(source, filename=filename)
         scanner = _Scanner(triggers)
-        scanner.visit(tree)
+        if triggers != []:
+            scanner.visit(tree)
+        hits = [*scanner.hits, *(xla_idioms.scan(tree) if idioms else [])]
     finally:
         if was_enabled:
             gc.enable()
-    return sorted(scanner.hits, key=lambda h: (h[1], h[2], h[0]))
+    return sorted(hits, key=lambda h: (h[1], h[2], h[0]))

@@ -31,6 +31,8 @@ PROVENANCE_URLS: dict[str, str] = {
     "TORCHACC": "https://docs.pytorch.org/docs/stable/accelerator.html",
     "NEURONPIP": "https://pip.repos.neuron.amazonaws.com",
     "NXCONTAINER": "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/containers/tutorials/build-run-neuron-container.html",
+    "TNBEST": "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/torch/reference/best-practices-pytorch-neuron.html",
+    "NXRN": "https://github.com/aws-neuron/aws-neuron-sdk/tree/81ce03ae/about-neuron/announcements",
 }
 
 
@@ -47,6 +49,7 @@ class Rule:
     fix_native: str
     provenance: tuple[str, ...] = ()
     docs_silent: str = ""
+    stacks: tuple[str, ...] = STACKS  # the stacks it is reported for (the XLA-stack idioms: native only)
 
     def fix(self, stack: str) -> str:
         return self.fix_native if stack == "native" else self.fix_xla
@@ -58,7 +61,7 @@ def load_rules() -> dict[str, Rule]:
     text = resources.files("neuronprobe.audit").joinpath("data/rules.toml").read_text(encoding="utf-8")
     rules: dict[str, Rule] = {}
     for entry in tomllib.loads(text)["rule"]:
-        rule = Rule(**{**entry, "provenance": tuple(entry.get("provenance", ()))})
+        rule = Rule(**{**entry, "provenance": tuple(entry.get("provenance", ())), "stacks": tuple(entry.get("stacks", STACKS))})
         if rule.severity not in SEVERITIES or rule.id in rules:
             raise ValueError(f"rules.toml: bad rule {rule.id!r}")
         rules[rule.id] = rule

@@ -122,6 +122,8 @@ def not_comparable_reasons(base: Report, new: Report) -> list[str]:
         reasons.append(f"different backend ({_backend_name(base)} vs {_backend_name(new)})")
     if base.target != new.target:
         reasons.append(f"different target ({base.target} vs {new.target})")
+    if base.support_table.stack != new.support_table.stack:  # issue 36: never a silent cross-stack comparison
+        reasons.append(f"different stack ({base.support_table.stack} vs {new.support_table.stack})")
     base_cc = base.backend.versions.get(COMPILER_PACKAGE)
     new_cc = new.backend.versions.get(COMPILER_PACKAGE)
     if base_cc != new_cc:

@@ -66,6 +66,7 @@ from neuronprobe.vocabulary import (
 # 6: additive (issue 33): a finding's ``call_chain`` (the model-code frames from the user's entry point down to
 #    the line that runs the op) and ``origins`` (every origin that found it: predicted, observed); the summary's
 #    ``counts`` are computed from the findings (:func:`verdict_counts`).
+#    And support_table.stack (xla | native, issue 36) with the native table's origin and age.
 SCHEMA_VERSION = 6
 
 
@@ -308,6 +309,12 @@ class SupportTableInfo:
     version: str = ""
     target: str = ""
     provenance: list[str] = field(default_factory=list)
+    # schema 6 (issue 36): the software stack analysed, "xla" (torch-neuronx 2.9, torch-xla) or "native" (TorchNeuron,
+    # trn2/trn3); reports from before it analysed the XLA stack. For the native stack, which table answered
+    # ("bundled" | "installed" | "file") and how old its facts were on the day of the run.
+    stack: str = "xla"
+    origin: str = ""
+    age_days: int | None = None
 
 
 @dataclass

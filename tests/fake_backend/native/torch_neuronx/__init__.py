@@ -109,3 +109,25 @@ def _register() -> None:
 
 
 _register()
+
+
+# The aten overloads the fake registers for the PrivateUse1 key, as the real package registers its Neuron kernels
+# at import: `neuronprobe setup native-table` reads them back from the dispatcher. A fixture's "native_kernels"
+# replaces the list. The kernels are never called (no tensor lives on a PrivateUse1 device here).
+_KERNELS: list[Any] = []
+
+
+def _fake_kernel(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("FAKE TorchNeuron: no neuron device exists in this process")
+
+
+def _register_kernels() -> None:
+    import torch
+
+    lib = torch.library.Library("aten", "IMPL")
+    for name in _common.fixture().get("native_kernels", ["mm", "addmm", "relu", "add.Tensor"]):
+        lib.impl(name, _fake_kernel, "PrivateUse1")
+    _KERNELS.append(lib)  # kept alive: a dropped Library unregisters its kernels
+
+
+_register_kernels()
