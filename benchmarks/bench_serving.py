@@ -55,7 +55,7 @@ def main() -> None:
         t0 = time.perf_counter()
         plan = propose_serving_plan(trace, **ENGINE)
         dt = time.perf_counter() - t0
-        budget = propose_serving_plan(trace, **ENGINE, max_graphs=64, compile_budget_minutes=args.budget_minutes, compile_times=args.compile_times)
+        budget = propose_serving_plan(trace, **ENGINE, max_graphs=32, compile_budget_minutes=args.budget_minutes, compile_times=args.compile_times)
         assert plan.proposed is not None and budget.proposed is not None
         print(_line(f"{name}: vllm-neuron default", plan.baselines[0]))
         print(_line(f"{name}: plan at the same graphs", plan.proposed))

@@ -176,6 +176,12 @@ def analyze(
     decode_trace: Annotated[
         Path | None, typer.Option("--decode-trace", help="Serving trace (prompt and output lengths): adds decode buckets to the report.")
     ] = None,
+    serving_trace: Annotated[
+        Path | None, typer.Option("--serving-trace", help="Timed serving trace: adds a vLLM Neuron serving plan (needs --serving-engine).")
+    ] = None,
+    serving_engine: Annotated[
+        str | None, typer.Option("--serving-engine", help="With --serving-trace: max_num_batched_tokens=N,max_num_seqs=N,max_model_len=N[,tensor_parallel_size=N].")
+    ] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
         str | None,
@@ -274,6 +280,12 @@ def analyze(
             from neuronprobe.shape_buckets.decode import decode_for_report
 
             decode_section = decode_for_report(decode_trace, model, target, list(set_ or []))
+        serving_section = None
+        if serving_trace is not None or serving_engine is not None:  # issue 37: checked before the analysis, exit 2 at once
+            from neuronprobe.shape_buckets.serving import serving_for_report
+
+            serving_section = serving_for_report(serving_trace, serving_engine)
+            inputs.append(serving_trace)
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
         else:
@@ -289,6 +301,8 @@ def analyze(
             report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if decode_section is not None:
             report.decode = decode_section
+        if serving_section is not None:
+            report.serving = serving_section
         if audit_path is not None:
             from neuronprobe.audit.engine import audit_paths
             from neuronprobe.audit.rules import stack_for

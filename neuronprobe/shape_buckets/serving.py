@@ -179,3 +179,30 @@ def propose_serving_plan(
         notes=notes,
         calibration_source="; ".join(calib),
     )
+
+
+ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")
+
+
+def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPlan:
+    """The serving section ``analyze --serving-trace TRACE --serving-engine k=v,...`` adds to a model's report."""
+    if trace_path is None or engine is None:
+        raise InputError("--serving-trace and --serving-engine go together (e.g. --serving-engine max_num_batched_tokens=8192,max_num_seqs=32,max_model_len=16384)")
+    values: dict[str, int] = {}
+    for part in engine.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in ENGINE_KEYS:
+            raise InputError(f"--serving-engine {part.strip()[:60]!r}: use KEY=N with KEY one of {', '.join(ENGINE_KEYS)}")
+        try:
+            values[key] = int(value)
+        except ValueError:
+            raise InputError(f"--serving-engine {key}: {value.strip()[:30]!r} is not a whole number") from None
+    missing = [k for k in ENGINE_KEYS[:3] if k not in values]
+    if missing:
+        raise InputError(f"--serving-engine needs {', '.join(missing)}")
+    from neuronprobe.files import check_input_file
+    from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+
+    check_input_file(trace_path, "trace")
+    return propose_serving_plan(read_decode_trace(trace_path), **values)

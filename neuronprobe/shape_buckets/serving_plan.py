@@ -173,28 +173,44 @@ def choose(
     decode_cache: dict[int, tuple[list[int], list[int], str]] = {}
     best: ServingLadders | None = None
     tried = 0
+    def decode(pairs: int) -> tuple[list[int], list[int], str]:
+        if pairs not in decode_cache:
+            decode_cache[pairs] = _decode_plan(traffic, dep, pairs)
+        return decode_cache[pairs]
+
+    def evaluate(pl: list[int], pairs: int) -> ServingLadders | None:
+        bl, cl, method = decode(pairs)
+        exact = method == "exact" and dep.kv_segment_size is None
+        cand = score("proposed", traffic, dep, tm, pl, bl, cl, "exact" if exact else "heuristic")
+        if budget_seconds is not None:
+            bill = compile_bill(graph_names(dep, pl, bl, cl), samples, workers, None, "")
+            if bill.wall_seconds is None or bill.wall_seconds > budget_seconds:
+                return None
+            cand.compile_seconds = bill.wall_seconds
+        return cand
+
     for pl in prefill_opts:
         left = max_graphs - len(pl) * fp_unit
         if left < fd_unit:
             continue
-        seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
-        for pairs in range(left // fd_unit, 0, -1) if budget_seconds is not None else [left // fd_unit]:
-            if pairs not in decode_cache:
-                decode_cache[pairs] = _decode_plan(traffic, dep, pairs)
-            bl, cl, method = decode_cache[pairs]
-            if (tuple(bl), tuple(cl)) in seen:
-                continue
-            seen.add((tuple(bl), tuple(cl)))
-            tried += 1
-            exact = method == "exact" and dep.kv_segment_size is None
-            cand = score("proposed", traffic, dep, tm, pl, bl, cl, "exact" if exact else "heuristic")
-            if budget_seconds is not None:
-                bill = compile_bill(graph_names(dep, pl, bl, cl), samples, workers, None, "")
-                if bill.wall_seconds is None or bill.wall_seconds > budget_seconds:
-                    continue
-                cand.compile_seconds = bill.wall_seconds
-            if best is None or (cand.modelled_seconds, cand.graphs) < (best.modelled_seconds, best.graphs):
-                best = cand
+        top = left // fd_unit
+        if budget_seconds is None:
+            found = evaluate(pl, top)
+        else:
+            # The largest decode budget whose compile wall fits: a binary search, taking the wall to grow
+            # with the decode pairs (more pairs never compile faster on the same workers).
+            lo, hi, found = 1, top, None
+            while lo <= hi:
+                mid = (lo + hi) // 2
+                got = evaluate(pl, mid)
+                tried += 1
+                if got is None:
+                    hi = mid - 1
+                else:
+                    found, lo = got, mid + 1
+        tried += 1
+        if found is not None and (best is None or (found.modelled_seconds, found.graphs) < (best.modelled_seconds, best.graphs)):
+            best = found
     if best is None:
         raise InputError(
             f"no ladder set fits --max-graphs {max_graphs}"
