@@ -290,3 +290,74 @@ def test_cli_serving_trace_json_and_errors(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["buckets", "--metrics", str(DATA / "scrape_1.prom"), "--max-num-batched-tokens", "512", "--max-num-seqs", "8", "--max-model-len", "4096", "--compile-budget", "30"])
     assert r.exit_code == 0, r.output
     assert "compile bill" in r.output and "min on 8 workers" in r.output
+
+
+# --- 6. everywhere a result goes: the report (JSON schema 6, HTML), analyze --serving-trace, DataFrames ---------
+
+
+MLP = Path(__file__).parent / "models" / "mlp.py"
+
+
+def test_analyze_with_a_serving_trace_adds_the_section(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+    from neuronprobe.report.model import Report
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(f"{i * 0.3},{50 + 37 * i},{5 + i % 11}\n" for i in range(40)))
+    out = tmp_path / "r.json"
+    engine = "max_num_batched_tokens=512,max_num_seqs=4,max_model_len=4096"
+    args = ["analyze", str(MLP), "--backend", "static", "--serving-trace", str(trace), "--serving-engine", engine, "--max-compiles", "0", "--json", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["schema_version"] == 6 and data["serving"]["requests"] == 40
+    assert data["serving"]["proposed"]["batch_buckets"][-1] == 4
+    report = Report.from_json(out.read_text())
+    assert report.serving is not None and report.serving.proposed is not None
+    assert Report.from_json(report.to_json()).serving == report.serving
+    html = out.with_suffix(".html").read_text()
+    assert 'id="serving"' in html and "Serving on vLLM Neuron" in html and "uncalibrated" in html
+    assert html.count("<title>") >= 3  # bars of the per-dimension histograms
+    frames = report.serving.frames()
+    assert list(frames) == ["ladders", "graphs", "histograms"] and len(frames["ladders"]) == 1 + len(report.serving.baselines)
+    bad = CliRunner().invoke(app, ["analyze", str(MLP), "--serving-trace", str(trace), "--serving-engine", "max_num_seqs=4", "-o", str(tmp_path / "o")])
+    assert bad.exit_code == 2 and "--serving-engine needs max_num_batched_tokens, max_model_len" in bad.output
+    assert not (tmp_path / "o").exists()
+
+
+def test_python_api_is_exported_lazily() -> None:
+    import neuronprobe
+
+    plan = neuronprobe.propose_serving_plan(([300, 100, 50], [3, 2, 4], [0.0, 0.0, 0.5]), max_num_batched_tokens=256, max_num_seqs=2, max_model_len=1024)
+    assert plan.proposed is not None and plan.requests == 3
+    assert set(plan.frames()) == {"ladders", "graphs", "histograms"}
+
+
+def test_the_readme_serving_examples_run(tmp_path: Path) -> None:
+    import re
+    import shlex
+
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("### Serving on vLLM Neuron", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1].replace("\\\n", " ")
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip().startswith("neuronprobe buckets")]
+    assert len(commands) == 2
+    trace = tmp_path / "trace.csv"
+    rng = np.random.default_rng(1)
+    rows = "".join(f"{t:.3f},{p},{o}\n" for t, p, o in zip(np.sort(rng.uniform(0, 60, 300)), rng.integers(20, 3000, 300), rng.integers(2, 300, 300), strict=True))
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
+    files = {"AzureLLMInferenceTrace_conv.csv": str(trace), "compile_times.csv": str(DATA / "compile_times.csv"), "plan.json": str(tmp_path / "plan.json")}
+    files.update({f"scrape_{i}.prom": str(DATA / f"scrape_{i}.prom") for i in (1, 2)})
+    for command in commands:
+        argv = [files.get(w, w) for w in shlex.split(command)[1:]]
+        result = CliRunner().invoke(app, argv)
+        assert result.exit_code == 0, (command, result.output)
+        assert re.search(r"--additional-config '\{\"neuron_config\"", result.output)
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["proposed"]["compile_seconds"] <= 20 * 60 and plan["compile_bill"]["calibrated"]
