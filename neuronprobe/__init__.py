@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets", "propose_decode_buckets", "propose_serving_plan"]
+__all__ = [
+    "GateFailure",
+    "Gates",
+    "Report",
+    "__version__",
+    "analyze",
+    "evaluate_gates",
+    "load_report",
+    "propose_buckets",
+    "propose_decode_buckets",
+    "propose_serving_plan",
+]
 
 # The torchvision import hook (loaders/torchvision_ops.py) is not installed here: only while a model is
 # built (loading.py, loaders/vision.py), so that importing neuronprobe (or its pytest plugin) changes nothing.

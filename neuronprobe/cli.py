@@ -180,7 +180,8 @@ def analyze(
         Path | None, typer.Option("--serving-trace", help="Timed serving trace: adds a vLLM Neuron serving plan (needs --serving-engine).")
     ] = None,
     serving_engine: Annotated[
-        str | None, typer.Option("--serving-engine", help="With --serving-trace: max_num_batched_tokens=N,max_num_seqs=N,max_model_len=N[,tensor_parallel_size=N].")
+        str | None,
+        typer.Option("--serving-engine", help="With --serving-trace: max_num_batched_tokens=N,max_num_seqs=N,max_model_len=N[,tensor_parallel_size=N]."),
     ] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
@@ -1047,7 +1048,10 @@ def buckets(
         str | None, typer.Option("--output-column", help="--decode: the output-length column (default: GeneratedTokens, output_tokens, ...).")
     ] = None,
     time_column: Annotated[str | None, typer.Option("--time-column", help="--decode: the arrival-time column (default: TIMESTAMP, time, ...).")] = None,
-    runtime: Annotated[str, typer.Option("--runtime", help="--decode: nxdi, vllm-neuron-nxdi or tnx (their bucket fit rules); vllm-neuron: the current plugin's three ladders.")] = defaults.DEFAULT_DECODE_RUNTIME,
+    runtime: Annotated[
+        str,
+        typer.Option("--runtime", help="--decode: nxdi, vllm-neuron-nxdi or tnx (their bucket fit rules); vllm-neuron: the current plugin's three ladders."),
+    ] = defaults.DEFAULT_DECODE_RUNTIME,
     speculation_length: Annotated[int, typer.Option("--speculation-length", help="--decode: speculative tokens per step (shifts the required length).")] = 0,
     model: Annotated[
         str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
@@ -1074,7 +1078,9 @@ def buckets(
     tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", help="vllm-neuron: vLLM's tensor_parallel_size.")] = 1,
     sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="vllm-neuron: prefill buckets divisible by the TP degree.")] = False,
     kv_segment_size: Annotated[int | None, typer.Option("--kv-segment-size", help="vllm-neuron: segmented prefill, kv_segment_size_buckets=[N].")] = None,
-    compile_budget: Annotated[float | None, typer.Option("--compile-budget", help="vllm-neuron: minutes of compile wall time allowed (needs measured times).")] = None,
+    compile_budget: Annotated[
+        float | None, typer.Option("--compile-budget", help="vllm-neuron: minutes of compile wall time allowed (needs measured times).")
+    ] = None,
     compile_times: Annotated[Path | None, typer.Option("--compile-times", help="vllm-neuron: CSV graph,seconds[,host_gib] of compiled graphs.")] = None,
     compile_workers: Annotated[int, typer.Option("--compile-workers", help="vllm-neuron: NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS (default 8).")] = 8,
     host_memory_gib: Annotated[float | None, typer.Option("--host-memory-gib", help="vllm-neuron: the compile host's RAM.")] = None,
@@ -1109,7 +1115,9 @@ def buckets(
                 console.print(f"json: {json_path}", markup=False)
             return
         if any(v is not None for v in (max_num_batched_tokens, max_num_seqs, max_model_len, compile_budget, compile_times)):
-            raise _fail("--max-num-batched-tokens, --max-num-seqs, --max-model-len, --compile-budget, --compile-times: with --decode --runtime vllm-neuron or --metrics")
+            raise _fail(
+                "--max-num-batched-tokens, --max-num-seqs, --max-model-len, --compile-budget, --compile-times: with --decode --runtime vllm-neuron or --metrics"
+            )
         if lengths is None:
             raise _fail("give a lengths file (or a trace with --decode, or --metrics SCRAPE)")
 
@@ -1279,6 +1287,27 @@ def _doctor_table(detection: Any, chosen: Any) -> Any:
 
 
 # --- rules (issue 27) --------------------------------------------------------------
+
+
+# --- cache (issue 37.5): which planned graphs miss the compile cache at cold start -------------
+
+
+@app.command()
+def cache(
+    action: Annotated[str, typer.Argument(help="explain: per planned graph, hit or miss and the key component that differs.")],
+    plan: Annotated[Path, typer.Option("--plan", help="The planned deployment: a manifest JSON (scheme, versions, compiler args, target, graphs).")],
+    cache_path: Annotated[Path, typer.Option("--cache", help="The compile cache folder, or the manifest written when it was built.")],
+    debug: DebugOpt = False,
+) -> None:
+    """Explain compile-cache hits and misses for vLLM Neuron, TorchNeuron and XLA before a cold start."""
+    with _errors(debug):
+        if action != "explain":
+            raise _fail(f"cache {action!r}: the action is explain")
+        from neuronprobe.shape_buckets.cache_explain import explain, render_explanation
+
+        console = _out_console()
+        for line in render_explanation(explain(plan, cache_path)):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("rules")

@@ -24,7 +24,7 @@ def _commands() -> list[str]:
 
 
 def test_the_commands_are_the_documented_ones():
-    assert _commands() == ["analyze", "audit", "buckets", "diff", "doctor", "nightly", "parity", "report", "rules", "setup"]
+    assert _commands() == ["analyze", "audit", "buckets", "cache", "diff", "doctor", "nightly", "parity", "report", "rules", "setup"]
 
 
 def test_every_command_has_help_and_a_readme_mention():

@@ -101,7 +101,16 @@ def test_graph_counts_match_the_docs_examples() -> None:
     eagle = _dep(spec=3)
     assert graph_count(eagle, [8192], [1, 2, 4, 8], [16384]) == (2, 4 * 2 * 3)  # x3 decode families with EAGLE3
     names = [n for n, _, _ in graph_names(eagle, [8192], [8], [16384])]
-    assert names == ["prefill_s8192", "prefill_s8192_draft", "decode_b8_ctx16384", "decode_b8_ctx16384_spec", "decode_b8_ctx16384_draft", "decode_b8", "decode_b8_spec", "decode_b8_draft"]
+    assert names == [
+        "prefill_s8192",
+        "prefill_s8192_draft",
+        "decode_b8_ctx16384",
+        "decode_b8_ctx16384_spec",
+        "decode_b8_ctx16384_draft",
+        "decode_b8",
+        "decode_b8_spec",
+        "decode_b8_draft",
+    ]
 
 
 def test_default_prefill_ladder_ends_at_min_of_tokens_and_model_len() -> None:
@@ -173,9 +182,11 @@ def test_scrape_series_counts_increases_and_resets() -> None:
 def test_scrape_range_checks_name_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.prom"
     bad.write_text('vllm_neuron:neff_execution_count_total{bucket_name="decode_b8"} -3\n')
-    with pytest.raises(InputError, match="line 1: vllm_neuron:neff_execution_count_total is -3.0"):
+    with pytest.raises(InputError, match=r"line 1: vllm_neuron:neff_execution_count_total is -3\.0"):
         traffic_from_scrapes([read_scrape(bad)])
-    bad.write_text('vllm_neuron:num_seqs_padding_bucket{bucket_name="decode_b8",le="1"} 5\nvllm_neuron:num_seqs_padding_bucket{bucket_name="decode_b8",le="+Inf"} 2\n')
+    bad.write_text(
+        'vllm_neuron:num_seqs_padding_bucket{bucket_name="decode_b8",le="1"} 5\nvllm_neuron:num_seqs_padding_bucket{bucket_name="decode_b8",le="+Inf"} 2\n'
+    )
     with pytest.raises(InputError, match="not cumulative"):
         traffic_from_scrapes([read_scrape(bad)])
 
@@ -207,8 +218,9 @@ def test_compile_bill_fits_per_graph_size_and_schedules_workers() -> None:
     by = {g.name: g for g in bill.graphs}
     assert by["prefill_s512"].seconds == 100 and by["prefill_s512"].measured
     assert by["prefill_s2048"].seconds == pytest.approx(280.0)  # 100 + 60 per 512 tokens, extrapolated
-    assert bill.calibrated and bill.wall_seconds == pytest.approx(max(280 + 100, 300 + 160)) or bill.wall_seconds == pytest.approx(440.0)
-    assert bill.host_peak_gib is not None and bill.host_peak_gib > 30.0
+    # longest first on 2 workers: 300 | 280, then 160 after 280 and 100 after 300: wall 440 s
+    assert bill.calibrated and bill.wall_seconds == pytest.approx(440.0)
+    assert bill.host_peak_gib == pytest.approx(20.0 + 22.0)  # decode_b8 and prefill_s2048 (10 + 4 GiB per 512 tokens) at once
     assert any("host RAM" in n for n in bill.notes)
     assert schedule_compiles([5, 4, 3, 3], [1.0, 1.0, 1.0, 1.0], 2) == (8.0, 2.0)
 
@@ -216,7 +228,7 @@ def test_compile_bill_fits_per_graph_size_and_schedules_workers() -> None:
 def test_compile_times_csv_range_checked(tmp_path: Path) -> None:
     f = tmp_path / "c.csv"
     f.write_text("graph,seconds\nprefill_s512,-1\n")
-    with pytest.raises(InputError, match="line 2: compile seconds -1.0"):
+    with pytest.raises(InputError, match=r"line 2: compile seconds -1\.0"):
         read_compile_times(f, 4096)
     f.write_text("graph,seconds\nwhat,3\n")
     with pytest.raises(InputError, match="line 2: graph 'what' is not a vLLM Neuron bucket name"):
@@ -280,14 +292,46 @@ def test_cli_serving_trace_json_and_errors(tmp_path: Path) -> None:
     trace = tmp_path / "t.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,50,4\n")
     out = tmp_path / "plan.json"
-    r = CliRunner().invoke(app, ["buckets", str(trace), "--decode", "--runtime", "vllm-neuron", "--max-num-batched-tokens", "256", "--max-num-seqs", "2", "--max-model-len", "1024", "--json", str(out)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "buckets",
+            str(trace),
+            "--decode",
+            "--runtime",
+            "vllm-neuron",
+            "--max-num-batched-tokens",
+            "256",
+            "--max-num-seqs",
+            "2",
+            "--max-model-len",
+            "1024",
+            "--json",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     data = json.loads(out.read_text())
     assert data["proposed"]["prefill_buckets"][-1] == 256 and data["proposed"]["batch_buckets"][-1] == 2
     assert "--additional-config" in r.output and "uncalibrated" in r.output
     r = CliRunner().invoke(app, ["buckets", str(trace), "--decode", "--runtime", "vllm-neuron", "--max-num-seqs", "2"])
     assert r.exit_code == 2 and "--max-num-batched-tokens, --max-model-len" in r.output
-    r = CliRunner().invoke(app, ["buckets", "--metrics", str(DATA / "scrape_1.prom"), "--max-num-batched-tokens", "512", "--max-num-seqs", "8", "--max-model-len", "4096", "--compile-budget", "30"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "buckets",
+            "--metrics",
+            str(DATA / "scrape_1.prom"),
+            "--max-num-batched-tokens",
+            "512",
+            "--max-num-seqs",
+            "8",
+            "--max-model-len",
+            "4096",
+            "--compile-budget",
+            "30",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "compile bill" in r.output and "min on 8 workers" in r.output
 
@@ -350,7 +394,9 @@ def test_the_readme_serving_examples_run(tmp_path: Path) -> None:
     assert len(commands) == 2
     trace = tmp_path / "trace.csv"
     rng = np.random.default_rng(1)
-    rows = "".join(f"{t:.3f},{p},{o}\n" for t, p, o in zip(np.sort(rng.uniform(0, 60, 300)), rng.integers(20, 3000, 300), rng.integers(2, 300, 300), strict=True))
+    rows = "".join(
+        f"{t:.3f},{p},{o}\n" for t, p, o in zip(np.sort(rng.uniform(0, 60, 300)), rng.integers(20, 3000, 300), rng.integers(2, 300, 300), strict=True)
+    )
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
     files = {"AzureLLMInferenceTrace_conv.csv": str(trace), "compile_times.csv": str(DATA / "compile_times.csv"), "plan.json": str(tmp_path / "plan.json")}
     files.update({f"scrape_{i}.prom": str(DATA / f"scrape_{i}.prom") for i in (1, 2)})
@@ -361,3 +407,74 @@ def test_the_readme_serving_examples_run(tmp_path: Path) -> None:
         assert re.search(r"--additional-config '\{\"neuron_config\"", result.output)
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert plan["proposed"]["compile_seconds"] <= 20 * 60 and plan["compile_bill"]["calibrated"]
+
+
+# --- 5. cache explain -----------------------------------------------------------------------------
+
+
+def _manifest(path: Path, **kw: object) -> Path:
+    base = {
+        "scheme": "vllm-neuron",
+        "model": "m",
+        "dtype": "bfloat16",
+        "torch_neuronx": "2.14.0",
+        "neuronxcc": "2.22.1",
+        "nki": "0.6.0",
+        "compiler_args": ["-O1", "--lnc=2"],
+        "target": "trn2",
+        "tensor_parallel_size": 8,
+        "graphs": ["prefill_s128", "prefill_s256", "decode_b8"],
+    }
+    base.update(kw)
+    path.write_text(json.dumps(base))
+    return path
+
+
+def test_cache_explain_against_a_manifest_names_the_component(tmp_path: Path) -> None:
+    from neuronprobe.shape_buckets.cache_explain import explain
+
+    plan = _manifest(tmp_path / "plan.json")
+    same = _manifest(tmp_path / "same.json", compiler_args=["--lnc=2", "-O1"], graphs=["prefill_s128", "decode_b8"])
+    e = explain(plan, same)
+    assert [(g.graph, g.verdict) for g in e.graphs] == [("prefill_s128", "hit"), ("prefill_s256", "miss"), ("decode_b8", "hit")]
+    assert "input shapes" in e.graphs[1].why[0]
+    older = _manifest(tmp_path / "old.json", neuronxcc="2.21.0", target="trn1")
+    e = explain(plan, older)
+    assert all(g.verdict == "miss" for g in e.graphs)
+    assert e.graphs[0].why == ["neuronxcc: planned '2.22.1', cache '2.21.0'", "target: planned 'trn2', cache 'trn1'"]
+
+
+def test_cache_explain_reads_the_xla_folder_layout(tmp_path: Path) -> None:
+    from neuronprobe.shape_buckets.cache_explain import explain
+
+    root = tmp_path / "neuron-compile-cache"
+    entry = root / "neuronxcc-2.22.1" / "MODULE_56f0d314fda2b6e1e336+617f6939"
+    entry.mkdir(parents=True)
+    (entry / "compile_flags.json").write_text(json.dumps(["--target=trn2", "-O2"]))
+    plan = _manifest(tmp_path / "plan.json", scheme="xla", compiler_args=["--target=trn2", "-O1"])
+    e = explain(plan, root)
+    assert e.entries == 1 and all(g.verdict == "miss" for g in e.graphs) and "compiler_args" in e.graphs[0].why[0]
+    e = explain(_manifest(tmp_path / "p2.json", scheme="xla", compiler_args=["-O2", "--target=trn2"]), root)
+    assert all(g.verdict == "unknown" for g in e.graphs)
+    e = explain(_manifest(tmp_path / "p3.json", scheme="xla", neuronxcc="2.23.0"), root)
+    assert e.graphs[0].verdict == "miss" and "2.22.1" in e.graphs[0].why[0]
+
+
+def test_cache_explain_cli_and_bad_input(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+
+    plan = _manifest(tmp_path / "plan.json")
+    empty = tmp_path / "vllm-cache"
+    empty.mkdir()
+    r = CliRunner().invoke(app, ["cache", "explain", "--plan", str(plan), "--cache", str(empty)])
+    assert r.exit_code == 0 and "0 hit, 3 miss" in r.output
+    (empty / ("a" * 32)).mkdir()
+    r = CliRunner().invoke(app, ["cache", "explain", "--plan", str(plan), "--cache", str(empty)])
+    assert r.exit_code == 0 and "3 unknown" in r.output and "1 entries" in r.output
+    bad = _manifest(tmp_path / "bad.json", tensor_parallel_size=0)
+    r = CliRunner().invoke(app, ["cache", "explain", "--plan", str(bad), "--cache", str(empty)])
+    assert r.exit_code == 2 and "field 'tensor_parallel_size'" in r.output
+    r = CliRunner().invoke(app, ["cache", "purge", "--plan", str(plan), "--cache", str(empty)])
+    assert r.exit_code == 2

@@ -156,13 +156,17 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
     sizes = {k: [s.size for s in samples if s.kind == k] for k in ("prefill", "decode")}
     beyond = [g.name for g in costs if not g.measured and sizes[g.kind] and g.size > max(sizes[g.kind])]
     if beyond:
-        bill.notes.append(f"{len(beyond)} graph(s) are larger than any measured {'/'.join(sorted({g.kind for g in costs if g.name in beyond}))} graph: their times are extrapolated")
+        bill.notes.append(
+            f"{len(beyond)} graph(s) are larger than any measured {'/'.join(sorted({g.kind for g in costs if g.name in beyond}))} graph: their times are extrapolated"
+        )
     wall, peak = schedule_compiles([g.seconds or 0.0 for g in costs], [g.host_gib for g in costs], workers)
     bill.wall_seconds = round(wall, 3)
     bill.serial_seconds = round(sum(g.seconds or 0.0 for g in costs), 3)
     bill.host_peak_gib = None if peak is None else round(peak, 3)
     if peak is not None and host_memory_gib is not None and peak > host_memory_gib:
-        bill.notes.append(f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: lower NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS")
+        bill.notes.append(
+            f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: lower NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS"
+        )
     return bill
 
 

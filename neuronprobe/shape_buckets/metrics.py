@@ -30,6 +30,7 @@ beyond a bucket), and the report states every bin's width.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -236,7 +237,7 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
     for (kind, bucket), d in sorted(bins.items()):
         les = sorted(d)
         cum = [d[x] for x in les]
-        if any(b < a for a, b in zip(cum, cum[1:], strict=False)):
+        if any(b < a for a, b in itertools.pairwise(cum)):
             raise InputError(f"--metrics: the {kind} bucket {bucket} histogram is not cumulative (a count falls as le grows)")
         lower: list[int] = []
         upper: list[int] = []
@@ -244,7 +245,7 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
         prev_le = -1.0
         prev_c = 0.0
         for le, c in zip(les, cum, strict=True):
-            n = int(round(c - prev_c))
+            n = round(c - prev_c)
             pad_lo = 0 if prev_le < 0 else math.floor(prev_le) + 1  # smallest whole padding in (prev_le, le]
             pad_hi = bucket if math.isinf(le) else min(bucket, math.floor(le))
             if n and pad_lo <= pad_hi and pad_lo < bucket:

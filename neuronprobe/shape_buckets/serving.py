@@ -151,14 +151,18 @@ def propose_serving_plan(
         pv, pc = mt.values("prefill")
         bv, bc = mt.values("decode")
         if pv.size and pv.max() > cfg.prefill_top:
-            raise InputError(f"--metrics: prefill executions of up to {int(pv.max())} tokens, more than min(--max-num-batched-tokens, --max-model-len) = {cfg.prefill_top}")
+            raise InputError(
+                f"--metrics: prefill executions of up to {int(pv.max())} tokens, more than min(--max-num-batched-tokens, --max-model-len) = {cfg.prefill_top}"
+            )
         if bv.size and bv.max() > max_num_seqs:
             raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {max_num_seqs}")
         traffic = Traffic(pv, pc, bv, np.full(bv.size, max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
         source, kind, requests = ", ".join(mt.sources), "metrics", 0
         notes.append(f"prefill: {resolution_words(mt.prefill)}")
         notes.append(f"decode batch: {resolution_words(mt.decode)}")
-        notes.append("the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them")
+        notes.append(
+            "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
+        )
         if not pv.size and not bv.size:
             raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
     else:
@@ -187,7 +191,9 @@ ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tenso
 def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPlan:
     """The serving section ``analyze --serving-trace TRACE --serving-engine k=v,...`` adds to a model's report."""
     if trace_path is None or engine is None:
-        raise InputError("--serving-trace and --serving-engine go together (e.g. --serving-engine max_num_batched_tokens=8192,max_num_seqs=32,max_model_len=16384)")
+        raise InputError(
+            "--serving-trace and --serving-engine go together (e.g. --serving-engine max_num_batched_tokens=8192,max_num_seqs=32,max_model_len=16384)"
+        )
     values: dict[str, int] = {}
     for part in engine.split(","):
         key, sep, value = part.partition("=")
@@ -205,4 +211,10 @@ def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPl
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 
     check_input_file(trace_path, "trace")
-    return propose_serving_plan(read_decode_trace(trace_path), **values)
+    return propose_serving_plan(
+        read_decode_trace(trace_path),
+        max_num_batched_tokens=values["max_num_batched_tokens"],
+        max_num_seqs=values["max_num_seqs"],
+        max_model_len=values["max_model_len"],
+        tensor_parallel_size=values.get("tensor_parallel_size", 1),
+    )

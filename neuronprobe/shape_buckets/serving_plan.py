@@ -173,6 +173,7 @@ def choose(
     decode_cache: dict[int, tuple[list[int], list[int], str]] = {}
     best: ServingLadders | None = None
     tried = 0
+
     def decode(pairs: int) -> tuple[list[int], list[int], str]:
         if pairs not in decode_cache:
             decode_cache[pairs] = _decode_plan(traffic, dep, pairs)
@@ -269,9 +270,7 @@ def plan_from_traffic(
     if budget is not None:
         probe = compile_bill(graph_names(dep, [s.prefill_top], [s.max_num_seqs], []), sample_list, workers, None, "")
         if not probe.calibrated:
-            raise InputError(
-                f"--compile-budget needs measured compile times for prefill and decode graphs; {probe.how_to_calibrate}"
-            )
+            raise InputError(f"--compile-budget needs measured compile times for prefill and decode graphs; {probe.how_to_calibrate}")
     dp, db = default_prefill_buckets(dep), default_batch_buckets(dep)
     default = score("vllm-neuron default", traffic, dep, tm, dp, db, [], "fixed")
     graphs_cap = int(max_graphs) if max_graphs is not None else default.graphs
@@ -284,7 +283,9 @@ def plan_from_traffic(
         same.name = f"proposed at the default's {default.graphs} graphs"
         baselines.append(same)
     ladders = [proposed, *baselines]
-    bill = compile_bill(graph_names(dep, proposed.prefill_buckets, proposed.batch_buckets, proposed.context_buckets), sample_list, workers, host_memory_gib, calibration_source)
+    bill = compile_bill(
+        graph_names(dep, proposed.prefill_buckets, proposed.batch_buckets, proposed.context_buckets), sample_list, workers, host_memory_gib, calibration_source
+    )
     for lad in ladders:
         b = compile_bill(graph_names(dep, lad.prefill_buckets, lad.batch_buckets, lad.context_buckets), sample_list, workers, host_memory_gib, "")
         lad.compile_seconds, lad.host_peak_gib = b.wall_seconds, b.host_peak_gib

@@ -173,7 +173,7 @@ class ServingReplay:
             for i in range(int(k)):
                 rows.append((float(t) + i * dt, "decode", int(b), min(int(c) + i, self.config.max_model_len)))
         rows.sort(key=lambda r: r[0])
-        return [(kind, n, c, int(round(t * 1e6))) for t, kind, n, c in rows]
+        return [(kind, n, c, round(t * 1e6)) for t, kind, n, c in rows]
 
 
 def replay_vllm_neuron(

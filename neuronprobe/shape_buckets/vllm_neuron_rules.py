@@ -31,6 +31,7 @@ default here ends with that value, as the rule requires.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,7 +100,7 @@ def check_neuron_config(cfg: dict[str, Any], dep: Deployment) -> list[str]:
         if not isinstance(v, list) or not v or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in v):
             errors.append(f"{name}: a non-empty list of positive whole numbers")
             return None
-        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+        if any(b <= a for a, b in itertools.pairwise(v)):
             errors.append(f"{name} {v}: must be strictly ascending")
         return list(v)
 
