@@ -132,8 +132,8 @@ def explain(plan_path: Path, cache_path: Path) -> Explanation:
     if entries == 0:
         rows = [GraphVerdict(g, "miss", ["the cache folder holds no compiled graph"]) for g in plan["graphs"]]
     else:
-        why = f"{scheme} keys are hashes over the traced graph: {entries} entries here, none attributable without it"
-        rows = [GraphVerdict(g, "unknown", [why]) for g in plan["graphs"]]
+        reason = f"{scheme} keys are hashes over the traced graph: {entries} entries here, none attributable without it"
+        rows = [GraphVerdict(g, "unknown", [reason]) for g in plan["graphs"]]
     notes = ["write a manifest when the cache is built and pass it as the cache side for a per-component answer"]
     return Explanation(scheme, str(cache_path), entries, rows, "folder", notes)
 
