@@ -155,7 +155,7 @@ def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None
     old_data = json.loads(OLD_REPORT.read_text(encoding="utf-8"))
     assert old_data["schema_version"] == 2 and "verdict" not in old_data
     report = load_report(str(OLD_REPORT))
-    assert report.schema_version == 6
+    assert report.schema_version == SCHEMA_VERSION == 6
     assert report.verdict is TopVerdict.WILL_NOT_COMPILE
     assert {f.verdict for f in report.findings} == {Verdict.DYNAMIC_SHAPE, Verdict.CPU_FALLBACK}
     assert all(f.origin is Origin.PREDICTED and f.phase is Phase.FORWARD for f in report.findings)

@@ -26,6 +26,7 @@ from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.registry import UnknownRule, lookup
 from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
+from neuronprobe.report.serving_model import ServingPlan
 from neuronprobe.vocabulary import (
     AutoCast,
     CaptureStrategy,
@@ -67,6 +68,8 @@ from neuronprobe.vocabulary import (
 #    the line that runs the op) and ``origins`` (every origin that found it: predicted, observed); the summary's
 #    ``counts`` are computed from the findings (:func:`verdict_counts`).
 #    And support_table.stack (xla | native, issue 36) with the native table's origin and age.
+#    And report.serving, vLLM Neuron ladders, the compile bill and the traffic per bucket dimension (issue 37;
+#    report/serving_model.py).
 SCHEMA_VERSION = 6
 
 
@@ -905,6 +908,7 @@ class Report:
     train: TrainInfo | None = None  # schema 2: set by --train
     decode: DecodeProposal | None = None  # schema 4: `analyze --decode-trace` (issue 24)
     parity: ParitySection | None = None  # schema 5: `parity` / `analyze --parity` (issue 25)
+    serving: ServingPlan | None = None  # schema 6: `analyze --serving-trace` (issue 37)
 
     # -- verdict helpers ---------------------------------------------------
     @property
