@@ -73,6 +73,8 @@ def _installation_dirs() -> tuple[str, ...]:
     with contextlib.suppress(AttributeError):  # a virtualenv's old site module
         dirs |= set(site.getsitepackages())
     dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
+    # A venv that borrows another environment's packages through a .pth file: its folders are on sys.path.
+    dirs |= {p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")}
     return tuple(sorted(os.path.join(os.path.realpath(d), "") for d in dirs if d))
 
 
