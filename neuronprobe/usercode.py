@@ -174,21 +174,6 @@ def chain_in_stack_trace(text: str | None) -> list[ChainFrame]:
     return [f for f in found[start:] if owner(f[0]) is Owner.USER]
 
 
-def live_chain(start: Any) -> list[ChainFrame]:
-    """The model-code frames from the live frame ``start`` out to the innermost neuronprobe frame, outermost first."""
-    out: list[ChainFrame] = []
-    frame = start
-    while frame is not None:
-        name = frame.f_code.co_filename
-        whose = owner(name)
-        if whose is Owner.NEURONPROBE and out:
-            break
-        if whose is Owner.USER:
-            out.append((name, frame.f_lineno, frame.f_code.co_name))
-        frame = frame.f_back
-    return out[::-1]
-
-
 # --- lines of the model file in tracebacks and stack dumps -----------------------------------
 
 # `  File "/x/m.py", line 7, in forward` (traceback) and `  File "/x/m.py", line 7 in forward` (faulthandler).
@@ -275,7 +260,6 @@ __all__ = [
     "is_neuronprobe",
     "line_in_stack_dump",
     "line_in_traceback",
-    "live_chain",
     "model_frames",
     "owner",
     "user_exit_guard",
