@@ -139,6 +139,18 @@ def test_an_observed_fallback_the_capture_never_saw_is_a_disagreement() -> None:
     assert all(m.detail.startswith(UNCAPTURED_DETAIL) for m in mismatches)
 
 
+def test_an_observed_fallback_at_a_captured_line_is_left_to_the_line_diff() -> None:
+    from neuronprobe.analysis import ClassifiedCall
+    from neuronprobe.capture import OpCall
+
+    # x[mask]: captured as index.Tensor, observed as nonzero at the same line (the line-matched diff's to judge)
+    call = OpCall(index=0, namespace="aten", name="index", overload="Tensor", file="m.py", line=5)
+    report = Report(model="m", target="trn1", findings=[_observed("aten::nonzero", 5), _observed("aten::nonzero_static", 9)])
+    report.prediction_diff = PredictionDiff()
+    count_uncaptured(report, [ClassifiedCall(call, None)])  # type: ignore[arg-type]
+    assert [(m.op, m.line) for m in report.prediction_diff.predicted_ok_observed_failing] == [("aten::nonzero_static", 9)]
+
+
 def test_an_observed_fallback_of_a_captured_op_is_left_to_the_other_diffs() -> None:
     from neuronprobe.analysis import ClassifiedCall
     from neuronprobe.capture import OpCall

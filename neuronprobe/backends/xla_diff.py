@@ -98,8 +98,9 @@ UNCAPTURED_DETAIL = "the static capture recorded no op of its kind, so nothing w
 
 
 def count_uncaptured(report: Any, calls: list[Any]) -> None:
-    """Every observed problem whose op the static capture never saw (no captured op is of its kin) is a
-    disagreement: the static report said nothing fails there. Without this a capture that missed the code
+    """Every observed problem whose op the static capture never saw (no captured op is of its kin, and none at
+    its line) is a disagreement: the static report said nothing fails there. An observed op at a line the
+    capture has ops of (``x[mask]`` captured as ``index``, observed as ``nonzero``) is the line-matched diff's. Without this a capture that missed the code
     (a ``no_grad`` body it did not enter) read "0 disagreements" next to the fallbacks the device observed.
     Runs for every live backend, after the name-matched diff; each op is listed once. Findings that name no
     op (``<forward on the XLA device>``) are the observer's own, not an op the capture missed."""
@@ -107,9 +108,12 @@ def count_uncaptured(report: Any, calls: list[Any]) -> None:
     if diff is None:
         return
     captured = set().union(*kin_table([c.call for c in calls]).values()) if calls else set()
+    lines = {(place_key(c.call.file), c.call.line) for c in calls if c.call.line is not None}
     listed = {m.op for m in [*diff.predicted_ok_observed_failing, *diff.predicted_failing_observed_ok]}
     for f in report.findings:
         if f.origin != "observed" or f.verdict in SUPPORTED_VERDICTS or "::" not in f.op or f.op in listed or op_family(f.op) in captured:
+            continue
+        if f.line is not None and (place_key(f.file), f.line) in lines:
             continue
         diff.predicted_ok_observed_failing.append(
             PredictionMismatch(f.op, Verdict.LOWERED, f.verdict, f.file, f.line, f"{UNCAPTURED_DETAIL}; observed: {f.message}")
