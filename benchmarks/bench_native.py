@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         order = ("xla", "native") if i % 2 == 0 else ("native", "xla")
         row = {"model_type": t["model_type"], **{stack: one(t["model_type"], t.get("set", []), stack) for stack in order}}
         rows.append(row)
+        args.out.write_text(json.dumps({"partial": True, "rows": rows}, indent=1) + "\n")  # a cut run keeps what it measured
         x, n = row["xla"], row["native"]
         print(
             f"{t['model_type']:<28} xla {x.get('seconds')}s {x.get('verdict', x.get('error'))} | native {n.get('seconds')}s {n.get('verdict', n.get('error'))}",
