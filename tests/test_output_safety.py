@@ -139,6 +139,19 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("parity", "json_path"): "output",
     ("parity", "output_dir"): "output",
     ("parity", "save_reference"): "output",
+    # issue 33.2: --path package roots a model file imports from (folders read, never written)
+    ("analyze", "import_path"): "input",
+    ("parity", "import_path"): "input",
+    ("buckets", "import_path"): "input",
+    # issue 36: a release's compatibility table; a recorded PrivateUse1 registrations dump
+    ("analyze", "support_table"): "input",
+    ("setup", "from_dump"): "input",
+    # issue 37: serving traffic and compile measurements; cache explain's plan and cache folder
+    ("analyze", "serving_trace"): "input",
+    ("buckets", "metrics"): "input",
+    ("buckets", "compile_times"): "input",
+    ("cache", "plan"): "input",
+    ("cache", "cache_path"): "input",
 }
 # Parameters typed str that still name a file (a model file or an hf: spec; audit's paths, so that an empty one is refused).
 STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths"), ("parity", "model"), ("buckets", "model")}
@@ -155,6 +168,10 @@ NOT_PATHS = {
     ("buckets", "dtype"),
     ("doctor", "require_backend"),
     ("setup", "backend"),
+    ("analyze", "entry"),  # a method name (issue 33.3)
+    *(("analyze", p) for p in ("stack", "compiler_args", "serving_engine")),  # issues 36, 37
+    ("parity", "stack"),
+    ("cache", "action"),
 }
 
 
