@@ -15,7 +15,7 @@ import numpy as np
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
 from neuronprobe.report.serving_model import ServingPlan
-from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name, read_compile_times
+from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
 from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
@@ -123,8 +123,12 @@ def propose_serving_plan(
 
         scrapes = [read_scrape(Path(m)) for m in metrics]
     if compile_times is not None:
-        samples += read_compile_times(Path(compile_times), max_model_len)
-        calib.append(str(compile_times))
+        from neuronprobe.shape_buckets.compile_inputs import read_compile_measurements
+
+        measured = read_compile_measurements(Path(compile_times), max_model_len)
+        samples += measured.samples
+        notes += measured.notes
+        calib.append(f"{compile_times} ({measured.format})")
     mt = None
     if scrapes:
         from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
