@@ -24,10 +24,11 @@ The rules, each from the SDK docs (``aws-neuron/aws-neuron-sdk@81ce03ae``, ``vll
   ``max(num_computed_tokens) + 1 + num_speculative_tokens`` over the batch, else the
   ``max_model_len`` graph (``design/vllm/decode-context-length-bucketing.md``).
 
-Assumptions where the docs are silent (each is repeated in the report):
+- **First token from prefill**: the prefill graph that completes the prompt fills the KV cache and
+  generates the first token (``design/multimodal/on_device_encoder_cache.md``, the request
+  lifecycle figure), so a request with O output tokens then runs O - 1 decode steps.
 
-- The prefill step that computes the last prompt token also samples the first output token
-  (vLLM v1), so a request with O output tokens then runs O - 1 decode steps.
+Assumptions where the docs are silent (each is repeated in the report):
 - Speculative decoding: the draft acceptance rate is not modelled; a step yields one token per
   request (an upper bound on the steps); the speculative tokens only raise the context needed.
 - ``max_model_len``: a prompt of ``max_model_len`` tokens or more is refused by vLLM (counted,
