@@ -120,3 +120,18 @@ def test_rules_the_docs_settle_are_sourced_not_assumed() -> None:
         from neuronprobe.shape_buckets.serving_cli import ServingOptions, run_serving
 
         run_serving(ServingOptions(None, [Path("x.prom")], 256, 2, 1024, cached_column="hits"))
+
+
+@pytest.mark.parametrize("cfg", [(512, 8, 1024, 0), (256, 4, 600, 3)])
+def test_decode_groups_table_equals_listing_every_step(cfg: tuple[int, int, int, int]) -> None:
+    from neuronprobe.shape_buckets.vllm_neuron import Clock, SchedulerConfig, replay_vllm_neuron
+
+    rng = np.random.default_rng(1)
+    config = SchedulerConfig(*cfg)
+    n = 1500
+    r = replay_vllm_neuron(rng.integers(1, config.max_model_len + 50, n), rng.integers(1, 900, n), np.sort(rng.uniform(0, 100, n)), config, Clock(0.02, 8000.0))
+    fast, slow = r.decode_groups(), r._decode_groups_by_step()
+    assert all(np.array_equal(a, b) for a, b in zip(fast, slow, strict=True))
+    assert int(fast[2].sum()) == r.decode_steps
+    if config.max_model_len == 600:
+        assert (fast[1] == 600).any()  # steps capped at max_model_len are counted there
