@@ -112,6 +112,7 @@ def test_previous_run_reuses_only_measured_graphs(tmp_path: Path) -> None:
         ('[{"graph_id": "x", "torch_neuronx_compile_us": -5}]', "entry 0 torch_neuronx_compile_us -5"),
         ('[{"graph_id": "x", "torch_neuronx_compile_us": 0}]', "no entry with torch_neuronx_compile_us > 0"),
         ("{not json", "line 1: not valid JSON"),
+        ('[{"graph_id": "x", "bucket_name": "decode_8", "torch_neuronx_compile_us": 5}]', "entry 0 bucket_name 'decode_8' is not a vLLM Neuron bucket name"),
         ("Metric: CompileTime\n  TotalSamples: 2\n  Accumulator: lots\n", "line 3: CompileTime Accumulator 'lots'"),
     ],
 )

@@ -109,7 +109,10 @@ def _from_dynamo(entries: list[Any], path: Path, max_model_len: int) -> CompileM
             us.append(float(v))
         if us[2] == 0:
             continue  # compile_us is filled lazily: 0 means the NEFF compile was not timed (a cache hit or not synchronised)
-        name = e.get("bucket_name") if isinstance(e.get("bucket_name"), str) else ""
+        given = e.get("bucket_name")
+        name: str = given if isinstance(given, str) else ""
+        if name and parse_bucket_name(name, max_model_len) is None:
+            raise InputError(f"{path}: entry {i} bucket_name {name[:60]!r} is not a vLLM Neuron bucket name (prefill_s<N>, decode_b<B>[_ctx<C>])")
         if not name:
             for text in (e.get("graph_name"), e.get("model_name")):
                 m = _BUCKET_IN_TEXT.search(text) if isinstance(text, str) else None
