@@ -83,6 +83,8 @@ def test_the_plan_states_the_source_and_resolution() -> None:
     plan = propose_serving_plan(TRACE, **ENGINE, compile_times=DATA / "xla_metrics_report.txt")
     assert plan.compile_bill.calibrated and "(torch-xla-metrics)" in plan.compile_bill.source
     assert any("resolution: process totals only" in n for n in plan.notes)
+    assert plan.proposed is not None
+    assert f"the measured torch-xla run compiled 3 distinct graph(s) (UncachedCompile); this plan compiles {plan.proposed.graphs}" in plan.notes[-1]
     assert HOST_UNCALIBRATED in plan.compile_bill.notes
 
 

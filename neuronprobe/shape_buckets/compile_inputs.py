@@ -62,6 +62,7 @@ class CompileMeasurements:
     samples: list[Sample]
     format: str  # csv / neuronprobe / dynamo-metrics / neuron-parallel-compile / torch-xla-metrics
     notes: list[str] = field(default_factory=list)
+    graphs_compiled: int | None = None  # distinct graphs the measured run compiled, when the source counts them
 
 
 def _sample(name: str, seconds: float, where: str, max_model_len: int, host_gib: float | None = None) -> Sample:
@@ -245,7 +246,8 @@ def _from_xla(st: XlaCompileStats, path: Path) -> CompileMeasurements:
         raise InputError(f"{path}: the torch-xla metrics report has no timed compile (CompileTime TotalSamples {st.compiles})")
     mean = st.total_seconds / st.compiles
     check_seconds(mean, str(path))
-    return CompileMeasurements([Sample("torch-xla CompileTime mean", UNSIZED, 0, mean)], "torch-xla-metrics", [xla_resolution_words(st)])
+    graphs = st.uncached if st.uncached is not None else st.compiles
+    return CompileMeasurements([Sample("torch-xla CompileTime mean", UNSIZED, 0, mean)], "torch-xla-metrics", [xla_resolution_words(st)], graphs)
 
 
 def read_compile_measurements(path: Path, max_model_len: int) -> CompileMeasurements:

@@ -130,6 +130,7 @@ def propose_serving_plan(
         )
     samples: list[Sample] = []
     calib: list[str] = []
+    compiled_before: int | None = None
     scrapes = []
     if metrics:
         from neuronprobe.shape_buckets.metrics import read_scrape
@@ -142,6 +143,7 @@ def propose_serving_plan(
         samples += measured.samples
         notes += measured.notes
         calib.append(f"{compile_times} ({measured.format})")
+        compiled_before = measured.graphs_compiled
     mt = None
     if scrapes:
         from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
@@ -184,7 +186,7 @@ def propose_serving_plan(
             raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
     else:
         raise InputError("give a trace (TRACE) or at least one --metrics scrape")
-    return plan_from_traffic(
+    plan = plan_from_traffic(
         traffic,
         dep,
         tm,
@@ -201,6 +203,12 @@ def propose_serving_plan(
         notes=notes,
         calibration_source="; ".join(calib),
     )
+    if compiled_before is not None and plan.proposed is not None:
+        plan.notes.append(
+            f"the measured torch-xla run compiled {compiled_before} distinct graph(s) (UncachedCompile); this plan compiles {plan.proposed.graphs}, "
+            f"the default ladders {plan.baselines[0].graphs}"
+        )
+    return plan
 
 
 ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")
