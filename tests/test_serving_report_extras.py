@@ -68,6 +68,19 @@ def test_analyze_takes_vllm_option_names_and_html_draws_edges(tmp_path: Path) ->
         app, ["analyze", str(MLP), "--serving-trace", str(trace), "--max-num-seqs", "8", "--serving-engine", "max_num_seqs=4", "-o", str(tmp_path / "o")]
     )
     assert clash.exit_code == 2 and "--max-num-seqs 8 and --serving-engine max_num_seqs=4 disagree" in clash.output
+    from neuronprobe.report.html import render_html
+    from neuronprobe.report.model import Report
+
+    report = Report.from_json(out.read_text())
+    report.serving = propose_serving_plan(
+        ([300, 100, 50], [3, 2, 4], [0.0, 0.0, 0.5]),
+        max_num_batched_tokens=512,
+        max_num_seqs=4,
+        max_model_len=4096,
+        compile_times=Path(__file__).parent / "data" / "serving" / "xla_metrics_report.txt",
+    )
+    page = render_html(report)
+    assert "host RAM per parallel compile: uncalibrated" in page and "priced at the mean of 1 measured graph(s) of unknown size" in page
     alone = CliRunner().invoke(app, ["analyze", str(MLP), "--max-num-seqs", "8", "-o", str(tmp_path / "o")])
     assert alone.exit_code == 2 and "--max-num-seqs: with --serving-trace TRACE" in alone.output
     assert not (tmp_path / "o").exists()
