@@ -123,3 +123,8 @@ def test_bad_measurements_one_sentence(tmp_path: Path, content: str, message: st
     f.write_text(content)
     with pytest.raises(InputError, match=message):
         read_compile_measurements(f, 4096)
+
+
+def test_a_torch_xla_report_given_as_traffic_says_what_it_can_do() -> None:
+    with pytest.raises(InputError, match=r"a torch-xla metrics_report\(\), not a /metrics scrape: .* give it with --compile-times"):
+        propose_serving_plan(None, **ENGINE, metrics=[DATA / "xla_metrics_report.txt"])
