@@ -128,3 +128,21 @@ def test_bad_measurements_one_sentence(tmp_path: Path, content: str, message: st
 def test_a_torch_xla_report_given_as_traffic_says_what_it_can_do() -> None:
     with pytest.raises(InputError, match=r"a torch-xla metrics_report\(\), not a /metrics scrape: .* give it with --compile-times"):
         propose_serving_plan(None, **ENGINE, metrics=[DATA / "xla_metrics_report.txt"])
+
+
+@pytest.mark.parametrize(("fixture", "fmt"), [("dynamo_metrics.json", "dynamo-metrics"), ("neuron_parallel_compile.log", "neuron-parallel-compile")])
+def test_cli_compile_times_sniffs_the_format(tmp_path: Path, fixture: str, fmt: str) -> None:
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,700,4\n1.0,50,5\n")
+    out = tmp_path / "plan.json"
+    args = ["buckets", str(trace), "--decode", "--runtime", "vllm-neuron", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8"]
+    args += ["--max-model-len", "4096", "--compile-times", str(DATA / fixture), "--compile-budget", "30", "--json", str(out)]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert f"({fmt})" in r.output and "note: host RAM per parallel compile: uncalibrated" in r.output
+    plan = json.loads(out.read_text())
+    assert plan["compile_bill"]["calibrated"] and plan["proposed"]["compile_seconds"] <= 30 * 60
