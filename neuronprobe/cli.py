@@ -242,6 +242,12 @@ def analyze(
         str | None,
         typer.Option("--serving-engine", help="With --serving-trace: max_num_batched_tokens=N,max_num_seqs=N,max_model_len=N[,tensor_parallel_size=N]."),
     ] = None,
+    serving_max_num_batched_tokens: Annotated[
+        int | None, typer.Option("--max-num-batched-tokens", help="With --serving-trace: vLLM's max_num_batched_tokens.")
+    ] = None,
+    serving_max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="With --serving-trace: vLLM's max_num_seqs.")] = None,
+    serving_max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="With --serving-trace: vLLM's max_model_len.")] = None,
+    serving_tp: Annotated[int | None, typer.Option("--tensor-parallel-size", help="With --serving-trace: vLLM's tensor_parallel_size.")] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
         str | None,
@@ -352,10 +358,16 @@ def analyze(
 
             decode_section = decode_for_report(decode_trace, model, target, list(set_ or []))
         serving_section = None
-        if serving_trace is not None or serving_engine is not None:  # issue 37: checked before the analysis, exit 2 at once
+        vllm_options = {
+            "max_num_batched_tokens": serving_max_num_batched_tokens,
+            "max_num_seqs": serving_max_num_seqs,
+            "max_model_len": serving_max_model_len,
+            "tensor_parallel_size": serving_tp,
+        }
+        if serving_trace is not None or serving_engine is not None or any(v is not None for v in vllm_options.values()):  # issue 37: exit 2 at once
             from neuronprobe.shape_buckets.serving import serving_for_report
 
-            serving_section = serving_for_report(serving_trace, serving_engine)
+            serving_section = serving_for_report(serving_trace, serving_engine, vllm_options)
             inputs.append(serving_trace)
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
@@ -1196,7 +1208,18 @@ def buckets(
     compile_budget: Annotated[
         float | None, typer.Option("--compile-budget", help="vllm-neuron: minutes of compile wall time allowed (needs measured times).")
     ] = None,
-    compile_times: Annotated[Path | None, typer.Option("--compile-times", help="vllm-neuron: CSV graph,seconds[,host_gib] of compiled graphs.")] = None,
+    compile_times: Annotated[
+        Path | None,
+        typer.Option(
+            "--compile-times",
+            help="vllm-neuron: measured compile times: CSV graph,seconds[,host_gib], get_dynamo_metrics() JSON, a neuron_parallel_compile log, "
+            "a torch-xla metrics_report() text or a previous neuronprobe --json (format sniffed).",
+        ),
+    ] = None,
+    cached_column: Annotated[
+        str | None,
+        typer.Option("--cached-column", help="vllm-neuron: trace column of prefix-cache hit tokens per request (default: cached_tokens if present)."),
+    ] = None,
     compile_workers: Annotated[int, typer.Option("--compile-workers", help="vllm-neuron: NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS (default 8).")] = 8,
     host_memory_gib: Annotated[float | None, typer.Option("--host-memory-gib", help="vllm-neuron: the compile host's RAM.")] = None,
     decode_step_seconds: Annotated[float | None, typer.Option("--decode-step-seconds", help="vllm-neuron: seconds of a full-shape decode step.")] = None,
@@ -1217,7 +1240,7 @@ def buckets(
                     lengths, list(metrics or []), max_num_batched_tokens, max_num_seqs, max_model_len, tensor_parallel_size,
                     sequence_parallel, kv_segment_size, speculation_length, 32, max_graphs, compile_budget, compile_times,
                     compile_workers, host_memory_gib, decode_step_seconds, prefill_tokens_per_second, kv_share,
-                    prompt_column, output_column, time_column, json_path,
+                    prompt_column, output_column, time_column, json_path, cached_column,
                     unused={"--model": model is not None, "--max-batch": max_batch is not None, "--step-times": step_times is not None, "--holdout": holdout is not None},
                 )
             )  # fmt: skip

@@ -110,7 +110,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py",
         "model.py --decode-trace trace.csv",
         "model.py --target trn2 --backend static",
-        "model.py --serving-trace trace.csv --serving-engine max_num_batched_tokens=512,max_num_seqs=4,max_model_len=4096",
+        "model.py --serving-trace trace.csv --max-num-batched-tokens 512 --max-num-seqs 4 --max-model-len 4096",
         "model.py --audit .",
         "model.py --backend xla-cpu",
         "model.py --parity",

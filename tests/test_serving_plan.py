@@ -367,7 +367,7 @@ def test_analyze_with_a_serving_trace_adds_the_section(tmp_path: Path) -> None:
     frames = report.serving.frames()
     assert list(frames) == ["ladders", "graphs", "histograms"] and len(frames["ladders"]) == 1 + len(report.serving.baselines)
     bad = CliRunner().invoke(app, ["analyze", str(MLP), "--serving-trace", str(trace), "--serving-engine", "max_num_seqs=4", "-o", str(tmp_path / "o")])
-    assert bad.exit_code == 2 and "--serving-engine needs max_num_batched_tokens, max_model_len" in bad.output
+    assert bad.exit_code == 2 and "--serving-trace needs the server's --max-num-batched-tokens, --max-model-len" in bad.output
     assert not (tmp_path / "o").exists()
 
 

@@ -90,6 +90,7 @@ class ServingPlan:
     time_model: dict[str, float] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    rules: list[str] = field(default_factory=list)  # what the docs settle, each with its source
 
     def frames(self) -> dict[str, Any]:
         """pandas DataFrames: ladders (proposal and baselines), graphs (the compile bill), histograms."""

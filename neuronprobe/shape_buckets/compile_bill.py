@@ -40,9 +40,16 @@ BUCKET_NAME = re.compile(r"^(?:prefill_s(?P<s>\d+)|decode_b(?P<b>\d+)(?:_ctx(?P<
 HOW_TO_CALIBRATE = (
     "uncalibrated: no compile times were measured. Calibrate with a /metrics scrape taken after a cold start "
     "(curl -s localhost:8000/metrics > scrape.txt; --metrics scrape.txt reads vllm_neuron:compilation_time_seconds) "
-    "or --compile-times FILE.csv with columns graph,seconds[,host_gib] (graph as vLLM Neuron's bucket_name, e.g. prefill_s1024)"
+    "or --compile-times FILE: a CSV graph,seconds[,host_gib] (graph as vLLM Neuron's bucket_name, e.g. prefill_s1024), "
+    "torch_neuronx.get_dynamo_metrics() saved as JSON, a neuron_parallel_compile log, a torch-xla metrics_report() text, "
+    "or a previous neuronprobe --json run"
 )
 MAX_COMPILE_SECONDS = 7 * 24 * 3600.0
+UNSIZED = "graph"  # a measured graph whose bucket (size) is unknown: get_dynamo_metrics, neuron_parallel_compile, torch-xla
+HOST_UNCALIBRATED = (
+    "host RAM per parallel compile: uncalibrated (none of the measurements carries it); "
+    "record the peak RSS of one compile (e.g. /usr/bin/time -v) per graph into a CSV graph,seconds,host_gib"
+)
 MAX_HOST_GIB = 1 << 20
 
 
@@ -139,6 +146,21 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
             bill.fits[kind] = [round(f[0], 6), round(f[1], 9), float(len(mine))]
         with_host = [s for s in mine if s.host_gib is not None]
         host_fits[kind] = _fit(with_host, "host_gib") if with_host else None
+    unsized = [s for s in samples if s.kind == UNSIZED]
+    unsized_fit = _fit(unsized, "seconds") if unsized else None
+    unsized_host = [s for s in unsized if s.host_gib is not None]
+    unsized_host_fit = _fit(unsized_host, "host_gib") if unsized_host else None
+    if unsized_fit is not None:
+        bill.fits[UNSIZED] = [round(unsized_fit[0], 6), 0.0, float(len(unsized))]
+        borrowed = sorted({k for _, k, _ in graphs if fits.get(k) is None})
+        for k in borrowed:
+            fits[k] = unsized_fit
+            host_fits[k] = host_fits.get(k) or unsized_host_fit
+        if borrowed:
+            bill.notes.append(
+                f"{' and '.join(borrowed)} graphs priced at the mean of {len(unsized)} measured graph(s) of unknown size "
+                f"({unsized_fit[0]:.1f} s): the measurements name no bucket, so no fit by graph size"
+            )
     missing = sorted({k for _, k, _ in graphs if fits.get(k) is None})
     costs: list[GraphCost] = []
     for name, kind, size in graphs:
@@ -154,6 +176,8 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
         return bill
     bill.calibrated = True
     sizes = {k: [s.size for s in samples if s.kind == k] for k in ("prefill", "decode")}
+    if any(g.host_gib is None for g in costs):
+        bill.notes.append(HOST_UNCALIBRATED)
     beyond = [g.name for g in costs if not g.measured and sizes[g.kind] and g.size > max(sizes[g.kind])]
     if beyond:
         bill.notes.append(

@@ -58,6 +58,7 @@ class DecodeTrace:
     prompt_column: str = ""
     output_column: str = ""
     time_column: str | None = None
+    cached: np.ndarray | None = None  # int64 prefix-cache hit tokens per request (vLLM Neuron replay); None: no column
 
     def __len__(self) -> int:
         return int(self.prompts.size)
@@ -87,6 +88,8 @@ def read_decode_trace(
     prompt_column: str | None = None,
     output_column: str | None = None,
     time_column: str | None = None,
+    *,
+    cached_column: str | None = None,
 ) -> DecodeTrace:
     """Read prompt and output lengths (and arrival times) from a trace file; see the module docstring."""
     from neuronprobe.files import read_input
@@ -128,7 +131,30 @@ def read_decode_trace(
             tc = None
         else:
             arrivals = _seconds(stamps)
-    return DecodeTrace(prompts, outputs, arrivals, str(p), pc, oc, tc)
+    if cached_column is not None and cached_column not in columns:
+        raise InputError(f"{p} has no --cached-column {cached_column!r}; it has {', '.join(map(repr, columns))}")
+    cc = cached_column or next((c for c in columns if c.strip().lower() in CACHED_NAMES and c not in (pc, oc, tc)), None)
+    cached = None if cc is None else _cached_tokens(frame[cc].to_numpy(), str(p), cc, row_label)
+    return DecodeTrace(prompts, outputs, arrivals, str(p), pc, oc, tc, cached)
+
+
+CACHED_NAMES = ("cached_tokens", "cached", "prefix_cached")
+
+
+def _cached_tokens(values: np.ndarray, where: str, column: str, label: Any) -> np.ndarray:
+    """Prefix-cache hits per request: whole numbers >= 0 (an empty cell is 0), or one sentence naming the first bad row."""
+    import pandas as pd
+
+    text = pd.Series(values, dtype=object).map(lambda v: v.strip() if isinstance(v, str) else v)
+    numbers = np.array(pd.to_numeric(text, errors="coerce"), dtype=np.float64)
+    blank = (pd.isna(text) | text.map(lambda v: v == "")).to_numpy(dtype=bool)
+    numbers[blank] = 0.0
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(numbers) | (numbers != np.floor(numbers)) | (numbers < 0) | (numbers > MAX_DECODE_LENGTH)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise InputError(f"{where} {label(i)}: {column!r} is not a whole number of cached tokens between 0 and {MAX_DECODE_LENGTH}")
+    return numbers.astype(np.int64)
 
 
 def _row_label(first_line: int) -> Any:

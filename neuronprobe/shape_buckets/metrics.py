@@ -125,6 +125,11 @@ def read_scrape(path: Path) -> Scrape:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text, not a Prometheus scrape") from None
+    if text.lstrip().startswith(("Metric: ", "Counter: ")):
+        raise InputError(
+            f"{path}: a torch-xla metrics_report(), not a /metrics scrape: it keeps process totals (no shapes, no per-shape counts), "
+            "so it cannot give a traffic distribution; give it with --compile-times to calibrate the compile time per graph"
+        )
     return parse_prometheus(text, str(path))
 
 

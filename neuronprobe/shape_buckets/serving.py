@@ -15,7 +15,7 @@ import numpy as np
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
 from neuronprobe.report.serving_model import ServingPlan
-from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name, read_compile_times
+from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
 from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
@@ -26,13 +26,24 @@ from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
 DEFAULT_PREFILL_TOKENS_PER_SECOND = 4096.0
 DEFAULT_KV_SHARE = 0.5
 
+# Rules the docs settle, each with its source (aws-neuron-sdk@81ce03ae, vllm-neuron/docs/): the report lists them as "rule:".
+RULES = (
+    "design/vllm/neuron-scheduler.md: one prefill per step, prefill and decode never share a step, FIFO admission below max_num_seqs, "
+    "prefill priority, chunks of min(max_num_batched_tokens, max_model_len), each step padded to the smallest bucket >= its size",
+    "design/multimodal/on_device_encoder_cache.md: the prefill that completes a prompt generates its first token, so O output tokens take O - 1 decode steps",
+    "design/vllm/prefix-caching.md: cached prefix tokens are block-aligned and the prefill computes only the rest (num_computed_tokens > 0)",
+    "design/vllm/decode-context-length-bucketing.md: the smallest context bucket >= the batch's largest KV position, else the max_model_len graph; "
+    "decode graphs = batch buckets x (context buckets + 1), x3 with EAGLE3",
+    "design/vllm/neuron-scheduler.md get_default_num_batched_tokens_buckets: default prefill buckets are the powers of two from 128 up to "
+    "min(max_num_batched_tokens, max_model_len)",
+)
+# What the docs leave open (the report lists them as "assumption:").
 ASSUMPTIONS = (
-    "scheduler rules from vllm-neuron/docs/design/vllm/neuron-scheduler.md (aws-neuron-sdk@81ce03ae): one prefill per step, "
-    "prefill and decode never share a step, FIFO admission below max_num_seqs, prefill priority, chunks of min(max_num_batched_tokens, max_model_len)",
-    "the step that computes the last prompt token samples the first output token (vLLM v1); O output tokens take O - 1 decode steps",
-    "prefix-cache hits are block-aligned and exclude the last prompt token (vLLM v1 KVCacheManager); without a cached-tokens column there are none",
-    "EAGLE prefill graphs x2 (target prefill + draft initial pass, speculative_decoding_design.md 'Prefill warmup'); decode x3 (decode-context-length-bucketing.md)",
-    "a default ladder whose top is not a power of two ends with min(max_num_batched_tokens, max_model_len), as the 'largest must equal' rule requires",
+    "a prefix-cache hit excludes the last prompt token (vLLM v1 KVCacheManager recomputes it; the Neuron docs do not say); "
+    "without a cached-tokens column there are no hits",
+    "EAGLE prefill graphs x2 (target prefill + draft initial pass, speculative_decoding_design.md 'Prefill warmup' gives no count)",
+    "default num_seqs_buckets with a max_num_seqs that is not a power of two end with max_num_seqs (additional-config.md: "
+    "'powers of two from 1 up to max_num_seqs' and 'the largest bucket must equal max_num_seqs')",
 )
 
 
@@ -49,6 +60,8 @@ def _trace_arrays(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
                 raise InputError(f"column {col!r}: cached tokens must be whole numbers >= 0")
             cached = cached.astype(np.int64)
     t = _as_trace(trace)
+    if cached is None and getattr(t, "cached", None) is not None:
+        cached = t.cached
     if t.arrivals is None:
         raise InputError(
             f"{t.source or 'the trace'}: replaying vLLM Neuron's scheduler needs arrival times; it has no timestamp column "
@@ -117,14 +130,20 @@ def propose_serving_plan(
         )
     samples: list[Sample] = []
     calib: list[str] = []
+    compiled_before: int | None = None
     scrapes = []
     if metrics:
         from neuronprobe.shape_buckets.metrics import read_scrape
 
         scrapes = [read_scrape(Path(m)) for m in metrics]
     if compile_times is not None:
-        samples += read_compile_times(Path(compile_times), max_model_len)
-        calib.append(str(compile_times))
+        from neuronprobe.shape_buckets.compile_inputs import read_compile_measurements
+
+        measured = read_compile_measurements(Path(compile_times), max_model_len)
+        samples += measured.samples
+        notes += measured.notes
+        calib.append(f"{compile_times} ({measured.format})")
+        compiled_before = measured.graphs_compiled
     mt = None
     if scrapes:
         from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
@@ -167,7 +186,7 @@ def propose_serving_plan(
             raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
     else:
         raise InputError("give a trace (TRACE) or at least one --metrics scrape")
-    return plan_from_traffic(
+    plan = plan_from_traffic(
         traffic,
         dep,
         tm,
@@ -180,22 +199,36 @@ def propose_serving_plan(
         traffic_kind=kind,
         requests=requests,
         assumptions=assumptions,
+        rules=list(RULES),
         notes=notes,
         calibration_source="; ".join(calib),
     )
+    if compiled_before is not None and plan.proposed is not None:
+        plan.notes.append(
+            f"the measured torch-xla run compiled {compiled_before} distinct graph(s) (UncachedCompile); this plan compiles {plan.proposed.graphs}, "
+            f"the default ladders {plan.baselines[0].graphs}"
+        )
+    return plan
 
 
 ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")
 
 
-def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPlan:
-    """The serving section ``analyze --serving-trace TRACE --serving-engine k=v,...`` adds to a model's report."""
-    if trace_path is None or engine is None:
+def serving_for_report(trace_path: Path | None, engine: str | None, options: dict[str, int | None] | None = None) -> ServingPlan:
+    """The serving section ``analyze --serving-trace TRACE`` adds to a model's report.
+
+    The engine comes from vLLM's own option names (``options``: ``--max-num-batched-tokens``,
+    ``--max-num-seqs``, ``--max-model-len``, ``--tensor-parallel-size``, which ``analyze`` has no
+    other use for) or from ``--serving-engine k=v,...``; a key given both ways must agree.
+    """
+    given = {k: v for k, v in (options or {}).items() if v is not None}
+    if trace_path is None:
+        flags = (["--serving-engine"] if engine is not None else []) + ["--" + k.replace("_", "-") for k in given]
         raise InputError(
-            "--serving-trace and --serving-engine go together (e.g. --serving-engine max_num_batched_tokens=8192,max_num_seqs=32,max_model_len=16384)"
+            f"{', '.join(flags)}: with --serving-trace TRACE (e.g. --serving-trace trace.csv --max-num-batched-tokens 8192 --max-num-seqs 32 --max-model-len 16384)"
         )
     values: dict[str, int] = {}
-    for part in engine.split(","):
+    for part in (engine or "").split(",") if engine is not None else []:
         key, sep, value = part.partition("=")
         key = key.strip()
         if not sep or key not in ENGINE_KEYS:
@@ -204,9 +237,13 @@ def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPl
             values[key] = int(value)
         except ValueError:
             raise InputError(f"--serving-engine {key}: {value.strip()[:30]!r} is not a whole number") from None
+    for key, v in given.items():
+        if key in values and values[key] != v:
+            raise InputError(f"--{key.replace('_', '-')} {v} and --serving-engine {key}={values[key]} disagree; give one")
+        values[key] = int(v)
     missing = [k for k in ENGINE_KEYS[:3] if k not in values]
     if missing:
-        raise InputError(f"--serving-engine needs {', '.join(missing)}")
+        raise InputError(f"--serving-trace needs the server's {', '.join('--' + k.replace('_', '-') for k in missing)} (vLLM's own options)")
     from neuronprobe.files import check_input_file
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 

@@ -33,6 +33,7 @@ class ServingOptions:
     output_column: str | None = None
     time_column: str | None = None
     json_path: Path | None = None
+    cached_column: str | None = None
     unused: dict[str, bool] = field(default_factory=dict)
 
 
@@ -63,7 +64,9 @@ def run_serving(o: ServingOptions) -> ServingPlan:
         from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 
         check_input_file(o.trace, "trace")
-        trace = read_decode_trace(o.trace, o.prompt_column, o.output_column, o.time_column)
+        trace = read_decode_trace(o.trace, o.prompt_column, o.output_column, o.time_column, cached_column=o.cached_column)
+    elif o.cached_column is not None:
+        raise InputError("--cached-column: give a trace (prefix-cache hits are per request)")
     for m in o.metrics:
         from neuronprobe.files import check_input_file
 

@@ -53,5 +53,6 @@ def render_serving(plan: ServingPlan) -> list[str]:
     out.append("vllm serve " + " ".join(plan.vllm_args))
     out.append("additional_config: " + json.dumps(plan.additional_config))
     out += [f"note: {n}" for n in plan.notes]
+    out += [f"rule: {r}" for r in plan.rules]
     out += [f"assumption: {a}" for a in plan.assumptions]
     return out

@@ -42,6 +42,7 @@ from neuronprobe.shape_buckets.vllm_neuron_rules import (
     check_neuron_config,
     default_batch_buckets,
     default_prefill_buckets,
+    documented_default_prefill,
     graph_count,
 )
 from neuronprobe.vocabulary import Fit, ServingRuntime
@@ -247,6 +248,7 @@ def plan_from_traffic(
     traffic_kind: str = "trace",
     requests: int = 0,
     assumptions: Sequence[str] = (),
+    rules: Sequence[str] = (),
     notes: Sequence[str] = (),
     calibration_source: str = "",
 ) -> ServingPlan:
@@ -272,6 +274,13 @@ def plan_from_traffic(
         if not probe.calibrated:
             raise InputError(f"--compile-budget needs measured compile times for prefill and decode graphs; {probe.how_to_calibrate}")
     dp, db = default_prefill_buckets(dep), default_batch_buckets(dep)
+    documented = documented_default_prefill(s.prefill_top)
+    extra_notes = []
+    if documented != dp and dep.kv_segment_size is None:
+        extra_notes.append(
+            f"the documented default num_batched_tokens_buckets {documented or '[]'} (powers of two from 128 while <= {s.prefill_top}, "
+            f"neuron-scheduler.md) has no bucket for chunks of up to {s.prefill_top} tokens: the default is scored as {dp}"
+        )
     default = score("vllm-neuron default", traffic, dep, tm, dp, db, [], "fixed")
     graphs_cap = int(max_graphs) if max_graphs is not None else default.graphs
     if graphs_cap < 1:
@@ -347,5 +356,6 @@ def plan_from_traffic(
             "assumed": float(tm.assumed),
         },
         assumptions=list(assumptions),
-        notes=list(notes) + ([] if max_graphs is not None else [f"no --max-graphs: the budget is the default ladders' {default.graphs} graphs"]),
+        rules=list(rules),
+        notes=list(notes) + extra_notes + ([] if max_graphs is not None else [f"no --max-graphs: the budget is the default ladders' {default.graphs} graphs"]),
     )

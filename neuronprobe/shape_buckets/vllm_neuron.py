@@ -24,10 +24,11 @@ The rules, each from the SDK docs (``aws-neuron/aws-neuron-sdk@81ce03ae``, ``vll
   ``max(num_computed_tokens) + 1 + num_speculative_tokens`` over the batch, else the
   ``max_model_len`` graph (``design/vllm/decode-context-length-bucketing.md``).
 
-Assumptions where the docs are silent (each is repeated in the report):
+- **First token from prefill**: the prefill graph that completes the prompt fills the KV cache and
+  generates the first token (``design/multimodal/on_device_encoder_cache.md``, the request
+  lifecycle figure), so a request with O output tokens then runs O - 1 decode steps.
 
-- The prefill step that computes the last prompt token also samples the first output token
-  (vLLM v1), so a request with O output tokens then runs O - 1 decode steps.
+Assumptions where the docs are silent (each is repeated in the report):
 - Speculative decoding: the draft acceptance rate is not modelled; a step yields one token per
   request (an upper bound on the steps); the speculative tokens only raise the context needed.
 - ``max_model_len``: a prompt of ``max_model_len`` tokens or more is refused by vLLM (counted,
@@ -42,6 +43,7 @@ per step), so a trace of 10^6 requests replays in O(events log n), not O(tokens)
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections import deque
@@ -53,6 +55,8 @@ from neuronprobe.errors import InputError
 
 # neuron-scheduler.md "Bucket Configuration": default prefill buckets start at 128.
 PREFILL_MIN_BUCKET = 128
+# decode_groups' (batch, context) table: at most this many int64 cells (256 MiB) before listing steps instead.
+GROUP_TABLE_CELLS = 32 * 1024 * 1024
 # reference-configuration.md: vLLM's block_size default in vLLM Neuron.
 DEFAULT_BLOCK_SIZE = 32
 
@@ -136,10 +140,37 @@ class ServingReplay:
         return int(self.run_steps.sum())
 
     def decode_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Distinct (batch, context needed) pairs over every decode step, with how many steps have each."""
+        """Distinct (batch, context needed) pairs over every decode step, with how many steps have each.
+
+        A run of k steps at batch b covers the contexts c, c+1, ..., c+k-1 (capped at max_model_len):
+        one +1/-1 pair per run in a (batch, context) difference table and a cumulative sum count every
+        step without listing the steps (O(runs + batches x max_model_len), not a sort of every step).
+        A table too large for memory falls back to listing the steps.
+        """
         if self.run_steps.size == 0:
             z = np.zeros(0, dtype=np.int64)
             return z, z, z
+        L = self.config.max_model_len
+        batches, bidx = np.unique(self.run_batch, return_inverse=True)
+        width = L + 2
+        if batches.size * width > GROUP_TABLE_CELLS:
+            return self._decode_groups_by_step()
+        c = self.run_ctx
+        end = c + self.run_steps  # one past the last context of the run, before the cap
+        below_end = np.minimum(end, L)  # contexts c .. below_end - 1 are below L
+        at_cap = end - np.maximum(c, L)  # steps whose context reaches L (all land on L)
+        diff = np.zeros(batches.size * width, dtype=np.int64)
+        row = bidx.astype(np.int64) * width
+        under = c < L
+        np.add.at(diff, row[under] + c[under], 1)
+        np.add.at(diff, row[under] + below_end[under], -1)
+        table = np.cumsum(diff.reshape(batches.size, width), axis=1)[:, : L + 1]
+        table[:, L] = 0
+        np.add.at(table[:, L], bidx[at_cap > 0], at_cap[at_cap > 0])
+        b_i, ctx = np.nonzero(table)
+        return batches[b_i].astype(np.int64), ctx.astype(np.int64), table[b_i, ctx].astype(np.int64)
+
+    def _decode_groups_by_step(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         k = self.run_steps
         rep = np.repeat(np.arange(k.size), k)
         offset = np.arange(rep.size, dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
@@ -188,15 +219,30 @@ def replay_vllm_neuron(
     config.check()
     clock.check()
     order = np.argsort(np.asarray(arrivals, dtype=np.float64), kind="stable")
-    arr = np.asarray(arrivals, dtype=np.float64)[order].tolist()
-    p = np.asarray(prompts, dtype=np.int64)[order].tolist()
-    o = np.asarray(outputs, dtype=np.int64)[order].tolist()
-    hits = [0] * len(p) if cached is None else np.asarray(cached, dtype=np.int64)[order].tolist()
-    n = len(arr)
     L = config.max_model_len
+    blk = config.block_size
+    # Per-request bookkeeping, vectorised before the event loop (the loop only orders events):
+    # refusals and cut outputs at max_model_len, block-aligned prefix-cache hits, decode steps.
+    P = np.asarray(prompts, dtype=np.int64)[order]
+    out_len = np.asarray(outputs, dtype=np.int64)[order]
+    ok_mask = P < L
+    cut = ok_mask & (P + out_len > L)
+    out_len = np.where(cut, L - P, out_len)
+    H = np.zeros_like(P) if cached is None else np.asarray(cached, dtype=np.int64)[order]
+    H = np.maximum(0, np.minimum(H, P - 1) // blk * blk)
+    refused = int((~ok_mask).sum())
+    truncated = int(cut.sum())
+    cached_total = int(H[ok_mask].sum())
+    served = int(ok_mask.sum())
+    arr = np.asarray(arrivals, dtype=np.float64)[order].tolist()
+    p = P.tolist()
+    todo = (P - H).tolist()  # prompt tokens the prefill computes
+    dsteps = (out_len - 1).tolist()  # decode steps after the prefill's first token
+    ok = ok_mask.tolist()
+    all_ok = refused == 0
+    n = len(arr)
     chunk = config.prefill_top
     spec = config.num_speculative_tokens
-    blk = config.block_size
     cap = min(config.max_num_seqs, config.max_kv_concurrent or config.max_num_seqs)
     dt = clock.decode_step_seconds
     ptps = clock.prefill_tokens_per_second
@@ -213,49 +259,36 @@ def replay_vllm_neuron(
     tops: list[tuple[int, int]] = []  # (-key, last): lazy max-heap; needed context at decode step d = key + d
     key_sum = 0
     d = 0  # decode steps so far (the global decode counter)
-    refused = truncated = cached_total = served = 0
     i = 0
     t = arr[0] if n else 0.0
-    active: int | None = None  # the request in prefill
-    computed = 0
+    active = -1  # the request in prefill (-1: none)
+    left = 0  # its prompt tokens still to compute
     push, pop = heapq.heappush, heapq.heappop
-
-    def start_decode(j: int) -> None:
-        nonlocal key_sum
-        steps = o[j] - 1
-        if steps < 1:
-            return
-        key = p[j] + 1 + spec - d  # context needed at its first decode step (computed = P)
-        push(ends, (d + steps - 1, key))
-        push(tops, (-key, d + steps - 1))
-        key_sum += key
+    add_pre_tok, add_pre_t = pre_tok.append, pre_t.append
 
     while True:
-        while i < n and arr[i] <= t:
-            if p[i] >= L:
-                refused += 1
-            else:
-                if p[i] + o[i] > L:
-                    o[i] = L - p[i]
-                    truncated += 1
-                waiting.append(i)
-            i += 1
-        running = len(ends) + (1 if active is not None else 0)
-        if active is None and waiting and running < cap:
+        if i < n and arr[i] <= t:
+            j = bisect.bisect_right(arr, t, i)
+            waiting.extend(range(i, j) if all_ok else (x for x in range(i, j) if ok[x]))
+            i = j
+        if active < 0 and waiting and len(ends) < cap:
             active = waiting.popleft()
-            hit = min(int(hits[active]), p[active] - 1) // blk * blk
-            computed = max(0, hit)
-            cached_total += computed
-            served += 1
-        if active is not None:
-            tokens = min(p[active] - computed, chunk)
-            pre_tok.append(tokens)
-            pre_t.append(t)
+            left = todo[active]
+        if active >= 0:
+            tokens = left if left < chunk else chunk
+            add_pre_tok(tokens)
+            add_pre_t(t)
             t += tokens / ptps
-            computed += tokens
-            if computed >= p[active]:
-                start_decode(active)
-                active = None
+            left -= tokens
+            if left <= 0:
+                steps = dsteps[active]
+                if steps >= 1:
+                    key = p[active] + 1 + spec - d  # context needed at its first decode step (computed = P)
+                    last = d + steps - 1
+                    push(ends, (last, key))
+                    push(tops, (-key, last))
+                    key_sum += key
+                active = -1
             continue
         if ends:
             while tops[0][1] < d:

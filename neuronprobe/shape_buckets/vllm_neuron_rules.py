@@ -24,9 +24,12 @@ Sources (``aws-neuron/aws-neuron-sdk@81ce03ae``, ``vllm-neuron/docs/``):
   prefill bucket (``design/speculation/speculative_decoding_design.md`` "Prefill warmup"), so x2:
   an assumption, the docs give no prefill count.
 
-Assumption: when ``min(max_num_batched_tokens, max_model_len)`` is not a power of two, the
-documented default (powers of two up to it) would break its own "largest must equal" rule; the
-default here ends with that value, as the rule requires.
+The default prefill ladder is settled by the code in ``neuron-scheduler.md`` ("Bucket
+Configuration", ``get_default_num_batched_tokens_buckets``): powers of two from 128 while
+``<= min(max_num_batched_tokens, max_model_len)``. When that minimum is not a power of two the
+documented default stops below it and has no bucket for the longest chunks, so the default is
+scored here with the minimum appended (the "largest must equal" rule custom buckets pass) and the
+report says so (:func:`documented_default_prefill`).
 """
 
 from __future__ import annotations
@@ -64,6 +67,16 @@ def _doubling(start: int, top: int) -> list[int]:
         out.append(e)
         e *= 2
     return [*out, top]
+
+
+def documented_default_prefill(top: int) -> list[int]:
+    """``get_default_num_batched_tokens_buckets(top)`` exactly as neuron-scheduler.md prints it: 128, 256, ... while <= top."""
+    out: list[int] = []
+    cur = PREFILL_MIN_BUCKET
+    while cur <= top:
+        out.append(cur)
+        cur *= 2
+    return out
 
 
 def default_prefill_buckets(dep: Deployment) -> list[int]:
