@@ -164,7 +164,7 @@ NOT_PATHS = {
     *(("parity", p) for p in ("optimizer", "optimizer_impl")),
     *(("audit", p) for p in ("stack", "target", "fail_on")),
     *(("nightly", p) for p in ("date", "require_backend", "total_memory", "shard")),
-    *(("buckets", p) for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "runtime", "set_", "target")),
+    *(("buckets", p) for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "cached_column", "runtime", "set_", "target")),
     ("buckets", "dtype"),
     ("doctor", "require_backend"),
     ("setup", "backend"),
