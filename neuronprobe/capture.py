@@ -32,6 +32,8 @@ from typing import Any
 
 from neuronprobe._torch import MissingInternal, dispatcher, pytree
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
+from neuronprobe.defaults import DEFAULT_OP_BUDGET, OP_BUDGET_ENV
+from neuronprobe.errors import InputError
 from neuronprobe.usercode import is_library, is_neuronprobe
 
 _FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)')
@@ -773,10 +775,38 @@ def capture(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], strip_mo
     size is followed with an assumed size instead of ending the trace, and the
     graph lists each such branch (:mod:`neuronprobe._torch.assumed_sizes`).
     """
-    with _assuming(assume_sizes) as assumed, _fake_weights_convertible(module):
+    with _assuming(assume_sizes) as assumed, _fake_weights_convertible(module), _bounded_ops():
         graph = _capture(module, args, kwargs, strip_module_prefix)
     graph.assumed = _assumed_branches(assumed)
     return graph
+
+
+class RunawayForward(InputError):
+    """The forward recorded more ops than the op budget: a loop that does not end (exit 2, at its line)."""
+
+
+def op_budget_limit() -> int:
+    """The op budget: ``NEURONPROBE_OP_BUDGET`` when it is a positive integer, else :data:`DEFAULT_OP_BUDGET`."""
+    value = os.environ.get(OP_BUDGET_ENV, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else DEFAULT_OP_BUDGET
+
+
+@contextlib.contextmanager
+def _bounded_ops() -> Iterator[None]:
+    """The capture under the op budget; past it, a :class:`RunawayForward` naming the model's line."""
+    from neuronprobe._torch.op_budget import Runaway, op_budget
+
+    try:
+        with op_budget(op_budget_limit()):
+            yield
+    except Runaway as stop:
+        file, line, code = _model_frame_from_stack(stop.stack)
+        where = f"{relative_path(file)}:{line}" if file else "the model's forward"
+        shown = f" ({code})" if code else ""
+        raise RunawayForward(
+            f"{where}: the forward recorded more than {stop.budget:,} ops{shown} and was stopped as a runaway loop "
+            f"(no real model has a graph this size); fix the loop, or raise {OP_BUDGET_ENV}"
+        ) from None
 
 
 @contextlib.contextmanager

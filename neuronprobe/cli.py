@@ -880,6 +880,8 @@ def nightly(
         folders = [("--output-dir", output_dir), *([("--cache", cache.folder)] if cache is not None else [])]
         check_outputs([("the nightly output", output_dir / f) for f in outputs], input_files(settings), folders=folders)
         err = _err_console()
+        if cache is not None and cache.off:  # no key it can trust: say so, analyse everything
+            err.print(f"note: {cache.off}", markup=False)
         analyze = isolated_analyze(settings, memory.per_worker_bytes)
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
         with _night_progress(len(models)) as on_done:
@@ -919,6 +921,8 @@ def nightly(
             write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
             if cache is not None:
                 cache.commit(_write)
+                for line in cache.notes:
+                    err.print(f"note: {line}", markup=False)
             failed = [a for a in analysed if a.report is None]
             for a in failed:
                 err.print(f"error: {a.name}: {a.error}", markup=False, style="red")
@@ -929,6 +933,8 @@ def nightly(
         write_night(result, output_dir, _write)
         if cache is not None:  # only now: a run killed earlier leaves no cache entry
             cache.commit(_write)
+            for line in cache.notes:
+                err.print(f"note: {line}", markup=False)
         _finish_nightly(result, output_dir / INDEX_FILE)
 
 

@@ -34,6 +34,14 @@ DEFAULT_TIMEOUT_S = 1800.0
 DEFAULT_MODEL_SHAPE_TIMEOUT_S = 120.0
 # One live-backend SDK step (an op probe, one compile): neuronx-cc rarely needs longer on one graph.
 DEFAULT_OP_TIMEOUT_S = 600.0
+# The most ops one capture may record (FX graph nodes, every graph of the capture together) before it is
+# stopped as a runaway loop: a forward looping on fake tensors allocates nothing, so only this ends it
+# before --timeout. A whole 80-layer decoder's forward is about 10^4 nodes, a training step a few times
+# that. Measured on this project's 2-core CI-like host, a non-strict export records a runaway `x = x + 1`
+# at about 3.5 ms of CPU per op (20,000 ops: 70 s of CPU), so 100,000 stops one in about 6 minutes of CPU,
+# well inside the 30-minute --timeout. NEURONPROBE_OP_BUDGET overrides it (a larger model, or a test).
+DEFAULT_OP_BUDGET = 100_000
+OP_BUDGET_ENV = "NEURONPROBE_OP_BUDGET"
 
 # The worker's resident-memory bound unless --max-memory says otherwise: this share of the machine.
 DEFAULT_MEMORY_FRACTION = 0.75

@@ -96,6 +96,9 @@ class ModelConfig:
     target: str | None = None  # default: the top-level target
     backend: str | None = None  # default: the top-level backend
     train: bool = False  # analyse one training step (neuronprobe analyze --train)
+    # Files or folders the model reads that the result cache cannot see being read (native readers such as
+    # safetensors): hashed by content into its cache key (see neuronprobe.file_reads).
+    cache_inputs: list[str] = dataclasses.field(default_factory=list)
     traffic: TrafficOptions = dataclasses.field(default_factory=TrafficOptions)
 
 
@@ -238,6 +241,7 @@ def _model_config(table: dict[str, Any], index: int, path: Path) -> ModelConfig:
         value = getattr(traffic, key)
         if value is not None:
             files[key] = _existing(base / value, path, f"{where}.{key}")
+    resolved["cache_inputs"] = [str(_existing(base / p, path, f"{where}.cache_inputs")) for p in model.cache_inputs]
     return dataclasses.replace(model, **resolved, traffic=dataclasses.replace(traffic, **files))
 
 
@@ -318,6 +322,7 @@ class NightlyResult:
     outcomes: list[ModelOutcome]
     files: dict[str, str]  # path relative to the reports folder -> content; write in order
     warnings: list[str] = dataclasses.field(default_factory=list)
+    history_nights: int = DEFAULT_HISTORY_NIGHTS  # the index's span, for its rendering again under the lock (write_night)
 
     @property
     def regressions(self) -> list[str]:
@@ -344,7 +349,19 @@ class NightlyResult:
         return out
 
 
-AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], Report]
+@dataclass
+class Observed:
+    """A report with the files its analysis read (an AnalyzeFn may return one instead of a bare Report).
+
+    ``reads`` is a :class:`neuronprobe.file_reads.FileReads`; the result cache stores a
+    report only when it knows what the analysis read.
+    """
+
+    report: Report
+    reads: Any
+
+
+AnalyzeFn = Callable[[ModelConfig, NightlyConfig, str | None, str], "Report | Observed"]
 
 
 @dataclass
@@ -357,6 +374,7 @@ class Analysed:
     internal: bool = False
     seconds: float = 0.0
     reused_from: str | None = None  # the night whose report the result cache reused (no analysis ran)
+    reads: Any = None  # the files the analysis read (FileReads), when its worker recorded them
 
 
 def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None, command_line: str, analyze: AnalyzeFn) -> Analysed:
@@ -364,7 +382,11 @@ def analyse_one(model: ModelConfig, config: NightlyConfig, required: str | None,
     started = time.monotonic()
     out = Analysed(model.name)
     try:
-        out.report = analyze(model, config, required, command_line)
+        value = analyze(model, config, required, command_line)
+        if isinstance(value, Observed):
+            out.report, out.reads = value.report, value.reads
+        else:
+            out.report = value
     except BackendUnavailable:
         raise
     except NeuronprobeError as exc:
@@ -578,7 +600,7 @@ def assemble_night(analysed: list[Analysed], reports_dir: Path, date: str, histo
     history = sorted(history + tonight, key=lambda n: (n.date, n.name))
     failures = {o.name: o.error for o in outcomes if o.report is None}
     files[INDEX_FILE] = render_index(history, date, [o.name for o in outcomes], failures, warnings)
-    return NightlyResult(date=date, outcomes=outcomes, files=files, warnings=warnings)
+    return NightlyResult(date=date, outcomes=outcomes, files=files, warnings=warnings, history_nights=history_nights)
 
 
 def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
@@ -614,8 +636,18 @@ def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None)
     if max_memory_bytes is not None:  # a parallel night's share of the total (see plan_workers)
         limits = dataclasses.replace(limits, max_memory_bytes=max_memory_bytes)
 
-    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
-        return analyze_in_worker(model.model, lambda: analyze_model(model, cfg, require_backend, command_line), limits)
+    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Observed:
+        def recorded() -> tuple[Report, Any]:
+            import tempfile
+
+            from neuronprobe.file_reads import ReadRecorder
+
+            recorder = ReadRecorder(private_tmp=tempfile.gettempdir()).start()  # in the worker: its hook ends with it
+            report = analyze_model(model, cfg, require_backend, command_line)
+            return report, recorder.snapshot()
+
+        report, reads = analyze_in_worker(model.model, recorded, limits)
+        return Observed(report, reads)
 
     return run
 
@@ -625,7 +657,7 @@ def input_files(config: NightlyConfig) -> list[str]:
     files = [config.path]
     for m in config.models:
         traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
-        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic) if p]
+        files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic, *m.cache_inputs) if p]
     return files
 
 
@@ -671,15 +703,36 @@ def merge_summary(on_disk: Path, tonight: str) -> str:
 def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path, str], object]) -> None:
     """Write the night's files with ``write`` (the CLI's atomic writer) in order, holding :func:`night_lock`.
 
-    Under the lock the summary is merged with the one on disk, so two nightlies of
-    one date and folder (one after the other or at once) leave a summary of both.
+    Under the lock the summary is merged with the one on disk, and the index (written
+    last) is rendered again from the reports on disk and that merged summary: two
+    nightlies of one date and folder, one after the other or at once, leave a summary
+    and an index of both (the index each built before the lock lacked the other's models).
     """
     summary = f"{result.date}/{SUMMARY_FILE}"
+    merged = result.files.get(summary, "")
     with night_lock(reports_dir):
         for relative, content in result.files.items():
             if relative == summary:
-                content = merge_summary(Path(reports_dir) / relative, content)
+                content = merged = merge_summary(Path(reports_dir) / relative, content)
+            elif relative == INDEX_FILE:
+                content = index_under_lock(result, Path(reports_dir), merged)
             write(Path(reports_dir) / relative, content)
+
+
+def index_under_lock(result: NightlyResult, reports_dir: Path, merged_summary: str) -> str:
+    """The index from what is on disk now: every model of the night's merged summary, tonight's first in config order."""
+    try:
+        entries = [m for m in json.loads(merged_summary)["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)]
+    except (ValueError, KeyError, TypeError):
+        entries = []
+    mine = [o.name for o in result.outcomes]
+    order = list(dict.fromkeys([*mine, *(m["name"] for m in entries)]))
+    failures = {m["name"]: str(m.get("error") or "failed") for m in entries if m.get("status") == "failed"}
+    failures.update({o.name: o.error for o in result.outcomes if o.report is None})
+    failures = {name: error for name, error in failures.items() if name not in {o.name for o in result.outcomes if o.report is not None}}
+    warnings = list(result.warnings)
+    history = load_history(reports_dir, result.history_nights, warnings)
+    return render_index(history, result.date, order, failures, warnings)
 
 
 def _render_report_html(report: Report) -> str:

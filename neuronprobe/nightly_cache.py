@@ -1,19 +1,33 @@
 """The nightly's result cache: a model whose inputs did not change reuses its last report.
 
-The key of a model (:func:`cache_inputs`) is everything its analysis depends on: the
-model file's bytes and those of the files it imports from beside it (found by
-reading its ``import`` statements, recursively; an import made at run time with
-``importlib`` is not seen), the ``hf:``/``tv:``/``timm:`` spec and its ``set``, the
-traffic files' bytes and every option, the neuronprobe version, the rule table
-version, the backend and the versions of the installed stack (torch, torch-xla,
-torch-neuronx, neuronx-cc, transformers, torchvision, timm).
+The cache folder is not trusted. Anyone who can write it (another user, a CI cache
+restored from another branch) could otherwise decide what the night reports. So:
 
-An entry is ``<cache>/<key>.json``: the key's inputs, the night it was analysed and
-the report as it came from the analysis (before its baseline diff), with the
-report's sha256. Entries are kept in memory during the night and written, each
-atomically, only after the night's own files are written
-(:meth:`ResultCache.commit`): a run killed before that leaves no entry, and an
-entry whose report does not match its hash is never used.
+* **Authenticated entries.** An entry is ``<cache>/<key>.json`` holding a body (the
+  key's inputs, the night, the files the analysis read and the report) and an
+  HMAC-SHA256 of that body under a secret key kept outside the cache folder
+  (:func:`load_secret`: ``$NEURONPROBE_CACHE_KEY``, a CI secret; else a per-machine
+  key file created 0600 on first use under ``${XDG_CONFIG_HOME:-~/.config}/neuronprobe``).
+  An entry whose HMAC does not verify (edited, forged, written under another key)
+  is a miss, never an error. Without a usable key the cache is off and says why.
+* **Written by completed runs.** Entries are kept in memory during the night and
+  written, each atomically, only after the night's own files
+  (:meth:`ResultCache.commit`): a run killed before that leaves no entry.
+* **A key that covers what the model reads.** The key (:func:`cache_inputs`) is the
+  model file's bytes and those of the files it imports from beside it (its
+  ``import`` statements, recursively), the files and folders named in the model's
+  ``cache_inputs`` (by content), the ``hf:``/``tv:``/``timm:`` spec and its ``set``,
+  the traffic files' bytes and every option, the neuronprobe version, the rule table
+  version, the backend and the versions of the installed stack (torch, torch-xla,
+  torch-neuronx, neuronx-cc, transformers, torchvision, timm). On top of the key,
+  the worker records every file Python code opened for reading during the analysis
+  (:mod:`neuronprobe.file_reads`); the entry stores their hashes and is reused only
+  while each still has that content (or is still absent). A model whose analysis
+  read a file that cannot be hashed (a pipe, a device), or that was not analysed in
+  a recording worker, is not cached, and the night says so.
+
+What the cache cannot see: a file opened by native code (a Rust or C++ reader such
+as safetensors) raises no audit event. Name such files in ``cache_inputs``.
 """
 
 from __future__ import annotations
@@ -21,23 +35,97 @@ from __future__ import annotations
 import ast
 import dataclasses
 import hashlib
+import hmac
 import json
+import os
+import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import ReportFormatError
+from neuronprobe.file_reads import FileReads, file_sha256
 from neuronprobe.nightly import Analysed, ModelConfig, NightlyConfig, is_named_spec
 from neuronprobe.report.model import Report
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses)
 DEFAULT_CACHE_DIR = ".cache"  # inside the reports folder: the cache of that history
 # The installed distributions whose versions change an analysis (absent ones count as absent).
 STACK_DISTRIBUTIONS = ("torch", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla", "transformers", "torchvision", "timm")
+KEY_ENV = "NEURONPROBE_CACHE_KEY"  # the secret, e.g. from a CI secret: at least MIN_KEY_CHARS characters
+KEY_FILE_NAME = "cache.key"  # under ${XDG_CONFIG_HOME:-~/.config}/neuronprobe/, created 0600 on first use
+MIN_KEY_CHARS = 32
+_MAC_CONTEXT = b"neuronprobe result cache entry v2\0"  # a key used elsewhere cannot sign an entry by accident
 
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+# --- the secret ------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Secret:
+    """The HMAC key, or why there is none (then the cache is off)."""
+
+    key: bytes | None
+    source: str  # where the key came from, or why there is none (a sentence for the log)
+
+
+def key_file_path() -> Path:
+    config_home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(config_home) / "neuronprobe" / KEY_FILE_NAME
+
+
+def _within(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def load_secret(cache_folder: Path) -> Secret:
+    """The cache's HMAC key: ``$NEURONPROBE_CACHE_KEY``, else the per-machine key file (made on first use).
+
+    The key file is refused (cache off) when it is not a regular file of this user,
+    readable by others, too short, or inside the cache folder (whoever writes the
+    cache could then sign entries).
+    """
+    env = os.environ.get(KEY_ENV, "")
+    if env:
+        if len(env) < MIN_KEY_CHARS:
+            return Secret(None, f"${KEY_ENV} is shorter than {MIN_KEY_CHARS} characters (try `openssl rand -hex 32`)")
+        return Secret(env.encode("utf-8"), f"${KEY_ENV}")
+    path = key_file_path()
+    if _within(path, cache_folder):
+        return Secret(None, f"its key file {path} is inside the cache folder, where whoever writes the cache could read it")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        return Secret(None, f"cannot create its key file {path} ({exc.strerror or exc})")
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+            return Secret(None, f"its key file {path} is not a regular file owned by this user")
+        if info.st_mode & 0o077:
+            return Secret(None, f"its key file {path} is readable or writable by others (chmod 600 it)")
+        key = path.read_bytes().strip()
+    except OSError as exc:
+        return Secret(None, f"cannot read its key file {path} ({exc.strerror or exc})")
+    if len(key) < MIN_KEY_CHARS:
+        return Secret(None, f"its key file {path} holds fewer than {MIN_KEY_CHARS} characters")
+    return Secret(key, str(path))
+
+
+def sign(key: bytes, body: str) -> str:
+    return hmac.new(key, _MAC_CONTEXT + body.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
 def local_imports(model_file: Path) -> list[Path]:
@@ -94,6 +182,13 @@ def stack_versions() -> dict[str, str | None]:
     return out
 
 
+def _content_hash(path: Path) -> dict[str, str | None]:
+    """A file's sha256, or every file's under a folder (relative name -> sha256), for ``cache_inputs``."""
+    if path.is_dir():
+        return {str(p.relative_to(path)): file_sha256(str(p)) for p in sorted(path.rglob("*")) if p.is_file()}
+    return {"": file_sha256(str(path))}
+
+
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
     from neuronprobe.nightly_shards import rules_version
@@ -103,6 +198,7 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
     if not is_named_spec(model.model):
         for file in local_imports(Path(model.model)):
             files[str(file)] = _sha256(file.read_bytes())
+    declared = {str(p): _content_hash(Path(p)) for p in model.cache_inputs}
     traffic = dataclasses.asdict(model.traffic)
     for key in ("shapes", "lengths"):
         if traffic.get(key) is not None:
@@ -112,6 +208,7 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "format": CACHE_FORMAT,
         "model": model.model,
         "files": files,
+        "cache_inputs": declared,
         "set": list(model.set),
         "train": model.train,
         "traffic": json.loads(json.dumps(traffic, default=str)),
@@ -131,18 +228,44 @@ def cache_key(inputs: dict[str, Any]) -> str:
     return _sha256(json.dumps(inputs, sort_keys=True).encode("utf-8"))
 
 
-class ResultCache:
-    """Lookups during the night; new entries held until :meth:`commit` (after the night's files are written)."""
+def reads_unchanged(files: dict[str, str | None]) -> bool:
+    """Every file the analysis read still has the content it had (or is still absent)."""
+    for path, digest in files.items():
+        try:
+            if file_sha256(path) != digest:
+                return False
+        except OSError:
+            return False
+    return True
 
-    def __init__(self, folder: Path, config: NightlyConfig, require_backend: str | None, date: str) -> None:
+
+MAX_ENTRY_BYTES = 256 * 2**20  # an entry larger than this is not one neuronprobe wrote: a miss, not a read to the end
+
+
+class ResultCache:
+    """Lookups during the night; new entries held until :meth:`commit` (after the night's files are written).
+
+    ``secret`` defaults to :func:`load_secret`; without a key every lookup misses and
+    nothing is stored (:attr:`off` says why). :attr:`notes` collects the sentences the
+    night prints about the cache (a model not stored, and why).
+    """
+
+    def __init__(self, folder: Path, config: NightlyConfig, require_backend: str | None, date: str, secret: Secret | None = None) -> None:
         self.folder = Path(folder)
         self.date = date
         self.config = config
         self.require_backend = require_backend
+        self.secret = secret if secret is not None else load_secret(self.folder)
         self.stack = stack_versions()
         self.keys: dict[str, str] = {}
         self.inputs: dict[str, dict[str, Any]] = {}
         self.pending: dict[str, str] = {}  # key -> entry JSON
+        self.notes: list[str] = []
+
+    @property
+    def off(self) -> str | None:
+        """Why the cache is off (no usable key), or None."""
+        return None if self.secret.key is not None else f"the result cache is off: {self.secret.source}"
 
     def key_of(self, model: ModelConfig) -> str:
         if model.name not in self.keys:
@@ -152,26 +275,46 @@ class ResultCache:
 
     def lookup(self, model: ModelConfig) -> Analysed | None:
         """The model's cached analysis, marked with the night it came from, or None (a miss, or an entry not to trust)."""
+        if self.secret.key is None:
+            return None
         file = self.folder / f"{self.key_of(model)}.json"
         try:
-            entry = json.loads(file.read_text(encoding="utf-8"))
-            report_json = entry["report"]
-            if entry["format"] != CACHE_FORMAT or entry["key"] != self.key_of(model) or entry["sha256"] != _sha256(report_json.encode("utf-8")):
+            info = os.stat(file)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
                 return None
-            report = Report.from_json(report_json)
-            night = str(entry["date"])
+            entry = json.loads(file.read_text(encoding="utf-8"))
+            body_text = entry["body"]
+            if entry["format"] != CACHE_FORMAT or not hmac.compare_digest(str(entry["hmac"]), sign(self.secret.key, body_text)):
+                return None
+            body = json.loads(body_text)
+            if body["key"] != self.key_of(model) or not reads_unchanged(dict(body["reads"])):
+                return None
+            report = Report.from_json(body["report"])
+            night = str(body["date"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError, ReportFormatError):  # unreadable, partial or foreign: a miss, never an error
             return None
         return Analysed(model.name, report=report, reused_from=night)
 
     def remember(self, model: ModelConfig, result: Analysed) -> None:
-        """Hold a fresh, successful analysis for :meth:`commit` (failures are never cached)."""
-        if result.report is None or result.reused_from is not None:
+        """Hold a fresh, successful analysis for :meth:`commit` (failures are never cached).
+
+        Only an analysis whose reads were recorded, each one hashable, is held: for any
+        other the cache cannot know what the report depends on, and says so.
+        """
+        if self.secret.key is None or result.report is None or result.reused_from is not None:
+            return
+        reads = result.reads
+        if not isinstance(reads, FileReads):
+            self.notes.append(f"{model.name}: not cached: its analysis did not run in a worker that records the files it reads")
+            return
+        if reads.unverifiable:
+            self.notes.append(f"{model.name}: not cached: it read {reads.unverifiable[0]}, which is not a regular file the cache can hash")
             return
         key = self.key_of(model)
-        report_json = result.report.to_json()
-        entry = {"format": CACHE_FORMAT, "key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}
-        entry.update(report=report_json, sha256=_sha256(report_json.encode("utf-8")))
+        body = {"key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}
+        body.update(reads=dict(sorted(reads.files.items())), report=result.report.to_json())
+        body_text = json.dumps(body)
+        entry = {"format": CACHE_FORMAT, "body": body_text, "hmac": sign(self.secret.key, body_text)}
         self.pending[key] = json.dumps(entry) + "\n"
 
     def commit(self, write: Callable[[Path, str], object]) -> int:

@@ -43,9 +43,20 @@ EXIT_UNUSABLE = 2
 # when it names an accelerator and says it is missing or required; either alone is not enough
 # ("slow on GPU", "neuron count too large for CI" are other reasons).
 ACCELERATOR_WORDS = re.compile(
-    r"\b(cuda|cudnn|nccl|gpus?|accelerators?|nvidia|neuron|neuroncores?|trainium|inferentia|trn[123]|inf2|"
+    r"\b(cuda|cudnn|nccl|gpus?|accelerators?|nvidia|neuroncores?|trainium|inferentia|trn[123]|inf2|"
     r"torch_xla|torch_neuronx|neuronx?_?cc|libneuronxla)\b",
     re.I,
+)
+# "neuron" alone is also the NEURON simulator (neuron.yale.edu, `pip install neuron`, written in capitals),
+# unrelated to AWS Neuron: the word counts only as "Neuron"/"neuron" (not "NEURON"), not next to "simulat...",
+# and a failed import counts only when the module is an accelerator's (below), never `neuron` itself.
+NEURON_WORD = re.compile(r"\b(?:Neuron|neuron)\b(?!\s+simulat)")
+SIMULATOR_CONTEXT = re.compile(r"\bsimulat|\bhoc\b|\bnrn", re.I)
+# pytest.importorskip's reasons, and Python's own: the module is then what the reason is about.
+IMPORT_FAILURE = re.compile(r"(?:could not import|no module named|cannot import name \S+ from)\s+['\"]?(?P<module>[\w.]+)", re.I)
+ACCELERATOR_MODULES = re.compile(
+    r"^(torch_neuronx|torch_neuron|neuronxcc|neuronx_cc|libneuronxla|torch_xla|neuronx_distributed\w*|transformers_neuronx|nki|"
+    r"cupy\w*|pycuda|pynvml|nvidia\w*|tensorrt|triton|apex|flash_attn\w*|torch\.cuda)(\.|$)"
 )
 ABSENCE_WORDS = re.compile(
     r"available|\b(no|not|without|requires?|required|needs?|needed|missing|absent|only|cannot|can't|"
@@ -55,10 +66,17 @@ ABSENCE_WORDS = re.compile(
 # Markers that declare a test needs an accelerator: skipped, it is skipped for lack of one.
 ACCELERATOR_MARKERS = frozenset({"cuda", "gpu", "gpus", "accelerator", "neuron", "trainium", "inferentia", "requires_gpu", "requires_cuda", "requires_neuron"})
 SKIP_PREFIX = "Skipped: "
+CONVERTED_PREFIX = "neuronprobe: skipped for lack of an accelerator or of CUDA"
 
 _declared_key = pytest.StashKey[str]()
 _converted_key = pytest.StashKey[list[str]]()
 _modules_key = pytest.StashKey[list[str]]()  # modules skipped whole at import for lack of an accelerator
+# The report hooks get no config: the declared sessions' configs, innermost last (a pytester run inside a run).
+_sessions: list[pytest.Config] = []
+
+
+def _declared_session() -> pytest.Config | None:
+    return _sessions[-1] if _sessions else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,6 +117,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_declared_key] = declared
     config.stash[_converted_key] = []
     config.stash[_modules_key] = []
+    _sessions.append(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if config in _sessions:
+        _sessions.remove(config)
 
 
 def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
@@ -110,8 +134,17 @@ def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
 
 
 def lacks_accelerator(reason: str) -> bool:
-    """A declared skip reason that says an accelerator (or CUDA) is missing or required."""
-    return bool(ACCELERATOR_WORDS.search(reason) and ABSENCE_WORDS.search(reason))
+    """A declared skip reason that says an accelerator (or CUDA) is missing or required.
+
+    A failed import is judged by its module alone (``No module named 'neuron'`` is the NEURON
+    simulator); otherwise an accelerator's name must appear as a word, "neuron" only in the
+    sense of AWS Neuron (:data:`NEURON_WORD`), together with a word saying it is absent or required.
+    """
+    imports = [m.group("module") for m in IMPORT_FAILURE.finditer(reason)]
+    if imports:
+        return any(ACCELERATOR_MODULES.match(module) for module in imports)
+    named = ACCELERATOR_WORDS.search(reason) or (NEURON_WORD.search(reason) and not SIMULATOR_CONTEXT.search(reason))
+    return bool(named and ABSENCE_WORDS.search(reason))
 
 
 def _accelerator_marker(item: pytest.Item) -> str | None:
@@ -138,26 +171,36 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     # A skipif mark skips in the setup phase, which pytest would count as an error in a fixture;
     # this is the test's own failure, so it is reported as the test failing.
     report.when = "call"
-    report.longrepr = (
-        f"neuronprobe: skipped for lack of an accelerator or of CUDA ({reason}), but this runner "
-        f"is declared to have one ({OPTION} {declared}): on it the test must run"
-    )
-    item.config.stash[_converted_key].append(item.nodeid)
+    report.longrepr = f"{CONVERTED_PREFIX} ({reason}), but this runner is declared to have one ({OPTION} {declared}): on it the test must run"
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, Any, None]:
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Count the converted skips where the summary is written: under pytest-xdist the reports arrive in the
+    controller, while the conversion (:func:`pytest_runtest_makereport`) ran in a worker."""
+    config = _declared_session()
+    if config is None:
+        return
+    if report.failed and isinstance(report.longrepr, str) and report.longrepr.startswith(CONVERTED_PREFIX):
+        converted = config.stash[_converted_key]
+        if report.nodeid not in converted:
+            converted.append(report.nodeid)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
     """A module skipped whole at import (``allow_module_level=True``) for lack of an accelerator is recorded.
 
     Its report stays a skip (a failed collection would stop the whole session before any test
-    ran); the session's exit status becomes 1 instead, and the summary names the module.
+    ran); the session's exit status becomes 1 instead, and the summary names the module. A
+    hook on the report (not on making it), so that under pytest-xdist the controller, which
+    writes the summary and the exit status, records what its workers collected (once each).
     """
-    outcome = yield
-    if collector.config.stash.get(_declared_key, None) is None:
+    config = _declared_session()
+    if config is None:
         return
-    report: pytest.CollectReport = outcome.get_result()
     if report.skipped and lacks_accelerator(_skip_reason(report)):
-        collector.config.stash[_modules_key].append(f"{report.nodeid} ({_skip_reason(report)})")
+        entry = f"{report.nodeid} ({_skip_reason(report)})"
+        if entry not in config.stash[_modules_key]:
+            config.stash[_modules_key].append(entry)
 
 
 @pytest.hookimpl(trylast=True)

@@ -161,6 +161,14 @@ else:
     os.environ[_SAVED_REAL_XLA] = json.dumps(_REAL_XLA)
 os.environ[_XLA_DIR_ENV] = str(Path(__file__).resolve().parent / ".no-xla-env")
 os.environ.pop(_XLA_PYTHON_ENV, None)
+# The nightly result cache's key (issue 34.2): the suite never creates a key file in the user's own
+# ~/.config nor uses their NEURONPROBE_CACHE_KEY; tests that need either set it themselves.
+if "NEURONPROBE_TESTS_CONFIG_HOME" not in os.environ:
+    import tempfile
+
+    os.environ["NEURONPROBE_TESTS_CONFIG_HOME"] = tempfile.mkdtemp(prefix="neuronprobe-tests-config-")
+os.environ["XDG_CONFIG_HOME"] = os.environ["NEURONPROBE_TESTS_CONFIG_HOME"]
+os.environ.pop("NEURONPROBE_CACHE_KEY", None)
 
 
 @pytest.fixture(scope="session")

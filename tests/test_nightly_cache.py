@@ -18,6 +18,7 @@ import neuronprobe.nightly as nightly
 import neuronprobe.nightly_shards as nightly_shards
 import neuronprobe.version
 from neuronprobe.cli import app
+from neuronprobe.file_reads import FileReads
 from neuronprobe.nightly import SUMMARY_FILE
 from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, local_imports
 from neuronprobe.report.model import Report, load_report
@@ -44,7 +45,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     def fake(model, cfg, require_backend, command_line):
         seen.append(model.name)
-        return make_report([finding("aten::nonzero", "dynamic_shape", 3)], model=model.name)
+        report = make_report([finding("aten::nonzero", "dynamic_shape", 3)], model=model.name)
+        return nightly.Observed(report, FileReads())  # as the recording worker returns it: this fake read no file
 
     monkeypatch.setattr(nightly, "isolated_analyze", lambda config, *rest: fake)
     return seen
@@ -154,5 +156,5 @@ def test_a_cached_report_is_the_report_as_analysed(config, calls):
     assert calls == ["alpha", "beta"]
     third = load_report(str(config.parent / "reports" / "2025-06-03" / "beta.json"))
     assert third.baseline_diff is not None and third.baseline_diff.base_label.startswith(f"{N2} ")
-    entry = json.loads(next((config.parent / "reports" / DEFAULT_CACHE_DIR).glob("*.json")).read_text())
+    entry = json.loads(json.loads(next((config.parent / "reports" / DEFAULT_CACHE_DIR).glob("*.json")).read_text())["body"])
     assert Report.from_json(entry["report"]).baseline_diff is None and entry["date"] == N1

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from neuronprobe.backends.lifeline import die_with_parent
+
 # After a kill, how long to wait for the child to be reaped before giving up on it.
 REAP_SECONDS = 5.0
 # Poll interval while waiting for the child: short enough that a fast step is not slowed down.
@@ -117,8 +119,12 @@ def _child(
     env: dict[str, str],
     stack_path: str | None = None,
     tmpdir: str | None = None,
+    parent_pid: int | None = None,
 ) -> None:
     """Runs in the forked child: new session, redirected output, the step, one reply.
+
+    The child dies with its parent (:func:`neuronprobe.backends.lifeline.die_with_parent`):
+    in its own session, nothing else would end it when the CLI is killed.
 
     ``log_path`` None keeps the inherited stdout/stderr; ``workdir`` None keeps the
     working folder; ``stack_path`` set arms a faulthandler dump on SIGUSR1.
@@ -126,6 +132,7 @@ def _child(
     global _stack_file
     with contextlib.suppress(OSError):
         os.setsid()
+    die_with_parent(parent_pid)
     try:
         if stack_path is not None:
             _stack_file = open(stack_path, "w", encoding="utf-8")  # noqa: SIM115 - faulthandler writes to it until the worker exits
@@ -380,6 +387,7 @@ def run_isolated(
             env,
             str(stack_path) if stack_path is not None else None,
             str(tmpdir) if tmpdir is not None else None,
+            os.getpid(),
         ),
         name=f"neuronprobe-{name}",
         daemon=daemon,

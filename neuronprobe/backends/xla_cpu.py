@@ -31,6 +31,7 @@ from typing import Any
 
 from neuronprobe.backends import Observation
 from neuronprobe.backends.hlo_checks import load_rules
+from neuronprobe.backends.lifeline import PARENT_PID_ENV
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_findings import (
@@ -106,6 +107,7 @@ def worker_env(workdir: Path, save_graphs: bool) -> dict[str, str]:
     env["PJRT_DEVICE"] = "CPU"
     env["TF_CPP_MIN_LOG_LEVEL"] = env.get("TF_CPP_MIN_LOG_LEVEL", "2")
     env["HF_HUB_OFFLINE"] = "1"
+    env[PARENT_PID_ENV] = str(os.getpid())  # the worker dies with this process (backends.lifeline)
     env.update(DEBUG_ENV)
     if save_graphs:
         env[SAVE_FILE_ENV] = str(workdir / "graphs.txt")

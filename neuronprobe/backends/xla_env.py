@@ -11,6 +11,9 @@ virtual environment:
   torch_xla there, checks their versions, and only then writes the completeness
   marker ``<path>/complete.json``. A folder without the marker is a partial
   environment (an interrupted or failed set-up): named, never used.
+  Set-up builds only in a folder it stamped itself (``.neuronprobe-xla-env``, a
+  random token the marker repeats): a ``complete.json`` and a ``venv/`` that some
+  other tool left are not taken for its own (:func:`ownership_problem`).
 * ``NEURONPROBE_XLA_PYTHON`` points at any interpreter that already has the
   stack (a trn1 DLAMI's environment, a CI image); it is checked, not trusted.
 
@@ -23,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -46,9 +50,14 @@ PLACEHOLDER_TEXT = "WRONG PACKAGE"
 # (a few seconds; minutes on a cold disk). A probe is killed with every process it started.
 METADATA_PROBE_TIMEOUT_S = 6
 IMPORT_PROBE_TIMEOUT_S = 300
-# `setup --path` writes this first into a folder it creates or takes over: a folder holding other
-# files and no such stamp (nor a marker) is someone else's, and set-up refuses to touch it.
+# `setup` writes this first into a new or empty folder: JSON with a random token, which the
+# completeness marker records again. A folder is the set-up's own only when its stamp holds a token
+# and the marker (if any) the same one; a `complete.json` and a `venv/` alone are someone else's.
 OWNER_FILE = ".neuronprobe-xla-env"
+# What neuronprobe <= the token stamp wrote: accepted only in the default location, for a venv whose
+# marker names that venv's own interpreter (the environment this machine already set up).
+LEGACY_OWNER_TEXT = "created by `neuronprobe setup xla-cpu`: its environment lives here\n"
+TOKEN_CHARS = 32
 SETUP_HINT = "run `neuronprobe setup xla-cpu`"
 
 STATE_READY = "ready"
@@ -426,6 +435,57 @@ def setup_env(
         lock.__exit__(None, None, None)
 
 
+def _owned_entries() -> set[str]:
+    return {OWNER_FILE, f"{OWNER_FILE}.tmp", MARKER, f"{MARKER}.tmp", LOCK_FILE, VENV_DIR}
+
+
+def _stamp_token(path: Path) -> str | None:
+    """The random token of the folder's stamp, or None (no stamp, or not one set-up wrote with a token)."""
+    try:
+        data = json.loads((path / OWNER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    token = data.get("token") if isinstance(data, dict) else None
+    if isinstance(token, str) and len(token) == TOKEN_CHARS and all(c in "0123456789abcdef" for c in token):
+        return token
+    return None
+
+
+def _is_legacy_default(path: Path) -> bool:
+    """The environment an earlier neuronprobe set up in the default place: its old stamp, and a marker naming its own venv."""
+    try:
+        stamp = (path / OWNER_FILE).read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return False
+    marker = _read_marker(path)
+    return (
+        stamp == LEGACY_OWNER_TEXT
+        and path == default_env_path().expanduser().resolve()
+        and marker is not None
+        and marker.get("python") == str(venv_python(path))
+        and (path / VENV_DIR / "pyvenv.cfg").is_file()
+    )
+
+
+def ownership_problem(path: Path, entries: set[str]) -> str | None:
+    """Why the existing, non-empty folder ``path`` is not the set-up's own (a sentence), or None when it is."""
+    foreign = sorted(entries - _owned_entries())
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+        return f"the folder already holds files neuronprobe did not put there ({shown})"
+    token = _stamp_token(path)
+    if token is None:
+        if _is_legacy_default(path):
+            return None
+        shown = ", ".join(sorted(entries - {OWNER_FILE})) or OWNER_FILE
+        why = "" if OWNER_FILE not in entries else f" (its {OWNER_FILE} holds no token of a set-up)"
+        return f"the folder already holds files neuronprobe did not put there ({shown}){why}"
+    marker = _read_marker(path) if MARKER in entries else None
+    if MARKER in entries and (marker is None or marker.get("token") != token):
+        return f"its {MARKER} was not written by the set-up that stamped the folder (the tokens differ)"
+    return None
+
+
 def check_setup_target(path: Path) -> None:
     """Refuse a ``--path`` that is not a folder neuronprobe may build in (InputError, exit 2, nothing touched).
 
@@ -446,21 +506,32 @@ def check_setup_target(path: Path) -> None:
         entries = {entry.name for entry in path.iterdir()}
     except OSError as exc:
         raise InputError(f"setup --path {path}: cannot be read ({exc.strerror or exc})") from None
-    if entries and not entries & {OWNER_FILE, MARKER, LOCK_FILE}:
-        shown = ", ".join(sorted(entries)[:3]) + (", ..." if len(entries) > 3 else "")
-        raise InputError(
-            f"setup --path {path}: the folder already holds files neuronprobe did not put there ({shown}); "
-            "give a new or empty folder (neuronprobe never installs into an environment it did not create)"
-        )
+    entries.discard(LOCK_FILE)  # a set-up stopped right after taking its lock left only that
+    problem = ownership_problem(path, entries) if entries else None
+    if problem:
+        raise InputError(f"setup --path {path}: {problem}; give a new or empty folder (neuronprobe never installs into an environment it did not create)")
 
 
 def _setup_locked(path: Path, requirements: Path, progress: Callable[[str], None], base_python: str | None) -> XlaEnv:
-    """setup_env under its lock: stamp the folder, reuse a complete environment, else build it."""
-    (path / OWNER_FILE).write_text("created by `neuronprobe setup xla-cpu`: its environment lives here\n", encoding="utf-8")
+    """setup_env under its lock: stamp the folder, reuse a complete environment, else build it.
+
+    Checked again under the lock (another set-up may have finished meanwhile). A new
+    folder is stamped with a fresh random token before anything else is written; a
+    complete environment is reused untouched (a legacy one in the default place too).
+    """
+    entries = {entry.name for entry in path.iterdir()} - {LOCK_FILE}
+    problem = ownership_problem(path, entries) if entries else None
+    if problem:
+        raise InputError(f"setup --path {path}: {problem}; give a new or empty folder (neuronprobe never installs into an environment it did not create)")
+    token = _stamp_token(path)
     current = inspect_managed(path, requirements)
     if current.usable:
         current.reused = True
         return current
+    if token is None:  # a new folder, or a legacy environment to rebuild: stamp it as this set-up's own
+        token = secrets.token_hex(TOKEN_CHARS // 2)
+        stamp = {"token": token, "created_by": "neuronprobe setup xla-cpu", "note": "this folder's environment was created by neuronprobe"}
+        _write_replace(path / OWNER_FILE, json.dumps(stamp, indent=2) + "\n")
     start = time.monotonic()
     (path / MARKER).unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PIP_REQUIRE_VIRTUALENV")}
@@ -483,16 +554,21 @@ def _setup_locked(path: Path, requirements: Path, progress: Callable[[str], None
         raise BackendUnavailable(f"the installed stack does not run: {why}")
     seconds = round(time.monotonic() - start, 1)
     marker = {
+        "token": token,  # the stamp's: this marker belongs to this folder's set-up
         "versions": checked.versions,
         "requirements": requirements_digest(requirements),
         "python": str(python),
         "setup_seconds": seconds,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    tmp = path / f"{MARKER}.tmp"
-    tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path / MARKER)
+    _write_replace(path / MARKER, json.dumps(marker, indent=2) + "\n")
     return XlaEnv(STATE_READY, str(python), str(path), versions=checked.versions, setup_seconds=seconds)
+
+
+def _write_replace(file: Path, text: str) -> None:
+    tmp = file.with_name(f"{file.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, file)
 
 
 __all__ = [

@@ -160,6 +160,9 @@ def _cpu_forward_ok(loaded: Any) -> tuple[bool, str]:
 
 
 def main(argv: list[str]) -> int:
+    from neuronprobe.backends.lifeline import die_with_parent, parent_from_env
+
+    die_with_parent(parent_from_env())  # its own session: without this a killed parent left it running
     request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     events = Events(request["events"])
     os.environ.setdefault("PJRT_DEVICE", "CPU")

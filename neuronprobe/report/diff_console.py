@@ -26,7 +26,7 @@ def render_diff(diff: RunDiff) -> Any:
     for name, (base, new) in diff.metrics.items():
         change = new - base if base is not None and new is not None else None
         metrics.add_row(
-            METRICS.get(name, name),
+            Text(METRICS.get(name, name)),  # a metric name from a report file: data, not markup
             format_metric(name, base),
             format_metric(name, new),
             format_metric(name, change, signed=True),

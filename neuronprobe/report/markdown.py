@@ -5,11 +5,22 @@ JupyterLab, classic Notebook and VS Code; Markdown in frontends that draw no HTM
 plain text in a terminal IPython. Both texts say the same as the console summary:
 the top-line verdict in words, the counts, and the findings worst first with their
 place (``In [n], line k`` for a notebook cell) and fix.
+
+Every string from the report is data, as in the HTML (which autoescapes): a model
+name such as ``<img src=x onerror=...>`` must not become an image in a notebook or
+on GitHub. In Markdown each such string is one line with HTML's ``& < >`` as
+entities and Markdown's own punctuation backslash-escaped (:func:`md_text`), or a
+code span whose fence is longer than any run of backticks inside (:func:`md_code`).
+Plain text has no markup, but a terminal does: control characters (an ANSI escape,
+a bidi override) are shown escaped (:func:`neuronprobe.console_io.inert`).
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
+
+from neuronprobe.console_io import inert
 
 if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
     from neuronprobe.report.model import Finding, Report
@@ -19,9 +30,31 @@ if TYPE_CHECKING:  # the model's classes only name types here: the model imports
 TEXT_FINDINGS = 10
 
 
-def _cell(text: object) -> str:
-    """One Markdown table cell: pipes escaped, one line."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+# Markdown punctuation that can open emphasis, a link, an image, a heading, a table cell, a strikethrough or code.
+# An underscore between two letters or digits opens no emphasis (CommonMark 6.2), so `tiny_encoder` stays as it is.
+_MD_PUNCTUATION = re.compile(r"([\\`*\[\]{}#!|~]|(?<![^\W_])_|_(?![^\W_]))")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(inert(str(text)).split())
+
+
+def md_text(text: object) -> str:
+    """``text`` as inert Markdown: one line, ``& < >`` as HTML entities, Markdown punctuation escaped."""
+    line = _one_line(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_PUNCTUATION.sub(r"\\\1", line)
+
+
+def md_code(text: object) -> str:
+    """``text`` as a Markdown code span (nothing inside is markup); a pipe escaped, as a GFM table cell needs."""
+    line = _one_line(text).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if line.startswith("`") or line.endswith("`") or not line.strip() else ""
+    return f"{fence}{pad}{line}{pad}{fence}"
+
+
+_cell = md_text
 
 
 def _worst_first(report: Report, limit: int) -> list[Finding]:
@@ -32,10 +65,10 @@ def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
     """A Markdown summary: verdict, counts and a findings table (at most ``limit`` rows)."""
     s = report.summary
     lines = [
-        f"**neuronprobe: {_cell(report.model)} on {report.target}**: {report.verdict.words}",
+        f"**neuronprobe: {_cell(report.model)} on {_cell(report.target)}**: {report.verdict.words}",
         "",
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
-        f"{s.graph_breaks} graph break(s) · backend {report.backend.name}",
+        f"{s.graph_breaks} graph break(s) · backend {_cell(report.backend.name)}",
         "",
     ]
     shown = _worst_first(report, limit)
@@ -43,7 +76,7 @@ def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
         lines.append("No findings.")
         return "\n".join(lines) + "\n"
     lines += ["| verdict | op | where | fix |", "|---|---|---|---|"]
-    lines += [f"| {f.verdict} | `{_cell(f.op)}` | {_cell(f.location)} | {_cell(f.fix)} |" for f in shown]
+    lines += [f"| {f.verdict} | {md_code(f.op)} | {_cell(f.location)} | {_cell(f.fix)} |" for f in shown]
     if len(report.findings) > len(shown):
         lines += ["", f"and {len(report.findings) - len(shown)} more finding(s): `report.findings_df()` lists them all."]
     return "\n".join(lines) + "\n"
@@ -53,19 +86,19 @@ def render_text(report: Report, limit: int = TEXT_FINDINGS) -> str:
     """Plain text for a terminal IPython: the same lines, without table markup."""
     s = report.summary
     lines = [
-        f"neuronprobe: {report.model} on {report.target}: {report.verdict.words}",
+        f"neuronprobe: {_one_line(report.model)} on {_one_line(report.target)}: {report.verdict.words}",
         f"{s.ops_total} op calls, {s.distinct_ops} distinct · {s.device_graphs} device graph(s) · "
-        f"{s.graph_breaks} graph break(s) · backend {report.backend.name}",
+        f"{s.graph_breaks} graph break(s) · backend {_one_line(report.backend.name)}",
     ]
     shown = _worst_first(report, limit)
     for f in shown:
-        lines.append(f"  {f.verdict:<14} {f.op}  {f.location}")
+        lines.append(f"  {f.verdict:<14} {_one_line(f.op)}  {_one_line(f.location)}")
         if f.source_line:
-            lines.append(f"      {f.source_line}")
+            lines.append(f"      {_one_line(f.source_line)}")
         if f.confirmation is not None:  # a risky low-precision construct, as the parity run measured it
             lines.append(f"      parity: {f.confirmation.words}")
         if f.fix:
-            lines.append(f"      fix: {' '.join(f.fix.split())}")
+            lines.append(f"      fix: {_one_line(f.fix)}")
     if len(report.findings) > len(shown):
         lines.append(f"and {len(report.findings) - len(shown)} more finding(s): report.findings_df() lists them all")
     return "\n".join(lines)

@@ -47,7 +47,9 @@ def render_frozen(c: ReferenceComparison) -> Any:
     for t in shown[:TOP_TENSORS]:
         name = t.name or "(model)"
         where = location(t.file, t.line) if t.kind is ReferenceTensorKind.MODULE and t.file else ""
-        table.add_row(name, where, _num(t.max_abs), _num(t.max_rel), f"{t.mismatched}/{t.total}", f"{t.rtol:g}/{t.atol:g}")
+        table.add_row(
+            Text(name), Text(where), _num(t.max_abs), _num(t.max_rel), f"{t.mismatched}/{t.total}", f"{t.rtol:g}/{t.atol:g}"
+        )  # names are data, not markup
         if t.detail and not t.detail.startswith("Tensor-likes are not"):  # a missing tensor, a shape change
             notes.append(Text(f"{name}: {t.detail}", style="red"))
     parts.append(table)
@@ -81,7 +83,7 @@ def render_train(t: TrainParity) -> Any:
         table.add_column(column, overflow="fold")
     for g in t.groups:
         flag = Text("differs", style="red") if g.exceeds else Text("ok", style="green")
-        table.add_row(g.group, _num(g.grad_norm_ref), _num(g.grad_norm), _num(g.grad_rel_error), _num(g.update_rel_error), str(g.nonfinite), flag)
+        table.add_row(Text(g.group), _num(g.grad_norm_ref), _num(g.grad_norm), _num(g.grad_rel_error), _num(g.update_rel_error), str(g.nonfinite), flag)
     parts: list[Any] = [head, table]
     parts.extend(Text(note, style="dim") for note in t.notes)
     return Group(*parts)

@@ -1,0 +1,133 @@
+"""The files an analysis reads, recorded in its worker (for the nightly's result cache).
+
+A model reads more than its imports: a vocabulary, a config, a checkpoint, a data
+file. A cached report is only right while those files are unchanged, and a user
+names them nowhere. So the analysis worker records every file that Python code
+opens for reading (the ``open`` audit event of :pep:`578`, raised by ``open()``,
+``io.open()``, ``os.open()`` and by the import system's ``io.open_code``), and
+hashes each by content when the analysis ends. The cache stores those hashes and
+checks them again before it reuses the report.
+
+What it cannot see, said plainly: a file read by native code that opens it
+itself (a Rust or C++ reader such as ``safetensors``, ``numpy.fromfile`` on a
+path, a library's own ``fopen``) raises no audit event. Those files are named by
+the model's ``cache_inputs`` in the nightly config. Files of the Python
+installation (the standard library, site-packages, neuronprobe itself) are not
+recorded: their versions are in the cache key already. Kernel files (``/proc``,
+``/sys``, ``/dev``) and the worker's own temporary folder are not inputs.
+
+A recorded path that is not a regular file (a pipe, a device) cannot be vouched
+for by content, so it is listed in :attr:`FileReads.unverifiable`; the cache
+stays off for that model and says which file.
+
+Stdlib only: it runs in the worker before anything else is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import site
+import stat
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+
+# Reading a file to hash it: 1 MiB at a time, so a checkpoint of many GB needs no memory.
+_CHUNK = 1 << 20
+_KERNEL_DIRS = ("/proc/", "/sys/", "/dev/")
+
+
+@dataclass
+class FileReads:
+    """Files read during an analysis: path -> sha256 of its content, or None when it did not exist."""
+
+    files: dict[str, str | None] = field(default_factory=dict)
+    unverifiable: list[str] = field(default_factory=list)  # read, but not a regular file: no content to hash
+
+    def to_json(self) -> dict[str, object]:
+        return {"files": dict(sorted(self.files.items())), "unverifiable": sorted(self.unverifiable)}
+
+
+def file_sha256(path: str) -> str | None:
+    """The sha256 of a regular file's content; None when it does not exist. OSError for anything else unreadable."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{path} is not a regular file")
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _installation_dirs() -> tuple[str, ...]:
+    """Folders of the Python installation and of neuronprobe: versioned by the cache key, not inputs."""
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    dirs |= {p for p in sysconfig.get_paths().values() if p}
+    dirs.add(os.path.dirname(os.path.abspath(__file__)))
+    with contextlib.suppress(AttributeError):  # a virtualenv's old site module
+        dirs |= set(site.getsitepackages())
+    dirs.add(site.getusersitepackages() if hasattr(site, "getusersitepackages") else "")
+    # A venv that borrows another environment's packages through a .pth file: its folders are on sys.path.
+    dirs |= {p for p in sys.path if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")}
+    return tuple(sorted(os.path.join(os.path.realpath(d), "") for d in dirs if d))
+
+
+def _is_read(mode: object, flags: object) -> bool:
+    if isinstance(mode, str):
+        return not any(c in mode for c in "wax+")
+    return isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY
+
+
+class ReadRecorder:
+    """Records the paths opened for reading, from the moment :meth:`start` installs the audit hook.
+
+    An audit hook cannot be removed: start it only in a process that ends with the
+    analysis (the forked worker).
+    """
+
+    def __init__(self, private_tmp: str | None = None) -> None:
+        """``private_tmp``: the worker's own temporary folder (removed after it), whose files are not inputs."""
+        self.paths: set[str] = set()
+        own = (os.path.join(os.path.realpath(private_tmp), ""),) if private_tmp else ()
+        self._skip = (*_installation_dirs(), *own, *_KERNEL_DIRS)
+        self.active = False
+
+    def start(self) -> ReadRecorder:
+        sys.addaudithook(self._hook)
+        self.active = True
+        return self
+
+    def _hook(self, event: str, args: tuple[object, ...]) -> None:
+        if event != "open" or not self.active:
+            return
+        path, mode, flags = (*args, None, None, None)[:3]
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str) or not _is_read(mode, flags):
+            return  # a file descriptor (already opened, and seen then) or a write
+        self.paths.add(os.path.abspath(path))
+
+    def snapshot(self) -> FileReads:
+        """Stop recording; hash every recorded file outside the installation by content."""
+        self.active = False
+        out = FileReads()
+        for path in sorted(self.paths):
+            real = os.path.realpath(path)
+            if real.startswith(self._skip) or path.startswith(self._skip) or real.endswith(".pyc"):
+                continue
+            if os.path.isdir(real):
+                continue  # a folder opened to list it: its files are recorded as they are opened
+            try:
+                out.files[path] = file_sha256(path)
+            except OSError:
+                out.unverifiable.append(path)
+        return out
+
+
+__all__ = ["FileReads", "ReadRecorder", "file_sha256"]

@@ -1,0 +1,81 @@
+"""The pytest plugin reads "neuron" as AWS Neuron only in context (issue 34.9).
+
+A skip for lack of the NEURON simulator (the neuroscience package, ``import neuron``)
+failed a run declared ``--require-accelerator neuron``: the word matched.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from neuronprobe.pytest_plugin import lacks_accelerator
+
+pytest_plugins = ("pytester",)
+
+
+@pytest.mark.parametrize(
+    ("reason", "counts"),
+    [
+        # the NEURON simulator: never an accelerator
+        ("could not import 'neuron': No module named 'neuron'", False),
+        ("could not import 'neuron.hoc': No module named 'neuron'", False),
+        ("requires the NEURON simulator", False),
+        ("NEURON not installed", False),
+        ("neuron simulator not available", False),
+        ("needs NEURON 8.2 with nrnivmodl", False),
+        ("neuron model needs hoc files, not found", False),
+        # AWS Neuron and CUDA: still counted
+        ("could not import 'torch_neuronx': No module named 'torch_neuronx'", True),
+        ("could not import 'neuronxcc.nki': No module named 'neuronxcc'", True),
+        ("could not import 'cupy': No module named 'cupy'", True),
+        ("requires a Neuron device", True),
+        ("no Neuron SDK on this host", True),
+        ("neuron runtime not available", True),
+        ("Trainium only", True),
+        ("requires NeuronCores", True),
+        # neither
+        ("could not import 'pandas': No module named 'pandas'", False),
+        ("neuron count too large for CI", False),
+    ],
+)
+def test_neuron_counts_only_as_the_accelerator(reason: str, counts: bool) -> None:
+    assert lacks_accelerator(reason) is counts
+
+
+FAKE_REAL_SDK = """
+# The workers are separate processes: each one takes the test's stand-in for a real Neuron SDK from here.
+import neuronprobe.backends.detect as detect
+from neuronprobe.backends.detect import Detection
+
+detect.detect = lambda: Detection(stack="xla", versions={"torch-neuronx": "2.9.0.2.15"})
+"""
+
+SUITE = """
+import pytest
+
+@pytest.mark.skipif(True, reason="CUDA not available")
+def test_needs_cuda():
+    pass
+
+def test_needs_the_neuron_simulator():
+    pytest.importorskip("neuron_simulator_that_is_not_here", reason="requires the NEURON simulator")
+
+def test_plain():
+    assert True
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
+def test_the_summary_line_is_there_with_and_without_xdist(pytester: pytest.Pytester, workers: list[str]) -> None:
+    pytester.makeconftest(FAKE_REAL_SDK)
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess("--require-accelerator", "neuron", *workers)
+    assert result.ret == 1
+    result.assert_outcomes(passed=1, failed=1, skipped=1)  # the NEURON simulator skip stays a skip
+    result.stdout.fnmatch_lines(
+        [
+            "*accelerator skips turned into failures*",
+            "1 test(s) skipped for lack of an accelerator on a runner declared to have neuron:",
+            "  test_suite.py::test_needs_cuda",
+        ]
+    )
