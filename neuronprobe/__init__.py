@@ -8,7 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["GateFailure", "Gates", "Report", "__version__", "analyze", "evaluate_gates", "load_report", "propose_buckets", "propose_decode_buckets"]
+__all__ = [
+    "GateFailure",
+    "Gates",
+    "Report",
+    "__version__",
+    "analyze",
+    "evaluate_gates",
+    "load_report",
+    "propose_buckets",
+    "propose_decode_buckets",
+    "propose_serving_plan",
+]
 
 # The torchvision import hook (loaders/torchvision_ops.py) is not installed here: only while a model is
 # built (loading.py, loaders/vision.py), so that importing neuronprobe (or its pytest plugin) changes nothing.
@@ -18,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
     from neuronprobe.shape_buckets import propose_buckets, propose_decode_buckets
+    from neuronprobe.shape_buckets.serving import propose_serving_plan
     from neuronprobe.version import __version__
 
 _LAZY = {
@@ -25,6 +37,7 @@ _LAZY = {
     "analyze": ("neuronprobe.analysis", "analyze"),
     "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
     "propose_decode_buckets": ("neuronprobe.shape_buckets", "propose_decode_buckets"),
+    "propose_serving_plan": ("neuronprobe.shape_buckets.serving", "propose_serving_plan"),
     "load_report": ("neuronprobe.report.model", "load_report"),
     "Report": ("neuronprobe.report.model", "Report"),
     "evaluate_gates": ("neuronprobe.gates", "evaluate_gates"),

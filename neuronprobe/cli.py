@@ -207,6 +207,13 @@ def analyze(
     decode_trace: Annotated[
         Path | None, typer.Option("--decode-trace", help="Serving trace (prompt and output lengths): adds decode buckets to the report.")
     ] = None,
+    serving_trace: Annotated[
+        Path | None, typer.Option("--serving-trace", help="Timed serving trace: adds a vLLM Neuron serving plan (needs --serving-engine).")
+    ] = None,
+    serving_engine: Annotated[
+        str | None,
+        typer.Option("--serving-engine", help="With --serving-trace: max_num_batched_tokens=N,max_num_seqs=N,max_model_len=N[,tensor_parallel_size=N]."),
+    ] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
         str | None,
@@ -305,6 +312,12 @@ def analyze(
             from neuronprobe.shape_buckets.decode import decode_for_report
 
             decode_section = decode_for_report(decode_trace, model, target, list(set_ or []))
+        serving_section = None
+        if serving_trace is not None or serving_engine is not None:  # issue 37: checked before the analysis, exit 2 at once
+            from neuronprobe.shape_buckets.serving import serving_for_report
+
+            serving_section = serving_for_report(serving_trace, serving_engine)
+            inputs.append(serving_trace)
         if json_path is not None:  # the default names need the report's model name: checked again below
             check_outputs(_analyze_outputs(json_path, output_dir, "", html), inputs)
         else:
@@ -320,6 +333,8 @@ def analyze(
             report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits)
         if decode_section is not None:
             report.decode = decode_section
+        if serving_section is not None:
+            report.serving = serving_section
         if audit_path is not None:
             from neuronprobe.audit.engine import audit_paths
             from neuronprobe.audit.rules import stack_for
@@ -1023,9 +1038,9 @@ def _print_nightly(result: Any, index: Path) -> None:
 @app.command()
 def buckets(
     lengths: Annotated[
-        Path,
+        Path | None,
         typer.Argument(help="Sequence lengths: one integer per line, CSV/TSV, JSON Lines or Parquet; with --decode, a trace of prompt and output lengths."),
-    ],
+    ] = None,
     column: Annotated[str | None, typer.Option("--column", help="The length column of a CSV/TSV/Parquet file.")] = None,
     field_: Annotated[str | None, typer.Option("--field", help="The length field of a JSON Lines file.")] = None,
     max_buckets: Annotated[
@@ -1075,7 +1090,10 @@ def buckets(
         str | None, typer.Option("--output-column", help="--decode: the output-length column (default: GeneratedTokens, output_tokens, ...).")
     ] = None,
     time_column: Annotated[str | None, typer.Option("--time-column", help="--decode: the arrival-time column (default: TIMESTAMP, time, ...).")] = None,
-    runtime: Annotated[str, typer.Option("--runtime", help="--decode: nxdi, vllm-neuron or tnx (their bucket fit rules).")] = defaults.DEFAULT_DECODE_RUNTIME,
+    runtime: Annotated[
+        str,
+        typer.Option("--runtime", help="--decode: nxdi, vllm-neuron-nxdi or tnx (their bucket fit rules); vllm-neuron: the current plugin's three ladders."),
+    ] = defaults.DEFAULT_DECODE_RUNTIME,
     speculation_length: Annotated[int, typer.Option("--speculation-length", help="--decode: speculative tokens per step (shifts the required length).")] = 0,
     model: Annotated[
         str | None, typer.Option("--model", help="--decode: hf:<model_type> or model.py (config only): KV bytes and the memory fit per TP degree.")
@@ -1097,11 +1115,55 @@ def buckets(
     timeout: Annotated[
         float, typer.Option("--timeout", help="--decode --model model.py: wall-clock limit of importing and building it (in a worker), seconds.")
     ] = defaults.DEFAULT_MODEL_SHAPE_TIMEOUT_S,
+    # --- serving on vLLM Neuron (issue 37): vLLM's own option names; shape_buckets/serving_cli.py ---
+    metrics: Annotated[list[Path] | None, typer.Option("--metrics", help="vllm-neuron: a /metrics scrape (repeatable): traffic and compile times.")] = None,
+    max_num_batched_tokens: Annotated[int | None, typer.Option("--max-num-batched-tokens", help="vllm-neuron: vLLM's max_num_batched_tokens.")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="vllm-neuron: vLLM's max_num_seqs.")] = None,
+    max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="vllm-neuron: vLLM's max_model_len.")] = None,
+    tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", help="vllm-neuron: vLLM's tensor_parallel_size.")] = 1,
+    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="vllm-neuron: prefill buckets divisible by the TP degree.")] = False,
+    kv_segment_size: Annotated[int | None, typer.Option("--kv-segment-size", help="vllm-neuron: segmented prefill, kv_segment_size_buckets=[N].")] = None,
+    compile_budget: Annotated[
+        float | None, typer.Option("--compile-budget", help="vllm-neuron: minutes of compile wall time allowed (needs measured times).")
+    ] = None,
+    compile_times: Annotated[Path | None, typer.Option("--compile-times", help="vllm-neuron: CSV graph,seconds[,host_gib] of compiled graphs.")] = None,
+    compile_workers: Annotated[int, typer.Option("--compile-workers", help="vllm-neuron: NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS (default 8).")] = 8,
+    host_memory_gib: Annotated[float | None, typer.Option("--host-memory-gib", help="vllm-neuron: the compile host's RAM.")] = None,
+    decode_step_seconds: Annotated[float | None, typer.Option("--decode-step-seconds", help="vllm-neuron: seconds of a full-shape decode step.")] = None,
+    prefill_tokens_per_second: Annotated[float | None, typer.Option("--prefill-tokens-per-second", help="vllm-neuron: prefill rate.")] = None,
+    kv_share: Annotated[float | None, typer.Option("--kv-share", help="vllm-neuron: share of a full-shape decode step spent reading KV.")] = None,
     debug: DebugOpt = False,
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with _errors(debug):
         import dataclasses
+
+        if metrics or (decode and runtime == "vllm-neuron"):
+            from neuronprobe.shape_buckets.serving_cli import ServingOptions, run_serving
+            from neuronprobe.shape_buckets.serving_console import render_serving
+
+            served = run_serving(
+                ServingOptions(
+                    lengths, list(metrics or []), max_num_batched_tokens, max_num_seqs, max_model_len, tensor_parallel_size,
+                    sequence_parallel, kv_segment_size, speculation_length, 32, max_graphs, compile_budget, compile_times,
+                    compile_workers, host_memory_gib, decode_step_seconds, prefill_tokens_per_second, kv_share,
+                    prompt_column, output_column, time_column, json_path,
+                    unused={"--model": model is not None, "--max-batch": max_batch is not None, "--step-times": step_times is not None, "--holdout": holdout is not None},
+                )
+            )  # fmt: skip
+            console = _out_console()
+            for line in render_serving(served):
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+            if json_path is not None:
+                _write(json_path, _json_text(dataclasses.asdict(served), indent=2) + "\n")
+                console.print(f"json: {json_path}", markup=False)
+            return
+        if any(v is not None for v in (max_num_batched_tokens, max_num_seqs, max_model_len, compile_budget, compile_times)):
+            raise _fail(
+                "--max-num-batched-tokens, --max-num-seqs, --max-model-len, --compile-budget, --compile-times: with --decode --runtime vllm-neuron or --metrics"
+            )
+        if lengths is None:
+            raise _fail("give a lengths file (or a trace with --decode, or --metrics SCRAPE)")
 
         if decode:
             from neuronprobe.shape_buckets.decode_cli import DecodeOptions, run_decode
@@ -1287,6 +1349,27 @@ def _doctor_table(detection: Any, chosen: Any) -> Any:
 
 
 # --- rules (issue 27) --------------------------------------------------------------
+
+
+# --- cache (issue 37.5): which planned graphs miss the compile cache at cold start -------------
+
+
+@app.command()
+def cache(
+    action: Annotated[str, typer.Argument(help="explain: per planned graph, hit or miss and the key component that differs.")],
+    plan: Annotated[Path, typer.Option("--plan", help="The planned deployment: a manifest JSON (scheme, versions, compiler args, target, graphs).")],
+    cache_path: Annotated[Path, typer.Option("--cache", help="The compile cache folder, or the manifest written when it was built.")],
+    debug: DebugOpt = False,
+) -> None:
+    """Explain compile-cache hits and misses for vLLM Neuron, TorchNeuron and XLA before a cold start."""
+    with _errors(debug):
+        if action != "explain":
+            raise _fail(f"cache {action!r}: the action is explain")
+        from neuronprobe.shape_buckets.cache_explain import explain, render_explanation
+
+        console = _out_console()
+        for line in render_explanation(explain(plan, cache_path)):
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("rules")

@@ -258,7 +258,10 @@ class ServingRuntime(Word):
     """The serving stack whose decode-bucket rule a token-generation ladder is fitted for (issue 24)."""
 
     NXDI = "nxdi"  # NxD Inference: first bucket > attention length + speculation
-    VLLM_NEURON = "vllm-neuron"  # vllm-neuron plugin: smallest bucket >= num_computed_tokens + 1 + speculation, max_model_len fallback
+    # The older plugin's decode ladder alone, batch 1 (issue 24): smallest bucket >= num_computed_tokens + 1 + speculation, max_model_len fallback.
+    VLLM_NEURON_NXDI = "vllm-neuron-nxdi"
+    # The current plugin on TorchNeuron (issue 37): its scheduler replayed, three ladders planned together (shape_buckets/serving.py).
+    VLLM_NEURON = "vllm-neuron"
     TNX = "tnx"  # transformers-neuronx: first bucket >= the length
 
 

@@ -47,10 +47,10 @@ def test_a_request_decodes_at_p_plus_1_to_p_plus_o_minus_1_each_once():
         ("nxdi", 0, 256, 256),  # ... except the largest bucket (_get_seq_bucket: required_len == largest)
         ("nxdi", 4, 123, 128),
         ("nxdi", 4, 124, 256),  # speculation shifts the required length
-        ("vllm-neuron", 0, 128, 128),  # smallest bucket >= num_computed_tokens + 1 = the attention length
-        ("vllm-neuron", 0, 129, 256),
-        ("vllm-neuron", 4, 124, 128),
-        ("vllm-neuron", 4, 125, 256),
+        ("vllm-neuron-nxdi", 0, 128, 128),  # smallest bucket >= num_computed_tokens + 1 = the attention length
+        ("vllm-neuron-nxdi", 0, 129, 256),
+        ("vllm-neuron-nxdi", 4, 124, 128),
+        ("vllm-neuron-nxdi", 4, 125, 256),
         ("tnx", 0, 128, 128),  # inclusive
         ("tnx", 0, 129, 256),
         ("tnx", 3, 125, 128),
@@ -63,7 +63,7 @@ def test_each_runtime_fit_rule_at_the_edge(runtime, spec, position, bucket):
 
 def test_beyond_the_last_bucket_has_no_graph():
     assert decode_bucket(257, [128, 256], "nxdi") is None
-    assert decode_bucket(254, [128, 256], "vllm-neuron", 3) is None  # needs 257 with 3 speculative tokens
+    assert decode_bucket(254, [128, 256], "vllm-neuron-nxdi", 3) is None  # needs 257 with 3 speculative tokens
 
 
 # --- the exact ladder against brute force ---------------------------------------------
@@ -85,7 +85,7 @@ def _place(r, edges, runtime):
 def _brute(prompts, outputs, k, runtime, spec):
     req = _steps(prompts, outputs, spec)
     top = max(req)
-    allowed = [e for e in range(1, top) if runtime != "vllm-neuron" or e % 128 == 0]
+    allowed = [e for e in range(1, top) if runtime != "vllm-neuron-nxdi" or e % 128 == 0]
     best = None
     for r in range(k):
         for combo in itertools.combinations(allowed, r):
@@ -98,8 +98,8 @@ def _brute(prompts, outputs, k, runtime, spec):
 
 @st.composite
 def traces(draw):
-    runtime = draw(st.sampled_from(["nxdi", "vllm-neuron", "tnx"]))
-    hi = 600 if runtime == "vllm-neuron" else 30
+    runtime = draw(st.sampled_from(["nxdi", "vllm-neuron-nxdi", "tnx"]))
+    hi = 600 if runtime == "vllm-neuron-nxdi" else 30
     n = draw(st.integers(1, 6))
     prompts = draw(st.lists(st.integers(1, hi), min_size=n, max_size=n))
     outputs = draw(st.lists(st.integers(2, 7), min_size=n, max_size=n))
@@ -134,14 +134,14 @@ def test_the_proposal_beats_nxdi_default_and_scores_it_on_the_same_steps():
 
 
 def test_vllm_ladder_is_multiples_of_128_plus_the_max_model_len_fallback():
-    p = propose_decode_buckets(([100, 700, 1500], [300, 50, 200]), 4, runtime="vllm-neuron", max_len=4096)
+    p = propose_decode_buckets(([100, 700, 1500], [300, 50, 200]), 4, runtime="vllm-neuron-nxdi", max_len=4096)
     assert p.edges[-1] == 4096 and all(e % 128 == 0 for e in p.edges[:-1])
     vllm = json.loads(p.configs["vllm_neuron"])
     assert vllm["max_model_len"] == 4096
     plugin = vllm["additional_config"]["neuron_config"]  # SDK vllm-neuron additional-config.md
     assert plugin["decode_context_length_buckets"] == p.edges[:-1]  # the fallback is implicit
     assert plugin["num_seqs_buckets"] == [vllm["max_num_seqs"]]  # the largest must equal max_num_seqs
-    assert next(b for b in p.baselines if b.name == "vllm-neuron default").edges == [4096]
+    assert next(b for b in p.baselines if b.name == "vllm-neuron-nxdi default").edges == [4096]
 
 
 # --- configs NxD Inference accepts ------------------------------------------------------
@@ -261,7 +261,7 @@ def test_cli_decode_prints_and_writes_json_that_loads_into_a_report(tmp_path):
 
 def test_schema_3_reports_still_load():
     report = Report.from_dict({"model": "m", "target": "trn1", "schema_version": 3})
-    assert report.decode is None and report.schema_version == 5
+    assert report.decode is None and report.schema_version == 6
 
 
 def test_prefill_options_are_refused_with_decode(tmp_path):

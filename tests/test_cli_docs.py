@@ -24,7 +24,7 @@ def _commands() -> list[str]:
 
 
 def test_the_commands_are_the_documented_ones():
-    assert _commands() == ["analyze", "audit", "buckets", "diff", "doctor", "nightly", "parity", "report", "rules", "setup"]
+    assert _commands() == ["analyze", "audit", "buckets", "cache", "diff", "doctor", "nightly", "parity", "report", "rules", "setup"]
 
 
 def test_every_command_has_help_and_a_readme_mention():
@@ -109,6 +109,7 @@ def test_the_readme_examples_are_the_ones_run_below():
         "model.py --lengths lengths.txt --batch-sizes 1,4,8",
         "model.py",
         "model.py --decode-trace trace.csv",
+        "model.py --serving-trace trace.csv --serving-engine max_num_batched_tokens=512,max_num_seqs=4,max_model_len=4096",
         "model.py --audit .",
         "model.py --backend xla-cpu",
         "model.py --parity",

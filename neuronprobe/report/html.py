@@ -324,6 +324,15 @@ def _plots(report: Report) -> dict[str, Any]:
     return {k: Markup(v) if v is not None else None for k, v in svgs.items()}
 
 
+def _serving_plots(report: Report) -> list[Any]:
+    from markupsafe import Markup
+
+    from neuronprobe.report.serving_plots import serving_svgs
+
+    # hand-written SVG: numbers and html-escaped labels only (report/serving_plots.py)
+    return [Markup(s) for s in serving_svgs(report.serving)]
+
+
 def _anchor_prefix(report: Report, embedded: bool) -> str:
     """Ids for in-page links; in a notebook several reports share one page, so theirs are distinct."""
     if not embedded:
@@ -369,6 +378,7 @@ def render_html(report: Report, *, embedded: bool = False) -> str:
         "csp": _csp(script),
         "aid": _anchor_prefix(report, embedded),
         "holdout": holdout_rows(report.buckets.holdout) if report.buckets is not None else [],
+        "serving_plots": _serving_plots(report),
     }
     if embedded:
         context.update(_fold(report))

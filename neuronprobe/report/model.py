@@ -26,6 +26,7 @@ from neuronprobe.audit.model import AuditSection
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.registry import UnknownRule, lookup
 from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
+from neuronprobe.report.serving_model import ServingPlan
 from neuronprobe.vocabulary import (
     AutoCast,
     CaptureStrategy,
@@ -63,7 +64,9 @@ from neuronprobe.vocabulary import (
 #    reference against emulated Neuron precisions (issue 25): drift per module, the first module past the
 #    tolerance, logit agreement, and the xla-cpu bf16 run next to the emulation.
 #    With it: parity.frozen, a frozen-reference comparison, and parity.train, one training step per precision.
-SCHEMA_VERSION = 5
+# 6: additive, so 1 to 5 load unchanged: report.serving, vLLM Neuron ladders, the compile bill and the
+#    traffic per bucket dimension (issue 37; report/serving_model.py).
+SCHEMA_VERSION = 6
 
 
 @dataclass
@@ -847,6 +850,7 @@ class Report:
     train: TrainInfo | None = None  # schema 2: set by --train
     decode: DecodeProposal | None = None  # schema 4: `analyze --decode-trace` (issue 24)
     parity: ParitySection | None = None  # schema 5: `parity` / `analyze --parity` (issue 25)
+    serving: ServingPlan | None = None  # schema 6: `analyze --serving-trace` (issue 37)
 
     # -- verdict helpers ---------------------------------------------------
     @property

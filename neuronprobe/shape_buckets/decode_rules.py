@@ -11,7 +11,7 @@ pick a bucket from that *required length* r:
   (``modules/autobucketing.py``). With batch buckets (``token_generation_batches``) the
   pick is ``_get_batch_and_seq_bucket``: the smallest (batch, seq) with batch >= n and
   r <= seq, so the sequence fit becomes inclusive there.
-- ``vllm-neuron`` (SDK ``vllm-neuron/docs/design/vllm/decode-context-length-bucketing.md``
+- ``vllm-neuron-nxdi`` (the older plugin's decode ladder at batch 1; SDK ``vllm-neuron/docs/design/vllm/decode-context-length-bucketing.md``
   and ``additional-config.md``): the smallest bucket >= ``max(num_computed_tokens) + 1 +
   num_speculative_tokens``, buckets multiples of 128 below ``max_model_len``, and a
   ``max_model_len`` graph always compiled as the fallback. ``num_computed_tokens`` counts
@@ -49,7 +49,7 @@ class RuntimeRule:
 
 RULES: dict[ServingRuntime, RuntimeRule] = {
     ServingRuntime.NXDI: RuntimeRule(ServingRuntime.NXDI, Fit.STRICT, None, False),
-    ServingRuntime.VLLM_NEURON: RuntimeRule(ServingRuntime.VLLM_NEURON, Fit.INCLUSIVE, VLLM_BUCKET_MULTIPLE, True),
+    ServingRuntime.VLLM_NEURON_NXDI: RuntimeRule(ServingRuntime.VLLM_NEURON_NXDI, Fit.INCLUSIVE, VLLM_BUCKET_MULTIPLE, True),
     ServingRuntime.TNX: RuntimeRule(ServingRuntime.TNX, Fit.INCLUSIVE, None, False),
 }
 
@@ -57,8 +57,13 @@ RULES: dict[ServingRuntime, RuntimeRule] = {
 def rule_for(runtime: str | ServingRuntime) -> RuntimeRule:
     try:
         return RULES[ServingRuntime(runtime)]
-    except ValueError:
-        raise InputError(f"--runtime {runtime!r}: use {', '.join(ServingRuntime.values())}") from None
+    except (ValueError, KeyError):
+        if runtime == ServingRuntime.VLLM_NEURON:
+            raise InputError(
+                "--runtime vllm-neuron plans the current plugin's three ladders: use propose_serving_plan (CLI: give "
+                "--max-num-batched-tokens, --max-num-seqs and --max-model-len); the older decode-only model is vllm-neuron-nxdi"
+            ) from None
+        raise InputError(f"--runtime {runtime!r}: use {', '.join(r.value for r in RULES)} (or vllm-neuron)") from None
 
 
 def required_length(position: int, runtime: str | ServingRuntime, speculation_length: int = 0) -> int:

@@ -1,0 +1,220 @@
+"""``neuronprobe.propose_serving_plan``: vLLM Neuron ladders from a request trace or from the server's own metrics (issue 37).
+
+Library entry point; ``buckets TRACE --decode --runtime vllm-neuron`` and ``buckets --metrics
+SCRAPE`` call it. The result's ``frames()`` gives pandas DataFrames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
+from neuronprobe.errors import InputError
+from neuronprobe.report.serving_model import ServingPlan
+from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name, read_compile_times
+from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
+from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
+from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
+
+# Assumed rates when the user gives none (the report says so): the decode rate is the decode
+# planner's existing default; a prefill rate of 4096 tokens/s and half of a full-shape decode
+# step spent reading KV are placeholders that only weigh prefill padding against decode padding.
+DEFAULT_PREFILL_TOKENS_PER_SECOND = 4096.0
+DEFAULT_KV_SHARE = 0.5
+
+ASSUMPTIONS = (
+    "scheduler rules from vllm-neuron/docs/design/vllm/neuron-scheduler.md (aws-neuron-sdk@81ce03ae): one prefill per step, "
+    "prefill and decode never share a step, FIFO admission below max_num_seqs, prefill priority, chunks of min(max_num_batched_tokens, max_model_len)",
+    "the step that computes the last prompt token samples the first output token (vLLM v1); O output tokens take O - 1 decode steps",
+    "prefix-cache hits are block-aligned and exclude the last prompt token (vLLM v1 KVCacheManager); without a cached-tokens column there are none",
+    "EAGLE prefill graphs x2 (target prefill + draft initial pass, speculative_decoding_design.md 'Prefill warmup'); decode x3 (decode-context-length-bucketing.md)",
+    "a default ladder whose top is not a power of two ends with min(max_num_batched_tokens, max_model_len), as the 'largest must equal' rule requires",
+)
+
+
+def _trace_arrays(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, str]:
+    from neuronprobe.shape_buckets.decode import _as_trace
+
+    cached = None
+    if hasattr(trace, "columns"):
+        lower = {str(c).lower(): c for c in trace.columns}
+        col = next((lower[n] for n in ("cached_tokens", "cached", "prefix_cached") if n in lower), None)
+        if col is not None:
+            cached = np.asarray(trace[col].to_numpy(), dtype=np.float64)
+            if not np.all(np.isfinite(cached)) or (cached < 0).any() or (cached != np.floor(cached)).any():
+                raise InputError(f"column {col!r}: cached tokens must be whole numbers >= 0")
+            cached = cached.astype(np.int64)
+    t = _as_trace(trace)
+    if t.arrivals is None:
+        raise InputError(
+            f"{t.source or 'the trace'}: replaying vLLM Neuron's scheduler needs arrival times; it has no timestamp column "
+            "that parses as numbers or dates on every row (name one with --time-column)"
+        )
+    return t.prompts, t.outputs, t.arrivals, cached, t.source
+
+
+def propose_serving_plan(
+    trace: Any = None,
+    *,
+    max_num_batched_tokens: int,
+    max_num_seqs: int,
+    max_model_len: int,
+    tensor_parallel_size: int = 1,
+    sequence_parallel: bool = False,
+    kv_segment_size: int | None = None,
+    num_speculative_tokens: int = 0,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    max_graphs: int | None = None,
+    compile_budget_minutes: float | None = None,
+    metrics: Sequence[str | Path] = (),
+    compile_times: str | Path | None = None,
+    compile_workers: int = DEFAULT_COMPILE_WORKERS,
+    host_memory_gib: float | None = None,
+    decode_step_seconds: float | None = None,
+    prefill_tokens_per_second: float | None = None,
+    kv_share: float | None = None,
+) -> ServingPlan:
+    """Plan vLLM Neuron's ``num_batched_tokens_buckets``, ``num_seqs_buckets`` and ``decode_context_length_buckets``.
+
+    ``trace``: a :class:`DecodeTrace` with arrival times, a DataFrame (prompt, output, arrival
+    columns, optionally ``cached_tokens``), or (prompts, outputs, arrivals); or None with
+    ``metrics``: scrapes of the server's ``/metrics`` (the padding histograms become the traffic).
+    Scrapes with ``vllm_neuron:compilation_time_seconds`` and ``compile_times`` (CSV
+    graph,seconds[,host_gib]) calibrate the compile bill; without them it is uncalibrated and
+    ``compile_budget_minutes`` is refused. ``max_graphs``: the most graphs (default: what the
+    default ladders compile). Raises InputError for unusable input.
+    """
+    cfg = SchedulerConfig(max_num_batched_tokens, max_num_seqs, max_model_len, num_speculative_tokens, block_size)
+    cfg.check()
+    if isinstance(tensor_parallel_size, bool) or int(tensor_parallel_size) != tensor_parallel_size or not 1 <= tensor_parallel_size <= 1024:
+        raise InputError(f"--tensor-parallel-size {tensor_parallel_size}: use a whole number between 1 and 1024")
+    if max_graphs is not None and (isinstance(max_graphs, bool) or int(max_graphs) != max_graphs or not 1 <= max_graphs <= 10000):
+        raise InputError(f"--max-graphs {max_graphs}: use a whole number between 1 and 10000")
+    if not 1 <= compile_workers <= 4096:
+        raise InputError(f"--compile-workers {compile_workers}: use a whole number between 1 and 4096")
+    if host_memory_gib is not None and not (np.isfinite(host_memory_gib) and host_memory_gib > 0):
+        raise InputError(f"--host-memory-gib {host_memory_gib}: use a number of GiB > 0")
+    dep = Deployment(cfg, int(tensor_parallel_size), sequence_parallel, kv_segment_size)
+    given = decode_step_seconds is not None and prefill_tokens_per_second is not None and kv_share is not None
+    tm = TimeModel(
+        decode_step_seconds if decode_step_seconds is not None else 1.0 / DEFAULT_DECODE_TOKENS_PER_SECOND,
+        prefill_tokens_per_second if prefill_tokens_per_second is not None else DEFAULT_PREFILL_TOKENS_PER_SECOND,
+        kv_share if kv_share is not None else DEFAULT_KV_SHARE,
+        assumed=not given,
+    )
+    Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second).check()
+    tm.check()
+    notes: list[str] = []
+    assumptions = list(ASSUMPTIONS)
+    if tm.assumed:
+        assumptions.append(
+            f"time model assumed: {tm.decode_step_seconds:g} s per full-shape decode step, {tm.prefill_tokens_per_second:g} prefill tokens/s, "
+            f"KV share {tm.kv_share:g}; give --decode-step-seconds, --prefill-tokens-per-second and --kv-share from your server"
+        )
+    samples: list[Sample] = []
+    calib: list[str] = []
+    scrapes = []
+    if metrics:
+        from neuronprobe.shape_buckets.metrics import read_scrape
+
+        scrapes = [read_scrape(Path(m)) for m in metrics]
+    if compile_times is not None:
+        samples += read_compile_times(Path(compile_times), max_model_len)
+        calib.append(str(compile_times))
+    mt = None
+    if scrapes:
+        from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
+
+        mt = traffic_from_scrapes(scrapes)
+        notes += mt.notes
+        for name, sec in mt.compile_seconds.items():
+            parsed = parse_bucket_name(name, max_model_len)
+            if parsed is not None:
+                samples.append(Sample(name, parsed[0], parsed[1], sec))
+        if mt.compile_seconds:
+            calib.append(", ".join(mt.sources) + " (vllm_neuron:compilation_time_seconds, which includes cache hits: scrape a cold start)")
+    if trace is not None:
+        prompts, outputs, arrivals, cached, source = _trace_arrays(trace)
+        rep = replay_vllm_neuron(prompts, outputs, arrivals, cfg, Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second, tm.assumed), cached)
+        notes += rep.notes
+        traffic = Traffic.from_replay(rep)
+        kind, requests = "trace", rep.requests
+        if rep.cached_tokens:
+            notes.append(f"{rep.cached_tokens} prompt tokens served from the prefix cache")
+    elif mt is not None:
+        from neuronprobe.shape_buckets.metrics import resolution_words
+
+        pv, pc = mt.values("prefill")
+        bv, bc = mt.values("decode")
+        if pv.size and pv.max() > cfg.prefill_top:
+            raise InputError(
+                f"--metrics: prefill executions of up to {int(pv.max())} tokens, more than min(--max-num-batched-tokens, --max-model-len) = {cfg.prefill_top}"
+            )
+        if bv.size and bv.max() > max_num_seqs:
+            raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {max_num_seqs}")
+        traffic = Traffic(pv, pc, bv, np.full(bv.size, max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
+        source, kind, requests = ", ".join(mt.sources), "metrics", 0
+        notes.append(f"prefill: {resolution_words(mt.prefill)}")
+        notes.append(f"decode batch: {resolution_words(mt.decode)}")
+        notes.append(
+            "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
+        )
+        if not pv.size and not bv.size:
+            raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
+    else:
+        raise InputError("give a trace (TRACE) or at least one --metrics scrape")
+    return plan_from_traffic(
+        traffic,
+        dep,
+        tm,
+        max_graphs=max_graphs,
+        compile_budget_minutes=compile_budget_minutes,
+        samples=samples,
+        workers=compile_workers,
+        host_memory_gib=host_memory_gib,
+        source=source,
+        traffic_kind=kind,
+        requests=requests,
+        assumptions=assumptions,
+        notes=notes,
+        calibration_source="; ".join(calib),
+    )
+
+
+ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")
+
+
+def serving_for_report(trace_path: Path | None, engine: str | None) -> ServingPlan:
+    """The serving section ``analyze --serving-trace TRACE --serving-engine k=v,...`` adds to a model's report."""
+    if trace_path is None or engine is None:
+        raise InputError(
+            "--serving-trace and --serving-engine go together (e.g. --serving-engine max_num_batched_tokens=8192,max_num_seqs=32,max_model_len=16384)"
+        )
+    values: dict[str, int] = {}
+    for part in engine.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in ENGINE_KEYS:
+            raise InputError(f"--serving-engine {part.strip()[:60]!r}: use KEY=N with KEY one of {', '.join(ENGINE_KEYS)}")
+        try:
+            values[key] = int(value)
+        except ValueError:
+            raise InputError(f"--serving-engine {key}: {value.strip()[:30]!r} is not a whole number") from None
+    missing = [k for k in ENGINE_KEYS[:3] if k not in values]
+    if missing:
+        raise InputError(f"--serving-engine needs {', '.join(missing)}")
+    from neuronprobe.files import check_input_file
+    from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+
+    check_input_file(trace_path, "trace")
+    return propose_serving_plan(
+        read_decode_trace(trace_path),
+        max_num_batched_tokens=values["max_num_batched_tokens"],
+        max_num_seqs=values["max_num_seqs"],
+        max_model_len=values["max_model_len"],
+        tensor_parallel_size=values.get("tensor_parallel_size", 1),
+    )
