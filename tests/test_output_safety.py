@@ -139,6 +139,11 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("parity", "json_path"): "output",
     ("parity", "output_dir"): "output",
     ("parity", "save_reference"): "output",
+    ("analyze", "serving_trace"): "input",
+    ("buckets", "metrics"): "input",  # Prometheus scrapes (issue 37)
+    ("buckets", "compile_times"): "input",
+    ("cache", "plan"): "input",  # cache explain reads a manifest and a folder or manifest; it writes nothing
+    ("cache", "cache_path"): "input",
 }
 # Parameters typed str that still name a file (a model file or an hf: spec; audit's paths, so that an empty one is refused).
 STR_FILE_PARAMS = {("analyze", "model"), ("audit", "paths"), ("parity", "model"), ("buckets", "model")}
@@ -154,6 +159,8 @@ NOT_PATHS = {
     *(("buckets", p) for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "runtime", "set_", "target")),
     ("buckets", "dtype"),
     ("doctor", "require_backend"),
+    ("analyze", "serving_engine"),  # KEY=N,... of the engine
+    ("cache", "action"),  # explain
     ("setup", "backend"),
 }
 
