@@ -49,6 +49,11 @@ def main() -> None:
     parser.add_argument("--repos", type=Path, required=True, help="folder with one checkout per repository, named owner+name")
     parser.add_argument("--labels", type=Path, default=LABELS)
     parser.add_argument("--misses", action="store_true", help="also list missed sites and findings on unlabelled lines")
+    parser.add_argument(
+        "--with-excluded",
+        action="store_true",
+        help="count the findings in the folders the labels exclude too (modded-nanogpt's records/: archived copies, unlabelled)",
+    )
     args = parser.parse_args()
     repos = tomllib.loads(args.labels.read_text(encoding="utf-8"))["repo"]
     print("| repository | commit | labelled sites | found | recall | findings | findings per site | findings per found site |")
@@ -62,7 +67,7 @@ def main() -> None:
         head = _head(folder)
         if head is not None and head != repo["commit"]:
             sys.exit(f"{folder}: HEAD is {head}, the labels are for {repo['commit']}")
-        excluded = tuple(f"{e.rstrip('/')}/" for e in repo.get("exclude", []))
+        excluded = () if args.with_excluded else tuple(f"{e.rstrip('/')}/" for e in repo.get("exclude", []))
         section = audit_paths([folder], "xla", jobs=1)
         findings = [f for f in section.findings if not f.file.startswith(excluded)]
         lines = {f"{f.file}:{f.line}" for f in findings}

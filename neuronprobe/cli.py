@@ -1014,7 +1014,7 @@ def nightly(
 
             write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
             if cache is not None:
-                cache.commit(_write)
+                cache.commit()
                 for line in cache.notes:
                     err.print(f"note: {line}", markup=False)
             failed = [a for a in analysed if a.report is None]
@@ -1026,7 +1026,7 @@ def nightly(
         # killed while writing leaves the previous index, which links only complete reports.
         write_night(result, output_dir, _write)
         if cache is not None:  # only now: a run killed earlier leaves no cache entry
-            cache.commit(_write)
+            cache.commit()
             for line in cache.notes:
                 err.print(f"note: {line}", markup=False)
         _finish_nightly(result, output_dir / INDEX_FILE)

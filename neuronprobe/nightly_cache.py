@@ -11,8 +11,11 @@ restored from another branch) could otherwise decide what the night reports. So:
   An entry whose HMAC does not verify (edited, forged, written under another key)
   is a miss, never an error. Without a usable key the cache is off and says why.
 * **Written by completed runs.** Entries are kept in memory during the night and
-  written, each atomically, only after the night's own files
-  (:meth:`ResultCache.commit`): a run killed before that leaves no entry.
+  written only after the night's own files (:meth:`ResultCache.commit`): a run killed
+  before that leaves no entry. Each is written under a lock of the cache folder and
+  created with a create-only link (complete or absent): two nightlies sharing the cache
+  never overwrite each other's entry. A valid entry already there for the same key is
+  kept; only one that no longer verifies (stale, forged, partial) is replaced.
 * **A key that covers what the model reads.** The key (:func:`cache_inputs`) is the
   model file's bytes and those of the files it imports from beside it (its
   ``import`` statements, recursively), the files and folders named in the model's
@@ -44,8 +47,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.errors import ReportFormatError
+from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.file_reads import FileReads, file_sha256
+from neuronprobe.files import folder_lock, read_input, write_atomic, write_new
 from neuronprobe.nightly import Analysed, ModelConfig, NightlyConfig, is_named_spec
 from neuronprobe.report.model import Report
 
@@ -293,23 +297,36 @@ class ResultCache:
         """The model's cached analysis, marked with the night it came from, or None (a miss, or an entry not to trust)."""
         if self.secret.key is None:
             return None
-        file = self.folder / f"{self.key_of(model)}.json"
+        found = self._verified(self.key_of(model))
+        if found is None:
+            return None
+        report, night = found
+        return Analysed(model.name, report=report, reused_from=night)
+
+    def _verified(self, key: str) -> tuple[Report, str] | None:
+        """The report and night of the entry for ``key`` if it verifies and its reads are unchanged, else None."""
+        assert self.secret.key is not None
+        file = self.folder / f"{key}.json"
         try:
-            info = os.stat(file)
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ENTRY_BYTES:
-                return None
-            entry = json.loads(file.read_text(encoding="utf-8"))
+            # Bounded: regular files only (a FIFO or a device planted in the cache is a miss, never a hang).
+            entry = json.loads(read_input(file, "result cache entry", cap=MAX_ENTRY_BYTES).decode("utf-8"))
             body_text = entry["body"]
             if entry["format"] != CACHE_FORMAT or not hmac.compare_digest(str(entry["hmac"]), sign(self.secret.key, body_text)):
                 return None
             body = json.loads(body_text)
-            if body["key"] != self.key_of(model) or not reads_unchanged(dict(body["reads"])):
+            if body["key"] != key or not reads_unchanged(dict(body["reads"])):
                 return None
-            report = Report.from_json(body["report"])
-            night = str(body["date"])
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, ReportFormatError):  # unreadable, partial or foreign: a miss, never an error
+            return Report.from_json(body["report"]), str(body["date"])
+        except (
+            InputError,
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            ReportFormatError,
+        ):  # unreadable, partial or foreign: a miss, never an error
             return None
-        return Analysed(model.name, report=report, reused_from=night)
 
     def remember(self, model: ModelConfig, result: Analysed) -> None:
         """Hold a fresh, successful analysis for :meth:`commit` (failures are never cached).
@@ -333,10 +350,32 @@ class ResultCache:
         entry = {"format": CACHE_FORMAT, "body": body_text, "hmac": sign(self.secret.key, body_text)}
         self.pending[key] = json.dumps(entry) + "\n"
 
-    def commit(self, write: Callable[[Path, str], object]) -> int:
-        """Write the held entries with ``write`` (the CLI's atomic writer); the number written."""
-        for key, content in sorted(self.pending.items()):
-            write(self.folder / f"{key}.json", content)
-        count = len(self.pending)
+    def commit(self) -> int:
+        """Write the held entries; the number written.
+
+        Under :func:`neuronprobe.files.folder_lock` of the cache folder, so another
+        nightly sharing the cache writes before or after, never in between. A new entry
+        is created with :func:`neuronprobe.files.write_new` (a create-only link: complete
+        or absent). Where an entry for the key exists already, another run's entry that
+        still verifies is kept (it is as good as ours, and it is not ours to replace);
+        only one that no longer verifies is replaced, atomically.
+        """
+        if not self.pending or self.secret.key is None:
+            self.pending.clear()
+            return 0
+        written = 0
+        with folder_lock(self.folder, "result cache"):
+            for key, content in sorted(self.pending.items()):
+                file = self.folder / f"{key}.json"
+                try:
+                    try:
+                        write_new(file, content.encode("utf-8"))
+                    except FileExistsError:
+                        if self._verified(key) is not None:
+                            continue  # another run's valid entry for the same inputs: kept
+                        write_atomic(file, content)  # stale, forged or partial: replaced whole (never a non-file)
+                except OSError as exc:
+                    raise InputError(f"result cache {file}: cannot write ({exc.strerror or exc}); the night's own files are written") from None
+                written += 1
         self.pending.clear()
-        return count
+        return written

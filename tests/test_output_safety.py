@@ -164,14 +164,18 @@ NOT_PATHS = {
     *(("parity", p) for p in ("optimizer", "optimizer_impl")),
     *(("audit", p) for p in ("stack", "target", "fail_on")),
     *(("nightly", p) for p in ("date", "require_backend", "total_memory", "shard")),
-    *(("buckets", p) for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "cached_column", "runtime", "set_", "target")),
+    *(
+        ("buckets", p)
+        for p in ("column", "field_", "cost", "fit", "config", "prompt_column", "output_column", "time_column", "cached_column", "runtime", "set_", "target")
+    ),
     ("buckets", "dtype"),
     ("doctor", "require_backend"),
+    ("analyze", "serving_engine"),  # KEY=N,... of the engine
+    ("cache", "action"),  # explain
     ("setup", "backend"),
     ("analyze", "entry"),  # a method name (issue 33.3)
-    *(("analyze", p) for p in ("stack", "compiler_args", "serving_engine")),  # issues 36, 37
+    *(("analyze", p) for p in ("stack", "compiler_args")),  # issue 36
     ("parity", "stack"),
-    ("cache", "action"),
 }
 
 

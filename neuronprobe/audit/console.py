@@ -39,6 +39,14 @@ def render_audit(section: AuditSection) -> list[Any]:
             parts.append(line)
             if f.snippet:
                 parts.append(Text(f"          {f.snippet}", style="dim"))
+            if f.copies:
+                more = f" and {len(f.copies) - 3} more" if len(f.copies) > 3 else ""
+                parts.append(
+                    Text(
+                        f"          also in {len(f.copies)} cop{'y' if len(f.copies) == 1 else 'ies'} of this file: {', '.join(f.copies[:3])}{more}",
+                        style="dim",
+                    )
+                )
             parts.append(Text(f"          -> {f.fix}", style="green"))
     for p in section.problems:
         where = f"{p.file}:{p.line}" if p.line else p.file

@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from neuronprobe.audit.copies import collapse_copies
 from neuronprobe.audit.model import SEVERITY_RANK, AuditFinding, AuditProblem, AuditSection
 from neuronprobe.audit.notebooks import scan_notebook
 from neuronprobe.audit.python_scan import scan_python
@@ -186,6 +187,30 @@ def audit_inputs(paths: Sequence[str | Path], include_vendored: bool = False, ba
     return out
 
 
+def _line_sets(files: list[SourceFile], roots: list[Path]) -> tuple[Callable[[str], frozenset[str]], Callable[[str], int]]:
+    """For the copy check, by a file's display name: its distinct stripped lines (read again on demand, bounded) and its root."""
+    paths: dict[str, str] = {}
+    for f in files:
+        paths.setdefault(f.display, f.path)
+    cache: dict[str, frozenset[str]] = {}
+    resolved = [os.path.realpath(r) for r in roots]
+
+    def root_of(display: str) -> int:
+        path = os.path.realpath(paths.get(display, display))
+        return next((i for i, r in enumerate(resolved) if path == r or path.startswith(r.rstrip(os.sep) + os.sep)), -1)
+
+    def lines_of(display: str) -> frozenset[str]:
+        if display not in cache:
+            try:
+                text = read_regular(paths[display]).decode("utf-8", errors="replace")
+            except (KeyError, OSError, NotRegularFile, TooLarge):
+                text = ""
+            cache[display] = frozenset(line.strip() for line in text.splitlines() if line.strip())
+        return cache[display]
+
+    return lines_of, root_of
+
+
 def audit_paths(
     paths: Sequence[str | Path],
     stack: str = "xla",
@@ -224,6 +249,8 @@ def audit_paths(
             section.findings.append(
                 AuditFinding(rule_id, rule.severity, r.display, line, col, rule.message, rule.fix(stack), snippet, cell=cell, raw_line=raw_line)
             )
+    lines_of, root_of = _line_sets(files, roots)
+    section.findings = collapse_copies(section.findings, lines_of, root_of)  # one per line per rule; near-copies folded in
     section.findings.sort(key=lambda f: (f.file, f.cell or 0, f.line, f.column, SEVERITY_RANK[f.severity], f.rule))
     section.problems.sort(key=lambda p: (p.file, p.line or 0, p.kind))
     if known_baseline is not None and baseline is not None:

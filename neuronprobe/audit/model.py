@@ -28,6 +28,9 @@ class AuditFinding:
     new: bool = True  # False when the baseline already had it
     cell: int | None = None  # a notebook: the cell (1-based, every cell counted); ``line`` is then the line in the cell
     raw_line: int | None = None  # a notebook: the line of the .ipynb file that holds the code line (SARIF regions)
+    # The same rule on the same source line in copies of this file elsewhere in the tree (same file
+    # name; e.g. modded-nanogpt's records/*/train_gpt.py): their places, reported once here.
+    copies: list[str] = field(default_factory=list)
 
     @property
     def place(self) -> str:

@@ -61,19 +61,20 @@ class Explanation:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    from neuronprobe.audit.reading import NotRegularFile, TooLarge, read_regular
+    from neuronprobe.files import read_input_text
 
+    text = read_input_text(path, what, cap=MAX_MANIFEST_BYTES)  # bounded: regular files only, never a hang
     try:
-        data = json.loads(read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (NotRegularFile, TooLarge):
-        raise InputError(f"{path}: not a regular file of at most {MAX_MANIFEST_BYTES // 2**20} MiB") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        data = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError):
         raise InputError(f"{path}: not a readable JSON {what}") from None
     if not isinstance(data, dict):
         raise InputError(f"{path}: the {what} must be a JSON object")
     return data
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")  # NaN / Infinity: refused like any other malformed JSON
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
@@ -115,6 +116,8 @@ def explain(plan_path: Path, cache_path: Path) -> Explanation:
     scheme = str(plan["scheme"])
     if not cache_path.exists():
         raise InputError(f"{cache_path}: no such cache folder or manifest")
+    if not (cache_path.is_file() or cache_path.is_dir()):  # a FIFO or a device: neither a manifest nor a folder
+        raise InputError(f"{cache_path}: --cache must be a compile cache folder or a manifest file, not a pipe or a device")
     if cache_path.is_file():
         cache = read_manifest(cache_path)
         if cache["scheme"] != scheme:
@@ -181,11 +184,12 @@ def _explain_xla(plan: dict[str, Any], root: Path) -> Explanation:
 
 
 def _read_json_list(path: Path) -> list[str] | None:
-    from neuronprobe.audit.reading import read_regular
+    """A cache entry's flag list, or None for one that is not (unreadable, a pipe, too large, not JSON): not a hang, not an error."""
+    from neuronprobe.files import read_input_text
 
     try:
-        data = json.loads(read_regular(path, MAX_MANIFEST_BYTES).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        data = json.loads(read_input_text(path, "compile_flags.json", cap=MAX_MANIFEST_BYTES))
+    except (InputError, ValueError, RecursionError):
         return None
     return [str(x) for x in data] if isinstance(data, list) else None
 

@@ -51,6 +51,8 @@ HOST_UNCALIBRATED = (
     "record the peak RSS of one compile (e.g. /usr/bin/time -v) per graph into a CSV graph,seconds,host_gib"
 )
 MAX_HOST_GIB = 1 << 20
+MAX_COMPILE_ROWS = 100_000  # compiled graphs in one --compile-times file (a deployment has tens)
+MAX_GRAPH_SIZE = 2**24  # each number in a bucket name (limits.MAX_BUCKET_LENGTH)
 
 
 @dataclass(frozen=True)
@@ -81,20 +83,23 @@ def check_seconds(value: float, where: str) -> float:
 
 def read_compile_times(path: Path, max_model_len: int) -> list[Sample]:
     """Samples from a CSV ``graph,seconds[,host_gib]``; one sentence naming the line for anything unusable."""
-    from neuronprobe.audit.reading import read_regular
+    from neuronprobe.files import read_input_text
 
-    try:
-        text = read_regular(path, 16 * 1024 * 1024).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read it as a CSV of compile times ({type(exc).__name__})") from None
+    # The bounded reader: regular files only (a FIFO or a device is one sentence, never a hang), 16 MiB at most.
+    text = read_input_text(path, "compile-times", cap=16 * 1024 * 1024)
     lines = [ln for ln in text.splitlines()]
     out: list[Sample] = []
     for lineno, raw in enumerate(lines, start=1):
         cells = [c.strip() for c in raw.split(",")]
         if not raw.strip() or (lineno == 1 and cells[0].lower() == "graph"):
             continue
+        if len(out) >= MAX_COMPILE_ROWS:
+            raise InputError(f"{path} line {lineno}: more than {MAX_COMPILE_ROWS:,} compiled graphs (MAX_COMPILE_ROWS)")
         if len(cells) not in (2, 3):
             raise InputError(f"{path} line {lineno}: expected graph,seconds[,host_gib]")
+        sizes = re.findall(r"\d+", cells[0]) if BUCKET_NAME.match(cells[0]) else []
+        if any(len(d) > 9 or not 1 <= int(d) <= MAX_GRAPH_SIZE for d in sizes):
+            raise InputError(f"{path} line {lineno}: graph {cells[0][:60]!r}: each size in a bucket name must be between 1 and {MAX_GRAPH_SIZE}")
         parsed = parse_bucket_name(cells[0], max_model_len)
         if parsed is None:
             raise InputError(f"{path} line {lineno}: graph {cells[0][:60]!r} is not a vLLM Neuron bucket name (prefill_s<N>, decode_b<B>[_ctx<C>])")

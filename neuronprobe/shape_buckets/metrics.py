@@ -42,6 +42,12 @@ from neuronprobe.errors import InputError
 
 MAX_SCRAPE_BYTES = 64 * 1024 * 1024
 MAX_COUNT = 2**53  # a Prometheus counter is a float64: whole numbers are exact up to here
+# A vLLM Neuron /metrics page holds a few thousand samples (one per bucket, bin and rank); these
+# caps are far above that and keep a hostile file from costing more than a few seconds.
+MAX_SAMPLES = 1_000_000  # samples in one scrape
+MAX_LABELS = 64  # labels on one sample
+MAX_BUCKET_SIZE = 2**24  # the N of prefill_s<N> / B of decode_b<B> (limits.MAX_BUCKET_LENGTH)
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
 _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)(?:\s+(?P<ts>-?\d+))?\s*$")
 _LABEL = re.compile(r'\s*(?P<k>[a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"(?P<v>(?:[^"\\]|\\.)*)"\s*(?:,|$)')
 
@@ -70,7 +76,8 @@ class Scrape:
 
 
 def _unescape(v: str) -> str:
-    return v.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\")
+    """Label value escapes in one pass (``\\\\n`` is a backslash and an n, not a newline); an unknown escape stays as written."""
+    return _ESCAPE.sub(lambda m: {"n": "\n", '"': '"', "\\": "\\"}.get(m[1], m[0]), v)
 
 
 def parse_prometheus(text: str, source: str) -> Scrape:
@@ -86,6 +93,8 @@ def parse_prometheus(text: str, source: str) -> Scrape:
             if len(parts) >= 4 and parts[1] == "TYPE":
                 types[parts[2]] = parts[3].strip()
             continue
+        if len(samples) >= MAX_SAMPLES:
+            raise InputError(f"{source} line {lineno}: more than {MAX_SAMPLES:,} samples (MAX_SAMPLES), not one server's /metrics scrape")
         m = _SAMPLE.match(line)
         if m is None:
             raise InputError(f"{source} line {lineno}: not a Prometheus sample (name{{labels}} value)")
@@ -96,6 +105,10 @@ def parse_prometheus(text: str, source: str) -> Scrape:
             lm = _LABEL.match(body, pos)
             if lm is None or lm.end() == pos:
                 raise InputError(f"{source} line {lineno}: malformed labels")
+            if len(labels) >= MAX_LABELS:
+                raise InputError(f"{source} line {lineno}: more than {MAX_LABELS} labels (MAX_LABELS) on one sample")
+            if any(k == lm["k"] for k, _ in labels):
+                raise InputError(f"{source} line {lineno}: the label {lm['k'][:40]} appears twice")
             labels.append((lm["k"], _unescape(lm["v"])))
             pos = lm.end()
         text_value = m["value"]
@@ -109,22 +122,12 @@ def parse_prometheus(text: str, source: str) -> Scrape:
 
 def read_scrape(path: Path) -> Scrape:
     """Read one scrape through the project's bounded reader."""
-    from neuronprobe.audit.reading import NotRegularFile, TooLarge, read_regular
+    from neuronprobe.files import read_input_text
 
-    try:
-        data = read_regular(path, MAX_SCRAPE_BYTES)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except NotRegularFile:
-        raise InputError(f"{path}: not a regular file; save the scrape first (curl -s HOST:PORT/metrics > scrape.txt)") from None
-    except TooLarge:
-        raise InputError(f"{path}: larger than {MAX_SCRAPE_BYTES // 2**20} MiB, not a /metrics scrape") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({type(exc).__name__})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text, not a Prometheus scrape") from None
+    # The bounded reader: regular files only (a FIFO, /dev/zero or a link to a device is one
+    # sentence, never a hang), at most MAX_SCRAPE_BYTES; save a live scrape first
+    # (curl -s HOST:PORT/metrics > scrape.txt).
+    text = read_input_text(path, "metrics scrape", cap=MAX_SCRAPE_BYTES)
     if text.lstrip().startswith(("Metric: ", "Counter: ")):
         raise InputError(
             f"{path}: a torch-xla metrics_report(), not a /metrics scrape: it keeps process totals (no shapes, no per-shape counts), "
@@ -160,6 +163,8 @@ def window(scrapes: list[Scrape], names: tuple[str, ...]) -> dict[tuple[str, tup
             prev = last[k]
             out[k] = out.get(k, 0.0) + (s.value - prev if s.value >= prev else s.value)
             last[k] = s.value
+            if out[k] > MAX_COUNT:
+                raise InputError(f"{sc.source} line {s.line}: {s.name} adds up to more than 2^53 over the scrapes; not a count")
     return out
 
 
@@ -232,8 +237,11 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
             raise InputError(f"--metrics: {name} le={le_text[:20]!r} is not a number") from None
         if math.isnan(le) or le < 0:
             raise InputError(f"--metrics: {name} le={le_text[:20]!r}: a padding bound must be >= 0")
-        bins.setdefault((kind, int(m.group(1))), {})
-        d = bins[(kind, int(m.group(1)))]
+        digits = m.group(1)
+        if len(digits) > 9 or not 1 <= int(digits) <= MAX_BUCKET_SIZE:
+            raise InputError(f"--metrics: {name} bucket_name {bname[:40]!r}: the bucket size must be between 1 and {MAX_BUCKET_SIZE}")
+        bins.setdefault((kind, int(digits)), {})
+        d = bins[(kind, int(digits))]
         d[le] = d.get(le, 0.0) + value
     if skipped_ranks:
         notes.append(f"{skipped_ranks} series from ranks other than rank_id 0 left out (every rank runs the same steps)")

@@ -234,10 +234,14 @@ def serving_for_report(trace_path: Path | None, engine: str | None, options: dic
         if not sep or key not in ENGINE_KEYS:
             raise InputError(f"--serving-engine {part.strip()[:60]!r}: use KEY=N with KEY one of {', '.join(ENGINE_KEYS)}")
         try:
-            values[key] = int(value)
+            values[key] = int(value) if len(value.strip()) <= 20 else -1
         except ValueError:
             raise InputError(f"--serving-engine {key}: {value.strip()[:30]!r} is not a whole number") from None
+        if not 1 <= values[key] <= 2**63 - 1:
+            raise InputError(f"--serving-engine {key}: {value.strip()[:30]!r} must be a whole number between 1 and 2^63-1")
     for key, v in given.items():
+        if not 1 <= int(v) <= 2**63 - 1:
+            raise InputError(f"--{key.replace('_', '-')} {v}: must be a whole number between 1 and 2^63-1")
         if key in values and values[key] != v:
             raise InputError(f"--{key.replace('_', '-')} {v} and --serving-engine {key}={values[key]} disagree; give one")
         values[key] = int(v)
