@@ -43,7 +43,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
