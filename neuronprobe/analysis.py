@@ -66,6 +66,15 @@ from neuronprobe.support import (
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.support.integer_downcast import adjust, parse_flags
 from neuronprobe.support.native.classify import classify_native, first_reader, wide_inputs
+from neuronprobe.support.native.compile import (
+    COMPILE,
+    EAGER,
+    check_native_mode,
+    compiled_breaks,
+    compiled_recompiles,
+    compiled_verdict,
+    fallback_execution_disabled,
+)
 from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
 from neuronprobe.support.native.table import NativeTable, native_table
 from neuronprobe.usercode import user_exit_guard
@@ -109,6 +118,7 @@ class AnalyzeOptions:
     stack: str | None = None  # xla | native (None: the SDK's documented default for the target and release; issue 36)
     support_table: Path | None = None  # --support-table: a native release's torch_api_compatibility.md (or JSON)
     compiler_args: str | None = None  # --compiler-args: neuronx-cc flags (else NEURON_CC_FLAGS), for the integer downcasts
+    native_mode: str | None = None  # --native-mode eager|compile: TorchNeuron eager or torch.compile(backend="neuron") (None: eager)
 
 
 @dataclass(frozen=True)
@@ -158,6 +168,7 @@ def analyze(
     stack: str | None = None,
     support_table: str | os.PathLike[str] | None = None,
     compiler_args: str | None = None,
+    native_mode: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -167,7 +178,8 @@ def analyze(
     step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``stack`` is ``"xla"``
     or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
     ``support_table`` a native release's ``torch_api_compatibility.md``; ``compiler_args`` the neuronx-cc
-    flags the integer rules follow (default: ``NEURON_CC_FLAGS``).
+    flags the integer rules follow (default: ``NEURON_CC_FLAGS``); ``native_mode`` ``"compile"`` analyses
+    ``torch.compile(backend="neuron")`` on the native stack instead of eager (the default).
     """
     options = AnalyzeOptions(
         target=target,
@@ -177,6 +189,7 @@ def analyze(
         stack=stack,
         support_table=Path(support_table) if support_table is not None else None,
         compiler_args=compiler_args,
+        native_mode=native_mode,
     )
     if train:
         from neuronprobe.training import TrainOptions, check_options
@@ -286,6 +299,9 @@ def _source_file(model: Any) -> str | None:
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     check_target(options.target)
     options.stack = check_stack(options.stack, options.target, options.sdk)
+    options.native_mode = check_native_mode(options.native_mode, options.stack)
+    if options.native_mode == COMPILE:
+        fallback_execution_disabled(os.environ)  # a bad TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION is refused before any model runs
     if options.stack == NATIVE:
         native_table(options.support_table)  # a bad --support-table is refused before any model runs
     elif options.support_table is not None:
@@ -301,7 +317,11 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
         from neuronprobe.backends import static_info
 
-        return ResolvedBackend(static_info("predicted from the native support table (TorchNeuron eager); xla-cpu observes the XLA stack, not this one"))
+        return ResolvedBackend(
+            static_info(
+                f"predicted from the native support table (TorchNeuron {'torch.compile' if options.native_mode == COMPILE else 'eager'}); xla-cpu observes the XLA stack, not this one"
+            )
+        )
     return resolved
 
 
@@ -344,6 +364,10 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     flags = parse_flags(options.compiler_args, os.environ)
     release = sdk if native is None else check_native_sdk(options.sdk)
     base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
+    compiled = native is not None and options.native_mode == COMPILE
+    if compiled:  # torch.compile(backend="neuron"): a host op fails its graph's compile
+        eager_base = base
+        base = lambda call: compiled_verdict(eager_base(call), call.op, os.environ)  # noqa: E731
     classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
@@ -358,7 +382,10 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         findings.extend(_wide_input_findings(loaded, graph.calls))
     findings.extend(_assumed_findings(graph.assumed, findings))
     breaks = _graph_breaks(graph.graph_breaks)
-    findings.extend(_break_findings(graph.graph_breaks, findings))
+    break_findings = _break_findings(graph.graph_breaks, findings)
+    findings.extend(break_findings)
+    if compiled:  # fullgraph=True raises at each break
+        findings = compiled_breaks(findings, break_findings)
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
 
     limitations = _limitations(graph)
@@ -378,7 +405,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
         if native is None
-        else native_support_info(native, options.target),
+        else native_support_info(native, options.target, options.native_mode or EAGER),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -391,6 +418,8 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
             resolved = ResolvedBackend(report.backend)
     if traffic.given or loaded.sample_inputs is not None:
         _apply_traffic(report, loaded, traffic, resolved, options)
+        if compiled and report.recompiles is not None:
+            compiled_recompiles(report.recompiles)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     from neuronprobe.training import phase_summaries
 
@@ -415,10 +444,16 @@ def _wide_input_findings(loaded: LoadedModel, calls: list[OpCall]) -> list[Findi
     return out
 
 
-def native_support_info(native: NativeTable, target: str) -> SupportTableInfo:
+def native_support_info(native: NativeTable, target: str, mode: str = EAGER) -> SupportTableInfo:
     """The report's table line for the native stack: which table answered, what it describes, how old it is."""
     return SupportTableInfo(
-        version=native.label(), target=target, provenance=list(native.provenance), stack=NATIVE, origin=native.origin, age_days=native.age_days()
+        version=native.label(),
+        target=target,
+        provenance=list(native.provenance),
+        stack=NATIVE,
+        origin=native.origin,
+        age_days=native.age_days(),
+        mode=mode,
     )
 
 

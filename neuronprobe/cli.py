@@ -172,6 +172,12 @@ def analyze(
     ] = None,
     stack: StackOpt = None,
     support_table: SupportTableOpt = None,
+    native_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--native-mode", help="--stack native: eager (default) or compile (torch.compile(backend='neuron'): recompiles, breaks, graphs that fail)."
+        ),
+    ] = None,
     compiler_args: Annotated[
         str | None,
         typer.Option("--compiler-args", help="neuronx-cc flags the rules follow, e.g. '--implicit-integer-downcast=none' (default: $NEURON_CC_FLAGS)."),
@@ -256,6 +262,7 @@ def analyze(
             stack=stack,
             support_table=support_table,
             compiler_args=compiler_args,
+            native_mode=native_mode,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options
