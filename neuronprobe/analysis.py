@@ -311,9 +311,15 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     if options.rules is not None:
         with_user_rules(load_table(), options.rules)
     parse_flags(options.compiler_args, os.environ)  # a bad flag value is refused before any model runs
+    if options.stack != NATIVE and options.backend == "native-cpu":
+        raise InputError("--backend native-cpu plays TorchNeuron's neuron device, the native stack; use it with --stack native (trn2/trn3)")
+    if options.backend == "native-cpu" and options.native_mode == COMPILE:
+        raise InputError("--backend native-cpu observes eager dispatch, not torch.compile graphs; use --native-mode eager, or --backend static for compile")
     if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
         raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
     resolved = resolve_backend(options.backend, options.require_backend)
+    if options.backend == "native-cpu":  # the stand-in follows the same table as the static answer
+        resolved.live.support_table = options.support_table  # type: ignore[union-attr]
     if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
         from neuronprobe.backends import static_info
 

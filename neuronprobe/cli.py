@@ -160,7 +160,7 @@ def analyze(
     target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     backend: Annotated[
         str,
-        typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."),
+        typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron, xla-cpu or native-cpu (--stack native)."),
     ] = defaults.DEFAULT_BACKEND,
     sdk: Annotated[
         str | None,

@@ -1,0 +1,80 @@
+"""The native-cpu backend (issue 36.5): TorchNeuron's eager dispatch played on the CPU, observed at the user's line."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from helpers import MODELS, marker_line, refused
+
+import neuronprobe
+from neuronprobe.backends import BACKEND_CHOICES
+from neuronprobe.backends.native_cpu import findings_of
+from neuronprobe.vocabulary import Origin, Verdict
+
+SORT = MODELS / "native_sort.py"
+HASH = MODELS / "native_hash_ids.py"
+HANG = MODELS / "native_stand_in_hang.py"
+
+
+@pytest.fixture(autouse=True)
+def bundled_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+def _observed(report):
+    return [f for f in report.findings if f.origin == Origin.OBSERVED]
+
+
+def test_a_fallback_inside_a_composite_op_is_observed_at_the_users_line():
+    report = neuronprobe.analyze(str(SORT), target="trn2", backend="native-cpu")
+    assert report.backend.name == "native-cpu" and "stand-in" in report.backend.detail
+    [seen] = _observed(report)
+    # torch.sort -> aten::sort (CompositeExplicitAutograd) -> aten::sort.stable, which reaches the key without a kernel
+    assert (seen.rule, seen.verdict, seen.op, seen.line, seen.count) == ("native-no-kernel", Verdict.CPU_FALLBACK, "aten::sort.stable", marker_line(SORT), 1)
+    assert seen.bytes_per_call == 64 * 4 + 64 * 4 + 64 * 8  # x in, values (float32) and indices (int64) out: 4x16 each
+    assert report.verdict == "runs_with_fallbacks"
+    assert report.prediction_diff is not None
+    assert not report.prediction_diff.predicted_ok_observed_failing
+
+
+def test_int64_values_that_wrap_are_seen_with_the_real_inputs():
+    static = neuronprobe.analyze(str(HASH), target="trn2", backend="static")
+    observed = neuronprobe.analyze(str(HASH), target="trn2", backend="native-cpu")
+    assert static.findings == []  # no constant is beyond int32: the static answer cannot see it
+    [seen] = _observed(observed)
+    assert (seen.rule, seen.verdict, seen.line) == ("native-int64-range", Verdict.PRECISION, marker_line(HASH))
+    assert "beyond int32's range (largest 123456370368)" in seen.message
+
+
+def test_findings_group_calls_by_rule_and_line_and_keep_the_worst_verdict_per_op():
+    call = {"op": "aten::cumprod", "verdict": "cpu_fallback", "rule": "native-no-kernel", "reason": "r", "fix": "f", "file": None, "line": 3, "bytes": 8}
+    ok = {**call, "op": "aten::add.Tensor", "verdict": "lowered", "rule": "native-kernel", "bytes": 0}
+    findings, verdicts = findings_of([call, {**call, "bytes": 16}, ok])
+    [f] = findings
+    assert (f.count, f.bytes_per_call, f.line) == (2, 12, 3)
+    assert verdicts == {"aten::cumprod": "cpu_fallback", "aten::add.Tensor": "lowered"}
+
+
+def test_a_forward_that_hangs_on_the_stand_in_is_killed_at_the_timeout(tmp_path):
+    start = time.monotonic()
+    line = refused(["analyze", str(HANG), "--target", "trn2", "--backend", "native-cpu", "--op-timeout", "3", "--timeout", "120", "-o", str(tmp_path)], HANG)
+    assert time.monotonic() - start < 60
+    assert "did not finish on the stand-in" in line and "(timeout)" in line and "--op-timeout 3 s" in line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--target", "trn1", "--backend", "native-cpu"], "use it with --stack native"),
+        (["--target", "trn2", "--backend", "native-cpu", "--native-mode", "compile"], "not torch.compile graphs"),
+    ],
+)
+def test_native_cpu_outside_native_eager_is_refused(args, needle, tmp_path):
+    line = refused(["analyze", str(SORT), "-o", str(tmp_path), *args], SORT)
+    assert needle in line
+
+
+def test_native_cpu_is_a_backend_choice():
+    assert "native-cpu" in BACKEND_CHOICES
