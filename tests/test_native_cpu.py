@@ -78,3 +78,13 @@ def test_native_cpu_outside_native_eager_is_refused(args, needle, tmp_path):
 
 def test_native_cpu_is_a_backend_choice():
     assert "native-cpu" in BACKEND_CHOICES
+
+
+def test_an_eager_only_path_the_capture_never_sees_is_observed():
+    path = MODELS / "native_eager_only_path.py"
+    static = neuronprobe.analyze(str(path), target="trn2", backend="static")
+    observed = neuronprobe.analyze(str(path), target="trn2", backend="native-cpu")
+    assert not [f for f in static.findings if "cumprod" in f.op]
+    seen = [f for f in _observed(observed) if f.verdict is Verdict.CPU_FALLBACK]
+    assert [(f.op, f.rule, f.line) for f in seen] == [("aten::cumprod", "native-no-kernel", marker_line(path))]
+    assert observed.verdict == "runs_with_fallbacks" and static.verdict == "runs"
