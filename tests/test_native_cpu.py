@@ -88,3 +88,20 @@ def test_an_eager_only_path_the_capture_never_sees_is_observed():
     seen = [f for f in _observed(observed) if f.verdict is Verdict.CPU_FALLBACK]
     assert [(f.op, f.rule, f.line) for f in seen] == [("aten::cumprod", "native-no-kernel", marker_line(path))]
     assert observed.verdict == "runs_with_fallbacks" and static.verdict == "runs"
+
+
+def test_a_kernel_torch_picks_for_cpu_tensors_is_a_limitation_not_a_fallback():
+    report = neuronprobe.analyze(str(MODELS / "native_sdpa.py"), target="trn2", backend="native-cpu")
+    assert [f for f in _observed(report) if f.verdict.is_problem] == []
+    [limit] = [n for n in report.not_analysed if n.what == "native-cpu backend: CPU kernel choices"]
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in limit.why
+
+
+def test_a_composite_implicit_op_the_mode_sees_is_decomposed_into_what_reaches_the_device():
+    # tiny_gpt slices with narrow (CompositeImplicitAutograd, yet seen by dispatch modes): its parts run on the device
+    report = neuronprobe.analyze(str(MODELS.parent.parent / "examples" / "tiny_gpt.py"), target="trn2", backend="native-cpu")
+    observed = {(f.rule, f.op) for f in _observed(report) if f.verdict is Verdict.CPU_FALLBACK}
+    predicted = {f.op for f in report.findings if f.origin != Origin.OBSERVED and f.verdict is Verdict.CPU_FALLBACK}
+    assert ("native-no-kernel", "aten::narrow") not in observed
+    assert {"aten::_unique2", "aten::log1p"} <= {op for _, op in observed} and {"aten::_unique2", "aten::log1p"} <= predicted
+    assert not report.prediction_diff.predicted_ok_observed_failing and not report.prediction_diff.predicted_failing_observed_ok

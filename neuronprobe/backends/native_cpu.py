@@ -38,7 +38,10 @@ from neuronprobe.report.model import BackendInfo, Finding, Limitation
 from neuronprobe.vocabulary import Origin, SourceLocation, Verdict
 
 BACKEND_NAME = "native-cpu"
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# Kernels torch picks because the tensors are on the CPU (scaled_dot_product_attention's flash kernel for the CPU):
+# the neuron device decides its own path (TorchNeuron's _scaled_dot_product_fused_attention_overrideable or the math
+# decomposition), which the stand-in does not know; such calls run unrecorded and the report names them.
+CPU_CHOICE_SUFFIX = "_for_cpu"
 _WRAP_RULE = "native-int64-range"
 
 
@@ -93,7 +96,7 @@ def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: Any
 
     namespace, _, rest = func._schema.name.partition("::")
     overload = func._overloadname
-    qualname = f"{func._schema.name}" + (f".{overload}" if overload != "default" else "")
+    qualname = _qualname(func)
     return OpCall(
         index=0,
         namespace=namespace,
@@ -137,12 +140,17 @@ def _narrow(outputs: Any, file: str | None, line: int | None, op: str, records: 
             t.copy_(t.to(torch.float32))
 
 
-def _stand_in(table: Any, records: list[ObservedCall]) -> Any:
+def _qualname(func: Any) -> str:
+    overload = func._overloadname
+    return func._schema.name + (f".{overload}" if overload != "default" else "")
+
+
+def _stand_in(table: Any, records: list[ObservedCall], cpu_choices: set[str]) -> Any:
     """The dispatch mode that plays the neuron device (a class made here: torch is imported lazily)."""
     import sys
 
     from neuronprobe._torch.dispatch_mode import dispatch_mode_base
-    from neuronprobe._torch.dispatcher import call_composite_explicit
+    from neuronprobe._torch.dispatcher import call_composite_explicit, has_kernel
     from neuronprobe.support.native.classify import classify_native
     from neuronprobe.usercode import user_frame
 
@@ -155,19 +163,26 @@ def _stand_in(table: Any, records: list[ObservedCall]) -> Any:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
             kwargs = kwargs or {}
+            if func._schema.name.endswith(CPU_CHOICE_SUFFIX):  # the CPU's own kernel choice, not the device's
+                cpu_choices.add(f"{func._schema.name}")
+                return func(*args, **kwargs)
             file, line = user_frame(sys._getframe(1))
             before = _call(func, args, kwargs, None, file, line)
+            implicit = has_kernel(_qualname(func), "CompositeImplicitAutograd")
             verdict = classify_native(before, table)
-            if verdict.rule == "native-composite" and before.has_composite_explicit and func not in self.inside:
+            if func not in self.inside and (implicit or (verdict.rule == "native-composite" and before.has_composite_explicit)):
                 self.inside.append(func)
                 mark = len(records)
                 try:
                     with self:  # its parts dispatch to the stand-in again
-                        return call_composite_explicit(func, *args, **kwargs)
+                        result = func.decompose(*args, **kwargs) if implicit else call_composite_explicit(func, *args, **kwargs)
+                    if result is not NotImplemented:
+                        return result
                 except (RuntimeError, TypeError):  # a kernel that cannot be called on its own: the op runs whole
-                    del records[mark:]
+                    pass
                 finally:
                     self.inside.pop()
+                del records[mark:]
             out = func(*args, **kwargs)
             call = _call(func, args, kwargs, out, file, line)
             verdict = classify_native(call, table)
@@ -182,18 +197,19 @@ def _stand_in(table: Any, records: list[ObservedCall]) -> Any:
     return NeuronStandIn()
 
 
-def _worker(loaded: Any, support_table: str | None, progress: Any) -> list[dict[str, Any]]:
-    """In the forked worker: one forward under the stand-in; the calls as plain dicts."""
+def _worker(loaded: Any, support_table: str | None, progress: Any) -> dict[str, Any]:
+    """In the forked worker: one forward under the stand-in; the calls as plain dicts, and the CPU-only kernel choices."""
     import torch
 
     from neuronprobe.support.native.table import native_table
 
     table = native_table(Path(support_table) if support_table else None)
     records: list[ObservedCall] = []
+    cpu_choices: set[str] = set()
     progress("forward on the native-cpu stand-in")
-    with torch.no_grad(), _stand_in(table, records):
+    with torch.no_grad(), _stand_in(table, records, cpu_choices):
         loaded.module(*loaded.args, **loaded.kwargs)
-    return [asdict(r) for r in records]
+    return {"calls": [asdict(r) for r in records], "cpu_choices": sorted(cpu_choices)}
 
 
 def findings_of(calls: list[dict[str, Any]]) -> tuple[list[Finding], dict[str, str]]:
@@ -272,8 +288,14 @@ class NativeCpuBackend:
                 else f"the worker was stopped ({step.status}) after {step.seconds:.0f} s (--op-timeout {min(op_timeout, timeout):g} s)"
             )
             raise InputError(f"--backend native-cpu: the model's forward did not finish on the stand-in: {why}")
-        findings, verdicts = findings_of(step.value)
+        findings, verdicts = findings_of(step.value["calls"])
         limits = [
+            Limitation(
+                "native-cpu backend: CPU kernel choices",
+                f"{name} ran as torch picks it for CPU tensors; which kernel the neuron device takes there is TorchNeuron's choice, not observed",
+            )
+            for name in step.value["cpu_choices"]
+        ] + [
             Limitation(
                 "native-cpu backend",
                 "observes TorchNeuron eager dispatch on the CPU: torch.compile graphs, 'neuron' device strings and the device's own numerics are not exercised",
