@@ -373,7 +373,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     compiled = native is not None and options.native_mode == COMPILE
     if compiled:  # torch.compile(backend="neuron"): a host op fails its graph's compile
         eager_base = base
-        base = lambda call: compiled_verdict(eager_base(call), call.op, os.environ)  # noqa: E731
+        base = lambda call: compiled_verdict(eager_base(call), call, os.environ)  # noqa: E731
     classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:

@@ -120,3 +120,19 @@ def test_the_compile_rules_are_registered_with_provenance():
         rule = rules.get(rule_id)
         assert rule.verdict == verdict
         assert "torch/reference/env-vars" in rule.provenance
+
+
+def test_a_float64_cast_stays_on_the_device_when_compiled_an_int64_cast_does_not():
+    path = MODELS / "native_double_cast.py"
+    line = marker_line(path)
+    eager = _analyze(path, "eager")
+    compiled = _analyze(path, "compile")
+    assert {(f.rule, f.line) for f in eager.findings if f.verdict is Verdict.CPU_FALLBACK} == {("native-64bit-cast", line), ("native-64bit-cast", line + 1)}
+    assert [(f.rule, f.verdict, f.line) for f in compiled.findings] == [
+        ("native-float64", Verdict.PRECISION, line),
+        ("native-float64", Verdict.PRECISION, line + 1),
+    ]
+    assert "dtype-conversion pass" in compiled.findings[0].message
+    assert compiled.verdict == "runs" and eager.verdict == "runs_with_fallbacks"
+    loop = _analyze(MODELS / "native_cast_loop.py", "compile")  # int64 casts keep their eager verdict
+    assert {f.rule for f in loop.findings} == {"native-64bit-cast"}

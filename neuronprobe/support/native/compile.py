@@ -14,6 +14,9 @@ each release-dependent (field-2026-12.md, section 1 and its addendum):
   With ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION`` at its 2.33+ default (true) that failure raises; set to
   ``0`` the original graph runs eagerly instead (docs ``torch/reference/env-vars``, 2026-10-14). In the April
   source the variable covered execution failures only, so a compile failure raised whatever it said.
+* **float64 casts.** Eagerly a cast to or from float64 goes through the host (``cast_policy.py``); in a
+  compiled graph the dtype-conversion pass makes float64 float32, so the cast is a precision note instead.
+  Casts involving int64 keep their eager verdict (the source does not show them rewritten).
 
 Which ops lack a lowering is predicted from the native (eager) table: the bundle holds no separate table
 of the compiled path's lowerings, and an op without an eager kernel is taken to have no lowering either.
@@ -39,6 +42,9 @@ EAGER_GRAPH_RULE = "native-compile-eager-fallback"
 HOST_RULES = frozenset({"native-no-kernel", "native-registered-fallback", "native-host-kernel", "native-dtype-fallback", "native-composite-part"})
 _DOCS = "docs torch/reference/env-vars and torch/compile/reference-torch-compile (Neuron 2.33+, 2026-10-14)"
 _APRIL = "the April 2026 development source (parmoham-aws/test-repo-parmoham@98154b86)"
+CAST_RULE = "native-64bit-cast"
+FLOAT64_RULE = "native-float64"
+_F64_PASS = "April 2026 development source neuron_dynamo_backend/fx/passes/dtype_conversion.py"
 _ON = ("1", "true", "yes", "on")
 _OFF = ("0", "false", "no", "off")
 NO_DYNAMIC = "torch.compile(backend='neuron') rejects dynamic=True"
@@ -68,8 +74,24 @@ def fallback_execution_disabled(env: Mapping[str, str]) -> bool:
     raise InputError(f"{FALLBACK_ENV}={value!r}: use 1 (a graph that fails to compile raises) or 0 (it runs eagerly)")
 
 
-def compiled_verdict(verdict: Classification, op: str, env: Mapping[str, str]) -> Classification:
-    """An eager verdict as ``torch.compile(backend="neuron")`` sees it: a host op fails its graph's compile."""
+def _float64_cast(call: Any) -> bool:
+    """A cast between float64 and a 32-bit-or-narrower dtype (no 64-bit integer or complex128 involved)."""
+    dtypes = {t.dtype for t in [*call.inputs[:1], *call.outputs[:1]]}
+    return "float64" in dtypes and not dtypes & {"int64", "uint64", "complex128"}
+
+
+def compiled_verdict(verdict: Classification, call: Any, env: Mapping[str, str]) -> Classification:
+    """An eager verdict as ``torch.compile(backend="neuron")`` sees it: a host op fails its graph's compile,
+    and a float64 cast, which eager mode sends through the host, is compiled as a float32 one."""
+    op = call.op
+    if verdict.rule == CAST_RULE and _float64_cast(call):
+        return Classification(
+            Verdict.PRECISION,
+            FLOAT64_RULE,
+            f"{op} casts to or from float64 inside a compiled graph: TorchNeuron's dtype-conversion pass makes float64 result "
+            f"types float32, so the cast stays on the device and the values are float32 ({_F64_PASS})",
+            fix="compute the part that needs float64 on the CPU, or ask for float32 yourself so the CPU reference matches",
+        )
     if verdict.verdict is not Verdict.CPU_FALLBACK or verdict.rule not in HOST_RULES:
         return verdict
     eager = f"(eagerly: {verdict.reason})"
