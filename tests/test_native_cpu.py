@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 
 import pytest
+import torch
 from helpers import MODELS, marker_line, refused
 
 import neuronprobe
@@ -105,3 +107,16 @@ def test_a_composite_implicit_op_the_mode_sees_is_decomposed_into_what_reaches_t
     assert ("native-no-kernel", "aten::narrow") not in observed
     assert {"aten::_unique2", "aten::log1p"} <= {op for _, op in observed} and {"aten::_unique2", "aten::log1p"} <= predicted
     assert not report.prediction_diff.predicted_ok_observed_failing and not report.prediction_diff.predicted_failing_observed_ok
+
+
+class _Cumulative(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, 0) + 1  # the observed line
+
+
+def test_a_module_object_of_the_python_api_is_observed_at_its_own_line_not_the_workers():
+    report = neuronprobe.analyze(_Cumulative(), (torch.randn(3, 4),), target="trn2", backend="native-cpu")
+    [seen] = _observed(report)
+    _, start = inspect.getsourcelines(_Cumulative.forward)
+    assert (seen.op, seen.line) == ("aten::cumprod", start + 1)
+    assert seen.file is not None and seen.file.endswith("test_native_cpu.py")

@@ -140,6 +140,23 @@ def _narrow(outputs: Any, file: str | None, line: int | None, op: str, records: 
             t.copy_(t.to(torch.float32))
 
 
+def _user_line(start: Any) -> tuple[str | None, int | None]:
+    """The innermost frame of the user's code between this call and the worker's call of the model
+    (:func:`neuronprobe.usercode.user_frame`, bounded: the worker's own and multiprocessing's frames are not the user's)."""
+    from neuronprobe.usercode import Owner, owner
+
+    frame = start
+    helper: tuple[str | None, int | None] = (None, None)
+    while frame is not None and frame.f_code is not _worker.__code__:
+        whose = owner(frame.f_code.co_filename)
+        if whose is Owner.USER:
+            return frame.f_code.co_filename, frame.f_lineno
+        if whose is Owner.HELPER and helper[0] is None:
+            helper = (frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return helper
+
+
 def _qualname(func: Any) -> str:
     overload = func._overloadname
     return func._schema.name + (f".{overload}" if overload != "default" else "")
@@ -152,7 +169,6 @@ def _stand_in(table: Any, records: list[ObservedCall], cpu_choices: set[str]) ->
     from neuronprobe._torch.dispatch_mode import dispatch_mode_base
     from neuronprobe._torch.dispatcher import call_composite_explicit, has_kernel
     from neuronprobe.support.native.classify import classify_native
-    from neuronprobe.usercode import user_frame
 
     base = dispatch_mode_base()
 
@@ -166,7 +182,7 @@ def _stand_in(table: Any, records: list[ObservedCall], cpu_choices: set[str]) ->
             if func._schema.name.endswith(CPU_CHOICE_SUFFIX):  # the CPU's own kernel choice, not the device's
                 cpu_choices.add(f"{func._schema.name}")
                 return func(*args, **kwargs)
-            file, line = user_frame(sys._getframe(1))
+            file, line = _user_line(sys._getframe(1))
             before = _call(func, args, kwargs, None, file, line)
             implicit = has_kernel(_qualname(func), "CompositeImplicitAutograd")
             verdict = classify_native(before, table)
