@@ -70,6 +70,15 @@ from neuronprobe.support import (
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.support.integer_downcast import adjust, parse_flags
 from neuronprobe.support.native.classify import classify_native, first_reader, wide_inputs
+from neuronprobe.support.native.compile import (
+    COMPILE,
+    EAGER,
+    check_native_mode,
+    compiled_breaks,
+    compiled_recompiles,
+    compiled_verdict,
+    fallback_execution_disabled,
+)
 from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
 from neuronprobe.support.native.table import NativeTable, native_table
 from neuronprobe.usercode import user_exit_guard
@@ -115,6 +124,7 @@ class AnalyzeOptions:
     stack: str | None = None  # xla | native (None: the SDK's documented default for the target and release; issue 36)
     support_table: Path | None = None  # --support-table: a native release's torch_api_compatibility.md (or JSON)
     compiler_args: str | None = None  # --compiler-args: neuronx-cc flags (else NEURON_CC_FLAGS), for the integer downcasts
+    native_mode: str | None = None  # --native-mode eager|compile: TorchNeuron eager or torch.compile(backend="neuron") (None: eager)
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,7 @@ def analyze(
     stack: str | None = None,
     support_table: str | os.PathLike[str] | None = None,
     compiler_args: str | None = None,
+    native_mode: str | None = None,
 ) -> Report:
     """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
 
@@ -177,7 +188,8 @@ def analyze(
     model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
     ``stack`` is ``"xla"`` or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
     ``support_table`` a native release's ``torch_api_compatibility.md``; ``compiler_args`` the neuronx-cc
-    flags the integer rules follow (default: ``NEURON_CC_FLAGS``).
+    flags the integer rules follow (default: ``NEURON_CC_FLAGS``); ``native_mode`` ``"compile"`` analyses
+    ``torch.compile(backend="neuron")`` on the native stack instead of eager (the default).
     """
     options = AnalyzeOptions(
         target=target,
@@ -189,6 +201,7 @@ def analyze(
         stack=stack,
         support_table=Path(support_table) if support_table is not None else None,
         compiler_args=compiler_args,
+        native_mode=native_mode,
     )
     if train:
         from neuronprobe.training import TrainOptions, check_options
@@ -339,6 +352,9 @@ def _source_file(model: Any) -> str | None:
 def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     check_target(options.target)
     options.stack = check_stack(options.stack, options.target, options.sdk)
+    options.native_mode = check_native_mode(options.native_mode, options.stack)
+    if options.native_mode == COMPILE:
+        fallback_execution_disabled(os.environ)  # a bad TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION is refused before any model runs
     if options.stack == NATIVE:
         native_table(options.support_table)  # a bad --support-table is refused before any model runs
     elif options.support_table is not None:
@@ -348,13 +364,23 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     if options.rules is not None:
         with_user_rules(load_table(), options.rules)
     parse_flags(options.compiler_args, os.environ)  # a bad flag value is refused before any model runs
+    if options.stack != NATIVE and options.backend == "native-cpu":
+        raise InputError("--backend native-cpu plays TorchNeuron's neuron device, the native stack; use it with --stack native (trn2/trn3)")
+    if options.backend == "native-cpu" and options.native_mode == COMPILE:
+        raise InputError("--backend native-cpu observes eager dispatch, not torch.compile graphs; use --native-mode eager, or --backend static for compile")
     if options.stack == NATIVE and "xla-cpu" in (options.backend, options.require_backend):
         raise InputError("--backend xla-cpu observes torch-xla, the XLA stack; for --stack native use --backend static or neuron")
     resolved = resolve_backend(options.backend, options.require_backend)
+    if options.backend == "native-cpu":  # the stand-in follows the same table as the static answer
+        resolved.live.support_table = options.support_table  # type: ignore[union-attr]
     if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
         from neuronprobe.backends import static_info
 
-        return ResolvedBackend(static_info("predicted from the native support table (TorchNeuron eager); xla-cpu observes the XLA stack, not this one"))
+        return ResolvedBackend(
+            static_info(
+                f"predicted from the native support table (TorchNeuron {'torch.compile' if options.native_mode == COMPILE else 'eager'}); xla-cpu observes the XLA stack, not this one"
+            )
+        )
     return resolved
 
 
@@ -400,6 +426,10 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     flags = parse_flags(options.compiler_args, os.environ)
     release = sdk if native is None else check_native_sdk(options.sdk)
     base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
+    compiled = native is not None and options.native_mode == COMPILE
+    if compiled:  # torch.compile(backend="neuron"): a host op fails its graph's compile
+        eager_base = base
+        base = lambda call: compiled_verdict(eager_base(call), call, os.environ)  # noqa: E731
     classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
@@ -416,7 +446,10 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
 
     findings.extend(decode_findings(graph.calls))  # a generate() loop whose sequence grows per token
     breaks = _graph_breaks(graph.graph_breaks)
-    findings.extend(_break_findings(graph.graph_breaks, findings))
+    break_findings = _break_findings(graph.graph_breaks, findings)
+    findings.extend(break_findings)
+    if compiled:  # fullgraph=True raises at each break
+        findings = compiled_breaks(findings, break_findings)
     if training is not None and step is not None:  # after the forward's own findings, which a read in it joins
         findings.extend(training.host_read_findings(step.host_reads, device_graph_count(counted), findings))
     findings.sort(key=lambda f: (-f.verdict.rank, f.file or "", f.line or 0))
@@ -441,7 +474,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         ),
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
         if native is None
-        else native_support_info(native, options.target),
+        else native_support_info(native, options.target, options.native_mode or EAGER),
         metadata=_metadata(loaded, options),
         not_analysed=limitations,
     )
@@ -456,6 +489,8 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     if traffic.given or loaded.sample_inputs is not None:
         stage("traffic")
         _apply_traffic(report, loaded, traffic, resolved, options)
+        if compiled and report.recompiles is not None:
+            compiled_recompiles(report.recompiles)
     report.summary = summarize(report.ops, report.findings, counted, graph)
     from neuronprobe.training import phase_summaries
 
@@ -489,10 +524,16 @@ def _wide_input_findings(loaded: LoadedModel, calls: list[OpCall]) -> list[Findi
     return out
 
 
-def native_support_info(native: NativeTable, target: str) -> SupportTableInfo:
+def native_support_info(native: NativeTable, target: str, mode: str = EAGER) -> SupportTableInfo:
     """The report's table line for the native stack: which table answered, what it describes, how old it is."""
     return SupportTableInfo(
-        version=native.label(), target=target, provenance=list(native.provenance), stack=NATIVE, origin=native.origin, age_days=native.age_days()
+        version=native.label(),
+        target=target,
+        provenance=list(native.provenance),
+        stack=NATIVE,
+        origin=native.origin,
+        age_days=native.age_days(),
+        mode=mode,
     )
 
 

@@ -202,7 +202,7 @@ def analyze(
     target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     backend: Annotated[
         str,
-        typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron or xla-cpu."),
+        typer.Option(help="auto (the real SDK when present, else xla-cpu when set up, else static), static, neuron, xla-cpu or native-cpu (--stack native)."),
     ] = defaults.DEFAULT_BACKEND,
     sdk: Annotated[
         str | None,
@@ -214,6 +214,12 @@ def analyze(
     ] = None,
     stack: StackOpt = None,
     support_table: SupportTableOpt = None,
+    native_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--native-mode", help="--stack native: eager (default) or compile (torch.compile(backend='neuron'): recompiles, breaks, graphs that fail)."
+        ),
+    ] = None,
     compiler_args: Annotated[
         str | None,
         typer.Option("--compiler-args", help="neuronx-cc flags the rules follow, e.g. '--implicit-integer-downcast=none' (default: $NEURON_CC_FLAGS)."),
@@ -318,6 +324,7 @@ def analyze(
             stack=stack,
             support_table=support_table,
             compiler_args=compiler_args,
+            native_mode=native_mode,
         )
         if train:
             from neuronprobe.training import TrainOptions, check_options

@@ -5,6 +5,8 @@
   observed; predictions are still made, so the two can be compared.
 * ``xla-cpu`` runs the real torch-xla 2.9 lowering on the host CPU, in its own
   interpreter (``neuronprobe setup xla-cpu``), and reports what it observed.
+* ``native-cpu`` runs the model under a CPU stand-in for TorchNeuron's ``neuron`` device
+  (``--stack native``) and reports the fallbacks and narrowing it observed.
 
 A live backend implements :class:`LiveBackend`. :func:`resolve_backend` picks
 one for ``--backend auto|static|neuron`` and enforces ``--require-backend``
@@ -22,7 +24,7 @@ from neuronprobe.report.model import BackendInfo, Finding, Limitation
 if TYPE_CHECKING:
     from neuronprobe.backends.train_program import TrainProgramOptions
 
-BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron", "xla-cpu")
+BACKEND_CHOICES: tuple[str, ...] = ("auto", "static", "neuron", "xla-cpu", "native-cpu")
 
 
 @dataclass
@@ -88,6 +90,11 @@ def resolve_backend(name: str, require: str | None = None) -> ResolvedBackend:
         raise InputError(f"--backend {name!r}: use one of {', '.join(BACKEND_CHOICES)}")
     if require not in (None, "neuron", "static", "xla-cpu"):
         raise InputError(f"--require-backend {require!r}: use neuron, xla-cpu (or static, which is always there)")
+    if name == "native-cpu":  # TorchNeuron's dispatch on a CPU stand-in (--stack native; backends/native_cpu.py)
+        from neuronprobe.backends.native_cpu import NativeCpuBackend
+
+        backend = NativeCpuBackend()
+        return ResolvedBackend(backend.info(), backend)
     if name == "xla-cpu" or require == "xla-cpu":
         from neuronprobe.backends.xla_resolve import resolve_xla_cpu
 

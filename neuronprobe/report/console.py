@@ -43,7 +43,7 @@ def render_summary(report: Report) -> Any:
         (f"{report.model}", "bold"),
         f" on {report.target}: ",
         (words, f"bold {colour}"),
-        f"\nbackend {backend} · stack {report.support_table.stack} · capture {report.capture.method} · support table {report.support_table.version}",
+        f"\nbackend {backend} · stack {report.support_table.stack}{' (compile)' if report.support_table.mode == 'compile' else ''} · capture {report.capture.method} · support table {report.support_table.version}",
     )
     if report.backend.detail:
         head.append(f"\n{report.backend.detail}", style="dim")

@@ -318,6 +318,7 @@ class SupportTableInfo:
     stack: str = "xla"
     origin: str = ""
     age_days: int | None = None
+    mode: str = ""  # schema 6, native stack: "eager" or "compile" (torch.compile(backend="neuron"), --native-mode)
 
 
 @dataclass

@@ -1,0 +1,122 @@
+"""The native-cpu backend (issue 36.5): TorchNeuron's eager dispatch played on the CPU, observed at the user's line."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import pytest
+import torch
+from helpers import MODELS, marker_line, refused
+
+import neuronprobe
+from neuronprobe.backends import BACKEND_CHOICES
+from neuronprobe.backends.native_cpu import findings_of
+from neuronprobe.vocabulary import Origin, Verdict
+
+SORT = MODELS / "native_sort.py"
+HASH = MODELS / "native_hash_ids.py"
+HANG = MODELS / "native_stand_in_hang.py"
+
+
+@pytest.fixture(autouse=True)
+def bundled_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+def _observed(report):
+    return [f for f in report.findings if f.origin == Origin.OBSERVED]
+
+
+def test_a_fallback_inside_a_composite_op_is_observed_at_the_users_line():
+    report = neuronprobe.analyze(str(SORT), target="trn2", backend="native-cpu")
+    assert report.backend.name == "native-cpu" and "stand-in" in report.backend.detail
+    [seen] = _observed(report)
+    # torch.sort -> aten::sort (CompositeExplicitAutograd) -> aten::sort.stable, which reaches the key without a kernel
+    assert (seen.rule, seen.verdict, seen.op, seen.line, seen.count) == ("native-no-kernel", Verdict.CPU_FALLBACK, "aten::sort.stable", marker_line(SORT), 1)
+    assert seen.bytes_per_call == 64 * 4 + 64 * 4 + 64 * 8  # x in, values (float32) and indices (int64) out: 4x16 each
+    assert report.verdict == "runs_with_fallbacks"
+    assert report.prediction_diff is not None
+    assert not report.prediction_diff.predicted_ok_observed_failing
+
+
+def test_int64_values_that_wrap_are_seen_with_the_real_inputs():
+    static = neuronprobe.analyze(str(HASH), target="trn2", backend="static")
+    observed = neuronprobe.analyze(str(HASH), target="trn2", backend="native-cpu")
+    assert static.findings == []  # no constant is beyond int32: the static answer cannot see it
+    [seen] = _observed(observed)
+    assert (seen.rule, seen.verdict, seen.line) == ("native-int64-range", Verdict.PRECISION, marker_line(HASH))
+    assert "beyond int32's range (largest 123456370368)" in seen.message
+
+
+def test_findings_group_calls_by_rule_and_line_and_keep_the_worst_verdict_per_op():
+    call = {"op": "aten::cumprod", "verdict": "cpu_fallback", "rule": "native-no-kernel", "reason": "r", "fix": "f", "file": None, "line": 3, "bytes": 8}
+    ok = {**call, "op": "aten::add.Tensor", "verdict": "lowered", "rule": "native-kernel", "bytes": 0}
+    findings, verdicts = findings_of([call, {**call, "bytes": 16}, ok])
+    [f] = findings
+    assert (f.count, f.bytes_per_call, f.line) == (2, 12, 3)
+    assert verdicts == {"aten::cumprod": "cpu_fallback", "aten::add.Tensor": "lowered"}
+
+
+def test_a_forward_that_hangs_on_the_stand_in_is_killed_at_the_timeout(tmp_path):
+    start = time.monotonic()
+    line = refused(["analyze", str(HANG), "--target", "trn2", "--backend", "native-cpu", "--op-timeout", "3", "--timeout", "120", "-o", str(tmp_path)], HANG)
+    assert time.monotonic() - start < 60
+    assert "did not finish on the stand-in" in line and "(timeout)" in line and "--op-timeout 3 s" in line
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--target", "trn1", "--backend", "native-cpu"], "use it with --stack native"),
+        (["--target", "trn2", "--backend", "native-cpu", "--native-mode", "compile"], "not torch.compile graphs"),
+    ],
+)
+def test_native_cpu_outside_native_eager_is_refused(args, needle, tmp_path):
+    line = refused(["analyze", str(SORT), "-o", str(tmp_path), *args], SORT)
+    assert needle in line
+
+
+def test_native_cpu_is_a_backend_choice():
+    assert "native-cpu" in BACKEND_CHOICES
+
+
+def test_an_eager_only_path_the_capture_never_sees_is_observed():
+    path = MODELS / "native_eager_only_path.py"
+    static = neuronprobe.analyze(str(path), target="trn2", backend="static")
+    observed = neuronprobe.analyze(str(path), target="trn2", backend="native-cpu")
+    assert not [f for f in static.findings if "cumprod" in f.op]
+    seen = [f for f in _observed(observed) if f.verdict is Verdict.CPU_FALLBACK]
+    assert [(f.op, f.rule, f.line) for f in seen] == [("aten::cumprod", "native-no-kernel", marker_line(path))]
+    assert observed.verdict == "runs_with_fallbacks" and static.verdict == "runs"
+
+
+def test_a_kernel_torch_picks_for_cpu_tensors_is_a_limitation_not_a_fallback():
+    report = neuronprobe.analyze(str(MODELS / "native_sdpa.py"), target="trn2", backend="native-cpu")
+    assert [f for f in _observed(report) if f.verdict.is_problem] == []
+    [limit] = [n for n in report.not_analysed if n.what == "native-cpu backend: CPU kernel choices"]
+    assert "aten::_scaled_dot_product_flash_attention_for_cpu" in limit.why
+
+
+def test_a_composite_implicit_op_the_mode_sees_is_decomposed_into_what_reaches_the_device():
+    # tiny_gpt slices with narrow (CompositeImplicitAutograd, yet seen by dispatch modes): its parts run on the device
+    report = neuronprobe.analyze(str(MODELS.parent.parent / "examples" / "tiny_gpt.py"), target="trn2", backend="native-cpu")
+    observed = {(f.rule, f.op) for f in _observed(report) if f.verdict is Verdict.CPU_FALLBACK}
+    predicted = {f.op for f in report.findings if f.origin != Origin.OBSERVED and f.verdict is Verdict.CPU_FALLBACK}
+    assert ("native-no-kernel", "aten::narrow") not in observed
+    assert {"aten::_unique2", "aten::log1p"} <= {op for _, op in observed} and {"aten::_unique2", "aten::log1p"} <= predicted
+    assert not report.prediction_diff.predicted_ok_observed_failing and not report.prediction_diff.predicted_failing_observed_ok
+
+
+class _Cumulative(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, 0) + 1  # the observed line
+
+
+def test_a_module_object_of_the_python_api_is_observed_at_its_own_line_not_the_workers():
+    report = neuronprobe.analyze(_Cumulative(), (torch.randn(3, 4),), target="trn2", backend="native-cpu")
+    [seen] = _observed(report)
+    _, start = inspect.getsourcelines(_Cumulative.forward)
+    assert (seen.op, seen.line) == ("aten::cumprod", start + 1)
+    assert seen.file is not None and seen.file.endswith("test_native_cpu.py")
