@@ -174,7 +174,7 @@ NOT_PATHS = {
     ("cache", "action"),  # explain
     ("setup", "backend"),
     ("analyze", "entry"),  # a method name (issue 33.3)
-    *(("analyze", p) for p in ("stack", "compiler_args")),  # issue 36
+    *(("analyze", p) for p in ("stack", "compiler_args", "native_mode")),  # issue 36
     ("parity", "stack"),
 }
 
