@@ -451,6 +451,14 @@ def _stamp_token(path: Path) -> str | None:
     return None
 
 
+def _legacy_places() -> set[Path]:
+    """Where an earlier neuronprobe made its environment: the folder ``NEURONPROBE_XLA_ENV`` names now, and the
+    per-user cache folder it names when unset (the place ``make xla-env`` used, also while a test suite points
+    the variable elsewhere)."""
+    standard = {k: v for k, v in os.environ.items() if k != DIR_ENV}
+    return {default_env_path().expanduser().resolve(), default_env_path(standard).expanduser().resolve()}
+
+
 def _is_legacy_default(path: Path) -> bool:
     """The environment an earlier neuronprobe set up in the default place: its old stamp, and a marker naming its own venv."""
     try:
@@ -460,7 +468,7 @@ def _is_legacy_default(path: Path) -> bool:
     marker = _read_marker(path)
     return (
         stamp == LEGACY_OWNER_TEXT
-        and path == default_env_path().expanduser().resolve()
+        and path in _legacy_places()
         and marker is not None
         and marker.get("python") == str(venv_python(path))
         and (path / VENV_DIR / "pyvenv.cfg").is_file()
