@@ -46,7 +46,7 @@ def test_the_xla_cpu_backend_gets_the_optimizer_as_a_dataclass_and_sends_the_wor
 
     monkeypatch.setattr(XlaCpuBackend, "_observe", fake_observe)
     backend = XlaCpuBackend(env=SimpleNamespace())  # type: ignore[arg-type]  # the environment is not reached
-    loaded = SimpleNamespace(source=str(MODELS / "mlp.py"), path=MODELS / "mlp.py", overrides=[], input_plan=None)
+    loaded = SimpleNamespace(source=str(MODELS / "mlp.py"), path=MODELS / "mlp.py", overrides=[], input_plan=None, import_paths=(), entry=None)
     observe_training(backend, loaded, TrainOptions(optimizer="sgd", optimizer_impl="foreach"), "trn1", 10.0, 5.0)
     assert sent["program"] == "train" and sent["program_options"] == {"optimizer": "sgd", "optimizer_impl": "foreach"}
     assert TrainProgramOptions(**sent["program_options"]) == TrainProgramOptions("sgd", "foreach")  # what the worker rebuilds
