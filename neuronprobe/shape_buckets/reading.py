@@ -355,8 +355,11 @@ def read_step_times(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     missing = [c for c in ("length", "seconds") if c not in lower]
     if missing:
         raise InputError(f"{p}: step times need columns 'length' and 'seconds'; it has {', '.join(map(repr, frame.columns))}")
-    lengths = pd.to_numeric(frame[lower["length"]], errors="coerce").to_numpy(dtype=np.float64)
-    seconds = pd.to_numeric(frame[lower["seconds"]], errors="coerce").to_numpy(dtype=np.float64)
+    try:
+        lengths = pd.to_numeric(frame[lower["length"]], errors="coerce").to_numpy(dtype=np.float64)
+        seconds = pd.to_numeric(frame[lower["seconds"]], errors="coerce").to_numpy(dtype=np.float64)
+    except (OverflowError, ValueError, TypeError):  # pandas raises even under errors="coerce" for an int past float's range
+        raise InputError(f"{p}: a length or seconds value is not a finite number in float range") from None
     bad = ~np.isfinite(lengths) | ~np.isfinite(seconds)
     if bad.any():
         raise InputError(f"{p} line {int(np.argmax(bad)) + 2}: length and seconds must be finite numbers")
