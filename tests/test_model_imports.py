@@ -178,7 +178,11 @@ def test_the_xla_cpu_worker_imports_the_models_folder_path_and_pythonpath(xla_en
     # user's PYTHONPATH) gets it after its own torch.
     monkeypatch.setenv("PYTHONPATH", str(PKGROOT))
     monkeypatch.setattr(sys, "path", [*sys.path, str(PKGROOT)])
-    report = analyze_spec(str(USES_PACKAGE), AnalyzeOptions(backend="xla-cpu"))
+    try:
+        report = analyze_spec(str(USES_PACKAGE), AnalyzeOptions(backend="xla-cpu"))
+    finally:  # imported here from the user's own sys.path, as `import splitlib` would be: not ours to keep for later tests
+        for name in [n for n in sys.modules if n == "splitlib" or n.startswith("splitlib.")]:
+            del sys.modules[name]
     assert report.backend.steps["observe"].status.value == "ok", report.backend.steps
 
 
