@@ -69,10 +69,11 @@ def test_a_torchvision_detection_model_reports_nms_and_roi_align_in_its_detectio
     ops = {r.op: r for r in report.ops}
     assert ops["torchvision::nms"].verdict == ops["torchvision::roi_align"].verdict == "cpu_fallback"
     places = {(f.op, os.path.basename(f.file or ""), f.line, f.rule) for f in report.findings if f.op.startswith("torchvision::")}
-    # The detection modules' lines that reach the ops (export records forward frames), never torchvision/ops/.
+    # The deepest line of the detection modules that reaches the op (issue 33.5: the helper that calls batched_nms,
+    # not the forward that calls the helper), never torchvision/ops/ (the library's shared helpers).
     assert places == {
-        ("torchvision::nms", "rpn.py", _line_of(RPN, "boxes, scores = self.filter_proposals("), "custom-op"),
-        ("torchvision::nms", "roi_heads.py", _line_of(ROI_HEADS, "boxes, scores, labels = self.postprocess_detections("), "custom-op"),
+        ("torchvision::nms", "rpn.py", _line_of(RPN, "keep = box_ops.batched_nms(boxes, scores, lvl,"), "custom-op"),
+        ("torchvision::nms", "roi_heads.py", _line_of(ROI_HEADS, "keep = box_ops.batched_nms(boxes, scores, labels,"), "custom-op"),
         ("torchvision::roi_align", "roi_heads.py", _line_of(ROI_HEADS, "box_features = self.box_roi_pool("), "custom-op"),
     }
     branches = [f for f in report.findings if f.verdict == "control_flow"]
