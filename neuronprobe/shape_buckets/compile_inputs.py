@@ -252,22 +252,10 @@ def _from_xla(st: XlaCompileStats, path: Path) -> CompileMeasurements:
 
 def read_compile_measurements(path: Path, max_model_len: int) -> CompileMeasurements:
     """Sniff and read ``--compile-times FILE`` (module docstring); InputError with one sentence for anything unusable."""
-    from neuronprobe.audit.reading import NotRegularFile, TooLarge, read_regular
+    from neuronprobe.files import read_input_text
 
-    try:
-        data = read_regular(path, MAX_BYTES)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except NotRegularFile:
-        raise InputError(f"{path}: not a regular file") from None
-    except TooLarge:
-        raise InputError(f"{path}: larger than {MAX_BYTES // 2**20} MiB, not a compile-time record") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({type(exc).__name__})") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
+    # The project's one bounded reader: regular files only (a FIFO or a device is one sentence, never a hang).
+    text = read_input_text(path, "compile-times", cap=MAX_BYTES)
     head = text.lstrip()[:1]
     if head in ("[", "{"):
         try:

@@ -283,7 +283,12 @@ def _lengths(values: np.ndarray, where: str, column: str, label: Any) -> np.ndar
             series = pd.Series(values, dtype=object)
             as_text = series.map(lambda v: v.strip() if isinstance(v, str) else v)
             is_bool = series.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
-            numbers = np.array(pd.to_numeric(as_text, errors="coerce"), dtype=np.float64)
+            # pandas raises OverflowError for an integer past float's range even when coercing: each value then
+            # on its own, with such a value read as not a number (a length past MAX_DECODE_LENGTH either way)
+            try:
+                numbers = np.array(pd.to_numeric(as_text, errors="coerce"), dtype=np.float64)
+            except OverflowError:
+                numbers = np.array([_as_float(v) for v in as_text], dtype=np.float64)
             numbers[is_bool] = np.nan
         with np.errstate(invalid="ignore"):
             bad = ~np.isfinite(numbers) | (numbers != np.floor(numbers)) | (numbers < 1) | (numbers > MAX_DECODE_LENGTH)
@@ -294,6 +299,14 @@ def _lengths(values: np.ndarray, where: str, column: str, label: Any) -> np.ndar
         i = int(np.argmax(bad))
         raise InputError(f"{where} {label(i)}: {column!r} is not a whole number of tokens between 1 and {MAX_DECODE_LENGTH}")
     return arr
+
+
+def _as_float(value: Any) -> float:
+    """One cell as a float; NaN for anything that is not a number in float range."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return float("nan")
 
 
 def _timestamps(values: Any) -> np.ndarray | None:
