@@ -471,6 +471,15 @@ def _wrapped_op(node: Any) -> tuple[Any, list[Any], dict[str, Any]] | None:
     return None
 
 
+def schema_arguments(target: Any, args: Any, kwargs: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
+    """Each schema argument an op call was given, with its value (positional first, then by name)."""
+    for i, arg in enumerate(target._schema.arguments):
+        if i < len(args):
+            yield arg, args[i]
+        elif arg.name in kwargs:
+            yield arg, kwargs[arg.name]
+
+
 def _op_call(
     node: Any,
     target: Any,
@@ -489,13 +498,7 @@ def _op_call(
 
     call = _bare_call(target, index)
     input_symbols: set[str] = set()
-    for i, arg in enumerate(target._schema.arguments):
-        if i < len(args):
-            raw = args[i]
-        elif arg.name in kwargs:
-            raw = kwargs[arg.name]
-        else:
-            continue
+    for arg, raw in schema_arguments(target, args, kwargs):
         for n in raw if isinstance(raw, (list, tuple)) else [raw]:
             if isinstance(n, torch.fx.Node) and n in inputs:
                 walked.inputs_read.add(inputs[n])
@@ -636,13 +639,7 @@ def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool 
 def describe_call(func: Any, args: Any, kwargs: dict[str, Any], out: Any, index: int) -> OpCall:
     """An OpCall for one dispatched call: tensor arguments and plain values by schema name, outputs."""
     call = _bare_call(func, index)
-    for i, arg in enumerate(func._schema.arguments):
-        if i < len(args):
-            value = args[i]
-        elif arg.name in kwargs:
-            value = kwargs[arg.name]
-        else:
-            continue
+    for arg, value in schema_arguments(func, args, kwargs):
         metas = _tensor_metas(value)
         if metas:
             call.inputs.extend(metas)

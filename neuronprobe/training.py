@@ -55,6 +55,7 @@ from neuronprobe.capture import (
     _tensor_metas,
     quiet_torch,
     relative_path,
+    schema_arguments,
     source_line,
     user_frame_from_traceback,
 )
@@ -510,13 +511,7 @@ def _record_op(state: _State, func: Any, args: tuple[Any, ...], kwargs: dict[str
             return  # the model's own forward: captured by torch.export with its graph and lines
         phase, site = Phase.FORWARD, state.user_site()
     call = _bare_call(func, len(state.calls))
-    for i, arg in enumerate(func._schema.arguments):
-        if i < len(args):
-            value = args[i]
-        elif arg.name in kwargs:
-            value = kwargs[arg.name]
-        else:
-            continue
+    for arg, value in schema_arguments(func, args, kwargs):
         metas = _tensor_metas(value)
         if metas:
             call.inputs.extend(metas)
