@@ -29,7 +29,7 @@ def gpt2_ratio(repeats: int) -> dict[str, float]:
     import torch
 
     import neuronprobe
-    from neuronprobe.loading import load_model
+    from neuronprobe.loaders.resolve import load_model
 
     loaded = load_model("hf:gpt2")
     export_times, analyze_times = [], []
@@ -51,7 +51,7 @@ def llama_7b() -> dict[str, float]:
         "t = time.perf_counter()\n"
         "import neuronprobe\n"
         "from neuronprobe.analysis import AnalyzeOptions, analyze_spec\n"
-        "from neuronprobe.loading import build_hf_config\n"
+        "from neuronprobe.loaders.resolve import build_hf_config\n"
         "cfg = build_hf_config('llama', [])\n"
         "params = cfg.vocab_size * cfg.hidden_size * 2 + cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 3 * cfg.hidden_size * cfg.intermediate_size)\n"
         "r = analyze_spec('hf:llama', AnalyzeOptions(backend='static'))\n"

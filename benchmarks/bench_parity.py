@@ -43,7 +43,7 @@ def _precisions(name: str) -> list:
 def _gpt2() -> tuple:
     import torch
 
-    from neuronprobe.loading import load_model
+    from neuronprobe.loaders.resolve import load_model
     from neuronprobe.parity.run import parity_inputs, real_weights
 
     torch.manual_seed(0)

@@ -27,9 +27,9 @@ RATIO_BUDGET = 3.0
 
 
 def time_strategies(model_type: str, overrides: list[str], repeats: int) -> dict[str, object]:
-    from neuronprobe import capture_strategies as cs
     from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, _analyze_loaded, _resolve
-    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
+    from neuronprobe.capture import strategies as cs
+    from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
 
     options = AnalyzeOptions(backend="static")
     resolved = _resolve(options)

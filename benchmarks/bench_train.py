@@ -51,7 +51,7 @@ def llama_7b() -> dict[str, float]:
         "os.environ.setdefault('HF_HUB_OFFLINE', '1')\n"
         "t = time.perf_counter()\n"
         "from neuronprobe.analysis import AnalyzeOptions, analyze_spec\n"
-        "from neuronprobe.loading import build_hf_config\n"
+        "from neuronprobe.loaders.resolve import build_hf_config\n"
         "from neuronprobe.training import TrainOptions\n"
         "cfg = build_hf_config('llama', [])\n"
         "params = cfg.vocab_size * cfg.hidden_size * 2 + cfg.num_hidden_layers * (4 * cfg.hidden_size**2 + 3 * cfg.hidden_size * cfg.intermediate_size)\n"

@@ -29,7 +29,7 @@ _COMMON = (
 )
 IN_PROCESS = _COMMON + ("text = analyze_spec('hf:gpt2', options).to_json()\nprint(json.dumps({'seconds': time.perf_counter() - t, 'bytes': len(text)}))\n")
 WORKER = _COMMON + (
-    "from neuronprobe.worker import WorkerLimits, analyze_in_worker\n"
+    "from neuronprobe.process.worker import WorkerLimits, analyze_in_worker\n"
     "report = analyze_in_worker('hf:gpt2', lambda: analyze_spec('hf:gpt2', options), WorkerLimits())\n"
     "text = report.to_json()\n"
     "print(json.dumps({'seconds': time.perf_counter() - t, 'bytes': len(text)}))\n"

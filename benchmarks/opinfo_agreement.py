@@ -148,7 +148,7 @@ def _record_calls(fn: Any) -> tuple[list[Any], str | None]:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from neuronprobe.capture import _to_meta, describe_call, replay_parts
+    from neuronprobe.capture.graph import _to_meta, describe_call, replay_parts
 
     calls: list[Any] = []
     keys: list[str] = []

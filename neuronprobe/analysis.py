@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from neuronprobe.backends import ResolvedBackend, resolve_backend
-from neuronprobe.capture import (
+from neuronprobe.capture.graph import (
     AssumedBranch,
     BreakRecord,
     CaptureFailure,
@@ -41,7 +41,7 @@ from neuronprobe.defaults import (
     DEFAULT_TIMEOUT_S,
 )
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.loading import HF_PREFIX, LoadedModel, hf_build_scope, load_model, model_imports, split_inputs
+from neuronprobe.loaders.resolve import HF_PREFIX, LoadedModel, hf_build_scope, load_model, model_imports, split_inputs
 from neuronprobe.report.model import (
     CallFrame,
     CaptureInfo,
@@ -259,7 +259,7 @@ def environment_kept() -> Iterator[None]:
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
-    from neuronprobe.loading import check_entry
+    from neuronprobe.loaders.resolve import check_entry
 
     check_entry(spec, options.entry)
     is_file = not spec.startswith("hf:") and Path(spec).is_file()
@@ -274,8 +274,8 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
 
 def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
     """Capture the way that works (meta, fake, cpu-shrunk; see capture_strategies) and say which it was."""
-    from neuronprobe import capture_strategies as cs
-    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, HF_PREFIX
+    from neuronprobe.capture import strategies as cs
+    from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, HF_PREFIX
 
     def run(loaded: LoadedModel) -> Report:
         return _analyze_loaded(loaded, options, traffic, resolved)
@@ -302,7 +302,7 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
 
 def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: ResolvedBackend, outcome: Any) -> Report:
     """A report with no ops whose limitation gives every strategy's reason (the CLI exits 4 on it)."""
-    from neuronprobe import capture_strategies as cs
+    from neuronprobe.capture import strategies as cs
 
     table = load_table()
     reasons = cs.give_up_reason(outcome)
@@ -917,7 +917,7 @@ def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, r
     if not _chosen_by_auto(resolved):
         return resolved
     from neuronprobe.backends import xla_auto
-    from neuronprobe.worker import default_max_memory
+    from neuronprobe.process.worker import default_max_memory
 
     budget = options.max_memory if options.max_memory is not None else default_max_memory()
     choice = xla_auto.choose(loaded, [c.call for c in calls], max_memory=budget, train=options.train is not None)

@@ -159,7 +159,7 @@ def _json_text(value: Any, indent: int = 2) -> str:
 
 def _import_paths(paths: list[Path] | None) -> list[Path]:
     """The --path folders, each checked (one that is no folder: exit 2 before any work)."""
-    from neuronprobe.loading import check_import_paths
+    from neuronprobe.loaders.resolve import check_import_paths
 
     return check_import_paths(paths or [])
 
@@ -356,7 +356,7 @@ def analyze(
             raise _fail(f"--audit {audit_path}: no such file or folder")
         from neuronprobe.console_io import stage_display
         from neuronprobe.files import check_outputs
-        from neuronprobe.worker import analyze_in_worker, limits_from_options
+        from neuronprobe.process.worker import analyze_in_worker, limits_from_options
 
         inputs = [model, shapes, lengths, rules, decode_trace, support_table, *(_audit_reads([audit_path], False) if audit_path is not None else [])]
         decode_section = None
@@ -589,8 +589,8 @@ def parity(
     with _errors(debug):
         from neuronprobe.files import check_outputs
         from neuronprobe.options import check_seconds
+        from neuronprobe.process.worker import analyze_in_worker, limits_from_options
         from neuronprobe.support import check_target
-        from neuronprobe.worker import analyze_in_worker, limits_from_options
 
         check_target(target)
         from neuronprobe.support.native.stack import NATIVE, check_stack
@@ -927,7 +927,7 @@ def nightly(
     """
     with _errors(debug):
         from neuronprobe.files import check_outputs
-        from neuronprobe.nightly import (
+        from neuronprobe.nightly.run import (
             INDEX_FILE,
             check_date,
             check_required_backend,
@@ -942,7 +942,7 @@ def nightly(
         )
 
         if str(config) == "merge":
-            from neuronprobe.nightly_shards import merge_output_files, merge_shards
+            from neuronprobe.nightly.shards import merge_output_files, merge_shards
 
             if not shard_dirs or history is None:
                 raise _fail("nightly merge SHARD_DIR... --history DIR: give the shard folders and the reports folder")
@@ -962,10 +962,10 @@ def nightly(
         check_required_backend(settings, require_backend)
         models = settings.models
         if shard is not None:
-            from neuronprobe.nightly_shards import parse_shard, shard_models, shard_output_files
+            from neuronprobe.nightly.shards import parse_shard, shard_models, shard_output_files
 
             index, of = parse_shard(shard)
-            from neuronprobe.nightly_shards import check_shard_folder
+            from neuronprobe.nightly.shards import check_shard_folder
 
             check_shard_folder(output_dir)
             mine = set(shard_models(settings, index, of, history))
@@ -975,7 +975,7 @@ def nightly(
             outputs = output_files(settings, night)
         cache = None
         if not no_cache and (cache_dir is not None or shard is None):
-            from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, ResultCache
+            from neuronprobe.nightly.cache import DEFAULT_CACHE_DIR, ResultCache
 
             cache = ResultCache(cache_dir if cache_dir is not None else output_dir / DEFAULT_CACHE_DIR, settings, require_backend, night)
         folders = [("--output-dir", output_dir), *([("--cache", cache.folder)] if cache is not None else [])]
@@ -987,8 +987,8 @@ def nightly(
         command_line = " ".join(["neuronprobe", *sys.argv[1:]])
         with _night_progress(len(models)) as on_done:
             if shard is not None:
-                from neuronprobe.nightly import analyse_models
-                from neuronprobe.nightly_shards import shard_files
+                from neuronprobe.nightly.run import analyse_models
+                from neuronprobe.nightly.shards import shard_files
 
                 analysed = analyse_models(
                     settings,
@@ -1017,7 +1017,7 @@ def nightly(
         if shard is not None:
             # The manifest goes last: a shard folder with a manifest is complete (a killed shard has none and cannot be merged).
             # For this run only: a second shard run into the same folder writes nothing (exit 2).
-            from neuronprobe.nightly_shards import write_shard
+            from neuronprobe.nightly.shards import write_shard
 
             write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
             if cache is not None:
@@ -1354,8 +1354,8 @@ def _shape_in_worker(timeout: float) -> Callable[[str, tuple[str, ...], tuple[st
     seconds = check_seconds(timeout, "--timeout")
 
     def load(spec: str, overrides: tuple[str, ...], paths: tuple[str, ...] = ()) -> Any:
+        from neuronprobe.process.worker import PlainResult, WorkerLimits, run_in_worker, spec_model_file
         from neuronprobe.shape_buckets.memory import load_model_shape
-        from neuronprobe.worker import PlainResult, WorkerLimits, run_in_worker, spec_model_file
 
         return run_in_worker(
             lambda: PlainResult(load_model_shape(spec, overrides, paths)), label=spec, model_file=spec_model_file(spec), limits=WorkerLimits(timeout_s=seconds)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from neuronprobe.backends.xla_diff import GROWING_RULE
-from neuronprobe.capture import OpCall, relative_path
+from neuronprobe.capture.graph import OpCall, relative_path
 from neuronprobe.report.model import Finding
 from neuronprobe.vocabulary import SourceLocation
 

@@ -1,6 +1,6 @@
 """The whole training step: forward, loss, backward, optimizer step and the loop around them.
 
-The forward is captured by :mod:`neuronprobe.capture` as for inference. This
+The forward is captured by :mod:`neuronprobe.capture.graph` as for inference. This
 module runs ONE training step eagerly on fake tensors (``FakeTensorMode``: CPU
 tensors with shapes and dtypes but no storage, so a 7B model costs no memory)
 and records every aten op the step dispatches, with its phase:
@@ -47,7 +47,7 @@ from neuronprobe._torch.autograd_node import current_autograd_node
 from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 from neuronprobe.backends import LiveBackend, Observation
 from neuronprobe.backends.train_program import TrainProgramOptions, build_optimizer  # the same optimizer the observed step builds
-from neuronprobe.capture import (
+from neuronprobe.capture.graph import (
     OpCall,
     TensorMeta,
     _bare_call,
@@ -706,7 +706,7 @@ def _step_once(loaded: Any, options: TrainOptions, strip_module_prefix: str, rea
         args = _fake_inputs(loaded.args, fake_mode)
         kwargs = _fake_inputs(loaded.kwargs, fake_mode)
     get_optimizer = getattr(loaded, "get_optimizer", None)
-    from neuronprobe.loading import train_batch
+    from neuronprobe.loaders.resolve import train_batch
 
     train_step = getattr(loaded, "train_step", None)
     notes: list[str] = []
@@ -777,7 +777,7 @@ def capture_step_forward(step: TrainCapture, loaded: Any, strip_module_prefix: s
     import torch
 
     from neuronprobe._torch.pytree import tree_map
-    from neuronprobe.capture import OpGraph
+    from neuronprobe.capture.graph import OpGraph
 
     if step.model_inputs is None:
         return OpGraph(calls=[], method=STEP_CAPTURE)

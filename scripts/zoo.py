@@ -101,7 +101,7 @@ def routing_findings(report: Any) -> list[str]:
 
 def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-    from neuronprobe.capture_strategies import stopped_early
+    from neuronprobe.capture.strategies import stopped_early
     from neuronprobe.errors import InputError
 
     row: dict[str, Any] = {"model_type": model_type}
@@ -355,7 +355,7 @@ def probe_recipes(model_type: str, overrides: list[str]) -> list[str]:
     """The recipes that fire when ``model_type``'s first inputs are made on the meta device (no forward run):
     a cheap pass over every type that finds the candidates worth a recorded analysis."""
     from neuronprobe.loaders import fired, hf
-    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
+    from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
 
     def alarm(signum: int, frame: Any) -> None:
         raise Timeout(f"over {TIER_PROBE_TIMEOUT} s")

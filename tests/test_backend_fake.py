@@ -15,7 +15,7 @@ import pytest
 from conftest import FAKE_PLACEHOLDER
 from helpers import MODELS
 
-from neuronprobe.backends.isolation import run_isolated
+from neuronprobe.process.isolation import run_isolated
 
 DOCUMENTED_KEYS = {"torch_neuronx_version", "neuronx_cc_version", "support_percentage", "supported_operators", "unsupported_operators"}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from neuronprobe.backends.isolation import run_isolated
+from neuronprobe.process.isolation import run_isolated
 
 
 def _softmax_sum(progress) -> float:

@@ -18,7 +18,7 @@ from helpers import MODELS
 import neuronprobe
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
-from neuronprobe.loading import LoadedModel, load_model
+from neuronprobe.loaders.resolve import LoadedModel, load_model
 from neuronprobe.report.model import Report
 
 MLP = str(MODELS / "mlp.py")

@@ -11,7 +11,6 @@ import os
 import pytest
 
 from neuronprobe.analysis import prediction_diff
-from neuronprobe.backends.isolation import StepResult
 from neuronprobe.backends.neuron import (
     _Builder,
     apply_analyze,
@@ -22,6 +21,7 @@ from neuronprobe.backends.neuron import (
     parse_compiler_log,
     parse_support_percentage,
 )
+from neuronprobe.process.isolation import StepResult
 from neuronprobe.report.model import Finding, OpSummary, Report
 
 # The docs' example for a model whose only op fails (torch.fft.fft).

@@ -339,7 +339,7 @@ class _Observer:
 def _with_observation(model_file: str, findings, op_verdicts, lines):
     from neuronprobe.analysis import TrafficOptions, _analyze_loaded
     from neuronprobe.backends import Observation, ResolvedBackend
-    from neuronprobe.loading import load_model
+    from neuronprobe.loaders.resolve import load_model
 
     path = MODELS / model_file
     observation = Observation(findings=findings, op_verdicts=op_verdicts, extra={"lines_seen": [[str(path), n] for n in lines]})

@@ -12,7 +12,7 @@ import neuronprobe
 from neuronprobe._torch import regions
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends.xla_diff import UNCAPTURED_DETAIL, count_uncaptured
-from neuronprobe.capture import OpGraph, ParameterCoverage, capture, implausible
+from neuronprobe.capture.graph import OpGraph, ParameterCoverage, capture, implausible
 from neuronprobe.defaults import MIN_PARAMETER_COVERAGE
 from neuronprobe.report.model import Finding, PredictionDiff, Report
 from neuronprobe.vocabulary import Origin, SourceLocation, TopVerdict, Verdict
@@ -75,7 +75,7 @@ def test_both_branches_of_cond_are_analysed(reports: dict[str, Report]) -> None:
 
 
 def test_dataflow_crosses_the_region_boundary() -> None:
-    from neuronprobe.loading import load_model_file
+    from neuronprobe.loaders.resolve import load_model_file
 
     loaded = load_model_file(MODELS / "no_grad_forward.py")
     graph = capture(loaded.module, loaded.args, loaded.kwargs)
@@ -141,7 +141,7 @@ def test_an_observed_fallback_the_capture_never_saw_is_a_disagreement() -> None:
 
 def test_an_observed_fallback_at_a_captured_line_is_left_to_the_line_diff() -> None:
     from neuronprobe.analysis import ClassifiedCall
-    from neuronprobe.capture import OpCall
+    from neuronprobe.capture.graph import OpCall
 
     # x[mask]: captured as index.Tensor, observed as nonzero at the same line (the line-matched diff's to judge)
     call = OpCall(index=0, namespace="aten", name="index", overload="Tensor", file="m.py", line=5)
@@ -153,7 +153,7 @@ def test_an_observed_fallback_at_a_captured_line_is_left_to_the_line_diff() -> N
 
 def test_an_observed_fallback_of_a_captured_op_is_left_to_the_other_diffs() -> None:
     from neuronprobe.analysis import ClassifiedCall
-    from neuronprobe.capture import OpCall
+    from neuronprobe.capture.graph import OpCall
 
     # torch-xla counts max_pool2d_with_indices where the capture recorded max_pool2d: the same family
     call = OpCall(index=0, namespace="aten", name="max_pool2d", overload="default")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from neuronprobe.capture import capture_dynamo
-from neuronprobe.capture_strategies import stopped_early
+from neuronprobe.capture.graph import capture_dynamo
+from neuronprobe.capture.strategies import stopped_early
 from neuronprobe.report.model import CaptureInfo, Report
 
 

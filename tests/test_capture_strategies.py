@@ -145,7 +145,7 @@ def test_recorded_inputs_follow_the_parent_and_say_why_when_no_parent_reaches_th
 
     from neuronprobe.loaders import hf
     from neuronprobe.loaders.hf import parent as hf_parent
-    from neuronprobe.loading import hf_build_scope
+    from neuronprobe.loaders.resolve import hf_build_scope
 
     with hf_build_scope():
         config = hf.build_config("sam_mask_decoder", [])

@@ -12,7 +12,7 @@ import pytest
 from helpers import MODELS, ROOT, expectations
 
 import neuronprobe
-from neuronprobe.capture import OpCall, TensorMeta
+from neuronprobe.capture.graph import OpCall, TensorMeta
 from neuronprobe.errors import InputError
 from neuronprobe.registry import RuleKind, bundled_registry
 from neuronprobe.support import classify, load_table

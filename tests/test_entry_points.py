@@ -15,7 +15,7 @@ from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends.xla_diff import GROWING_RULE
 from neuronprobe.decoding import growing_sequences
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.loading import load_model, load_model_file
+from neuronprobe.loaders.resolve import load_model, load_model_file
 from neuronprobe.report.model import Report
 from neuronprobe.vocabulary import TopVerdict, Verdict
 
@@ -155,7 +155,7 @@ def test_a_bad_entry_in_the_file_is_the_files_error(tmp_path, entry: str, messag
 
 
 def test_growing_sequences_reads_the_unrolled_steps() -> None:
-    from neuronprobe.capture import capture
+    from neuronprobe.capture.graph import capture
     from neuronprobe.loaders.entry import entry_function
 
     loaded = load_model_file(GPT)

@@ -30,7 +30,7 @@ from neuronprobe._torch import dynamo_guards, self_checks
 from neuronprobe._torch.check import MissingInternal
 from neuronprobe.analysis import TrafficOptions
 from neuronprobe.cli import app
-from neuronprobe.loading import load_model
+from neuronprobe.loaders.resolve import load_model
 from neuronprobe.recompiles import analyze_traffic
 
 DATA = MODELS.parent / "data"

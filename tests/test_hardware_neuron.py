@@ -22,7 +22,7 @@ from helpers import MODELS, ROOT
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends import resolve_backend
 from neuronprobe.backends.detect import detect
-from neuronprobe.loading import load_model
+from neuronprobe.loaders.resolve import load_model
 from neuronprobe.vocabulary import PROBLEM_VERDICTS
 
 pytestmark = pytest.mark.hardware

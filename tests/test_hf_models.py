@@ -41,7 +41,7 @@ def test_transformers_models_lower_cleanly(spec, overrides):
     ],
 )
 def test_other_architectures_get_their_own_inputs(spec, overrides, main_input):
-    from neuronprobe.loading import load_model
+    from neuronprobe.loaders.resolve import load_model
 
     loaded = load_model(spec, overrides)
     assert main_input in loaded.kwargs

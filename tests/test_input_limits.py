@@ -12,7 +12,7 @@ from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
 from neuronprobe.limits import MAX_BATCH_SIZE, MAX_DIM, MAX_MODULE_COUNT, MAX_SEQ_LEN
-from neuronprobe.loading import build_hf_config
+from neuronprobe.loaders.resolve import build_hf_config
 
 runner = CliRunner()
 HOSTILE = TESTS / "hostile"

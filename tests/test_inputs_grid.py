@@ -60,7 +60,7 @@ def test_an_image_given_to_a_linear_patch_embedding_becomes_its_patch_sequence()
 
 def _inputs(model_type: str, overrides: list[str], device: str = "meta", plan: InputPlan | None = None) -> tuple[object, dict]:
     """The config and the inputs make_inputs gives its model built on meta (``device``: where the inputs are made)."""
-    from neuronprobe.loading import hf_build_scope
+    from neuronprobe.loaders.resolve import hf_build_scope
 
     with hf_build_scope():  # transformers' verbosity back as it was
         config = hf.build_config(model_type, overrides)
@@ -148,14 +148,14 @@ def test_fit_rotary_sets_the_field_the_default_config_leaves_out():
 
 
 def _outcome(nodes: int, stopped: bool) -> object:
-    from neuronprobe.capture_strategies import Outcome
+    from neuronprobe.capture.strategies import Outcome
 
     report = SimpleNamespace(capture=SimpleNamespace(nodes=nodes, stopped="GuardOnDataDependentSymNode: u1" if stopped else None))
     return Outcome(report, [], [])  # type: ignore[arg-type]
 
 
 def test_a_capture_that_stopped_early_is_named_and_the_fuller_one_kept():
-    from neuronprobe.capture_strategies import _fuller, stopped_early
+    from neuronprobe.capture.strategies import _fuller, stopped_early
 
     thin, full = _outcome(2, True), _outcome(97, False)
     assert stopped_early(thin.report) == "GuardOnDataDependentSymNode: u1" and stopped_early(full.report) is None
@@ -165,7 +165,7 @@ def test_a_capture_that_stopped_early_is_named_and_the_fuller_one_kept():
 def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: pytest.MonkeyPatch):
     """meta stops partway at 2000 ops of the full-size model, fake fails, cpu-shrunk runs the shrunken copy to its
     end in 300: the complete capture is the result, and the reasons say how the others went."""
-    from neuronprobe import capture_strategies as cs
+    from neuronprobe.capture import strategies as cs
     from neuronprobe.loaders import hf as hf_loader
 
     monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=SimpleNamespace(model=None), kwargs={}))
@@ -181,7 +181,7 @@ def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: py
 
 
 def test_when_every_way_stops_partway_the_fullest_is_kept_with_every_reason(monkeypatch: pytest.MonkeyPatch):
-    from neuronprobe import capture_strategies as cs
+    from neuronprobe.capture import strategies as cs
     from neuronprobe.loaders import hf as hf_loader
 
     monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=None, kwargs={}))

@@ -48,7 +48,7 @@ def test_a_users_image_size_is_never_replaced():
     """--set vision_config.image_size=448 on gemma3 (28 patches, not a multiple of 16): the user's size is what runs,
     and if the connector cannot pool it, the forward's own error says so; the tool does not quietly take 512."""
     overrides = ["vision_config.image_size=448", "text_config.num_hidden_layers=1", "vision_config.num_hidden_layers=1"]
-    from neuronprobe.loading import hf_build_scope
+    from neuronprobe.loaders.resolve import hf_build_scope
 
     with hf_build_scope():  # transformers' verbosity back as it was
         loaded = hf.load("gemma3", overrides, seq_len=16, batch=1)

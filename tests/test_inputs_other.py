@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-from neuronprobe.capture_strategies import fake_value
+from neuronprobe.capture.strategies import fake_value
 from neuronprobe.loaders import hf
 from neuronprobe.loaders.hf import InputPlan, InputsInfo
 from neuronprobe.loaders.hf import config as hf_config

@@ -21,7 +21,7 @@ from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 import neuronprobe
 from neuronprobe.cli import app
 from neuronprobe.errors import ModelLoadError
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE
 
 runner = CliRunner()
 HOSTILE = TESTS / "hostile"
@@ -209,7 +209,7 @@ def test_nightly_checks_the_worker_limits_in_the_config_before_the_first_model(t
 
 def test_a_bug_in_neuronprobe_inside_the_worker_is_still_an_internal_error():
     from neuronprobe.limits import check_shape
-    from neuronprobe.worker import WorkerInternalError, run_in_worker
+    from neuronprobe.process.worker import WorkerInternalError, run_in_worker
 
     with pytest.raises(WorkerInternalError) as info:
         run_in_worker(lambda: check_shape(None, "here", "input"), label="m.py")  # type: ignore[arg-type]
@@ -226,7 +226,7 @@ def _start_own_session(progress) -> None:
 
 
 def test_a_kill_reaches_processes_the_worker_started_in_their_own_group(tmp_path):
-    from neuronprobe.backends.isolation import run_isolated
+    from neuronprobe.process.isolation import run_isolated
 
     result = run_isolated(_start_own_session, (), limit_s=1.5, workdir=tmp_path, name="nested", chdir=False)
     assert result.status == "timeout"

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 import neuronprobe
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError, ModelLoadError
-from neuronprobe.nightly import SUMMARY_FILE, load_config
-from neuronprobe.nightly_cache import cache_inputs, cache_key, local_imports
+from neuronprobe.nightly.cache import cache_inputs, cache_key, local_imports
+from neuronprobe.nightly.run import SUMMARY_FILE, load_config
 from neuronprobe.report.model import load_report
 
 SPLIT = MODELS / "split_model"

@@ -294,7 +294,7 @@ def test_setup_native_table_without_torchneuron_exits_2(tmp_path, monkeypatch):
 
 
 def _config(tmp_path: Path, text: str):
-    from neuronprobe.nightly import load_config
+    from neuronprobe.nightly.run import load_config
 
     (tmp_path / "native_mlp.py").write_text((MODELS / "native_mlp.py").read_text())
     path = tmp_path / "night.toml"
@@ -303,7 +303,7 @@ def _config(tmp_path: Path, text: str):
 
 
 def test_the_nightly_config_takes_a_stack_per_model_and_uses_it(tmp_path):
-    from neuronprobe.nightly import analyze_model
+    from neuronprobe.nightly.run import analyze_model
 
     config = _config(tmp_path, "target = 'trn2'\n[[models]]\nmodel = 'native_mlp.py'\n[[models]]\nname = 'x'\nmodel = 'native_mlp.py'\nstack = 'xla'\n")
     native, xla = config.models

@@ -21,10 +21,10 @@ import pytest
 from diff_fixtures import finding, make_report
 from typer.testing import CliRunner
 
-import neuronprobe.nightly as nightly
+import neuronprobe.nightly.run as nightly
 from neuronprobe.cli import app
 from neuronprobe.errors import ConfigError, ModelLoadError
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE, load_config, run_nightly
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE, load_config, run_nightly
 from neuronprobe.report.model import Report, load_report
 
 runner = CliRunner()
@@ -299,7 +299,7 @@ KILLED_RUN = """\
 import sys, time
 sys.path.insert(0, {tests!r})
 from diff_fixtures import finding, make_report
-import neuronprobe.nightly as nightly
+import neuronprobe.nightly.run as nightly
 from neuronprobe.cli import main
 
 def analyse(model, config, require_backend, command_line):

@@ -14,13 +14,13 @@ import pytest
 from diff_fixtures import finding, make_report
 from typer.testing import CliRunner
 
-import neuronprobe.nightly as nightly
-import neuronprobe.nightly_shards as nightly_shards
+import neuronprobe.nightly.run as nightly
+import neuronprobe.nightly.shards as nightly_shards
 import neuronprobe.version
 from neuronprobe.cli import app
 from neuronprobe.file_reads import FileReads
-from neuronprobe.nightly import SUMMARY_FILE
-from neuronprobe.nightly_cache import DEFAULT_CACHE_DIR, local_imports
+from neuronprobe.nightly.cache import DEFAULT_CACHE_DIR, local_imports
+from neuronprobe.nightly.run import SUMMARY_FILE
 from neuronprobe.report.model import Report, load_report
 
 runner = CliRunner()
@@ -113,7 +113,7 @@ KILLED_RUN = """\
 import sys, time
 sys.path.insert(0, {tests!r})
 from diff_fixtures import make_report
-import neuronprobe.nightly as nightly
+import neuronprobe.nightly.run as nightly
 from neuronprobe.cli import main
 
 def analyse(model, config, require_backend, command_line):

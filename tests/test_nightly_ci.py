@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from helpers import MODELS
 
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE, is_named_spec, load_config
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE, is_named_spec, load_config
 
 REPO = Path(__file__).parent.parent
 WORKFLOW = REPO / "examples" / "ci" / "nightly-matrix.yml"

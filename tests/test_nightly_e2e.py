@@ -10,7 +10,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE
 from neuronprobe.report.model import load_report
 
 runner = CliRunner()

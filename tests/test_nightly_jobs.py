@@ -16,7 +16,7 @@ from warm_torch import warm_export  # noqa: F401  (an autouse fixture)
 
 from neuronprobe.cli import app
 from neuronprobe.errors import ConfigError
-from neuronprobe.nightly import SUMMARY_FILE, MemoryPlan, NightlyConfig, analyse_models, load_config, plan_workers
+from neuronprobe.nightly.run import SUMMARY_FILE, MemoryPlan, NightlyConfig, analyse_models, load_config, plan_workers
 
 runner = CliRunner()
 HOSTILE = TESTS / "hostile"

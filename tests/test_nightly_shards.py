@@ -16,11 +16,11 @@ import pytest
 from diff_fixtures import finding, make_report
 from typer.testing import CliRunner
 
-import neuronprobe.nightly as nightly
+import neuronprobe.nightly.run as nightly
 from neuronprobe.cli import app
 from neuronprobe.errors import ConfigError
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE
-from neuronprobe.nightly_shards import MANIFEST_FILE, assign_shards, last_durations, parse_shard
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE
+from neuronprobe.nightly.shards import MANIFEST_FILE, assign_shards, last_durations, parse_shard
 from neuronprobe.report.model import Report
 
 runner = CliRunner()

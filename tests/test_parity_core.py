@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from neuronprobe.errors import InputError
-from neuronprobe.loading import load_model
+from neuronprobe.loaders.resolve import load_model
 from neuronprobe.parity import metrics
 from neuronprobe.parity.drift import Tolerance, drift_stats, ulp
 from neuronprobe.parity.emulate import emulated, round_to, served

@@ -116,7 +116,7 @@ def test_the_inputs_hash_sees_one_element_and_the_dtype():
 def test_an_hf_model_is_hashed_by_its_config_without_the_transformers_version():
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from neuronprobe.loading import LoadedModel
+    from neuronprobe.loaders.resolve import LoadedModel
 
     def loaded(**fields: int) -> LoadedModel:
         config = GPT2Config(n_layer=1, n_embd=8, n_head=2, vocab_size=16, n_positions=8, **fields)

@@ -15,9 +15,9 @@ import torch
 from helpers import MODELS, expectations
 from typer.testing import CliRunner
 
-from neuronprobe.capture import capture
+from neuronprobe.capture.graph import capture
 from neuronprobe.cli import app
-from neuronprobe.loading import load_model, load_model_file
+from neuronprobe.loaders.resolve import load_model, load_model_file
 from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.risky import (
     ACCUMULATION_RULE,

@@ -8,9 +8,9 @@ import torch
 from helpers import MODELS, expectations
 from typer.testing import CliRunner
 
-from neuronprobe.capture import capture
+from neuronprobe.capture.graph import capture
 from neuronprobe.cli import app
-from neuronprobe.loading import load_model_file
+from neuronprobe.loaders.resolve import load_model_file
 from neuronprobe.parity.precision import DEFAULT_PRECISIONS, Precision
 from neuronprobe.parity.risky import EPS_RULE, LowPrecision, find_risky, own_low_dtypes, scan_parity
 from neuronprobe.parity.run import run_parity_full

@@ -9,7 +9,7 @@ from helpers import MODELS, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
-from neuronprobe.loading import load_model
+from neuronprobe.loaders.resolve import load_model
 from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.train import train_parity
 

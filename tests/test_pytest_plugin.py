@@ -236,7 +236,7 @@ def test_the_torchvision_hook_is_in_place_only_while_a_model_is_built() -> None:
     from helpers import MODELS
 
     from neuronprobe.loaders import torchvision_ops
-    from neuronprobe.loading import load_model_file
+    from neuronprobe.loaders.resolve import load_model_file
 
     def hooks() -> int:
         return sum(isinstance(f, torchvision_ops._Finder) for f in sys.meta_path)

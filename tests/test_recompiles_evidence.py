@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from neuronprobe.analysis import TrafficOptions
-from neuronprobe.loading import load_hf, load_model
+from neuronprobe.loaders.resolve import load_hf, load_model
 from neuronprobe.recompiles import LIVE_HOOK, analyze_traffic
 from neuronprobe.report.model import ObservedCompiles, RecompileCause
 

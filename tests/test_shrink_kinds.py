@@ -11,7 +11,7 @@ from neuronprobe.loaders.hf import config as hf_config
 from neuronprobe.loaders.hf import shrink as hf_shrink
 from neuronprobe.loaders.hf.load import load
 from neuronprobe.loaders.hf.shrink import layer_kind, module_classes, shrink_keeping_kinds
-from neuronprobe.loading import hf_build_scope
+from neuronprobe.loaders.resolve import hf_build_scope
 
 
 @pytest.fixture(autouse=True)

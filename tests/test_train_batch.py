@@ -10,7 +10,7 @@ from helpers import MODELS
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
-from neuronprobe.loading import LoadedModel, inputs_form, load_model_file, train_batch
+from neuronprobe.loaders.resolve import LoadedModel, inputs_form, load_model_file, train_batch
 
 runner = CliRunner()
 
@@ -34,7 +34,7 @@ X, Y = torch.zeros(2), torch.ones(2)
     ids=["one-tuple", "tuple", "list", "one-list", "tensor", "dict"],
 )
 def test_the_batch_keeps_the_form_get_example_inputs_returned(returned, expected):
-    from neuronprobe.loading import split_inputs
+    from neuronprobe.loaders.resolve import split_inputs
 
     args, kwargs = split_inputs(returned, "here")
     loaded = LoadedModel(name="m", source="m.py", module=None, args=args, kwargs=kwargs, inputs_form=inputs_form(returned))

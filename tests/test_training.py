@@ -213,7 +213,7 @@ def test_every_phase_is_known():
 
 def test_nightly_config_trains_a_model_when_asked(tmp_path):
     from neuronprobe.errors import ConfigError
-    from neuronprobe.nightly import analyze_model, load_config
+    from neuronprobe.nightly.run import analyze_model, load_config
 
     config = tmp_path / "nightly.toml"
     config.write_text(f'[[models]]\nmodel = "{MODELS / "train_item_logging.py"}"\ntrain = true\n')
@@ -271,7 +271,7 @@ def test_phase_filter_works_in_a_browser(reports, tmp_path):
 
 
 def test_each_op_of_the_step_is_at_the_line_that_ran_it():
-    from neuronprobe.loading import load_model
+    from neuronprobe.loaders.resolve import load_model
     from neuronprobe.training import TrainOptions, capture_training
 
     path = MODELS / "train_grad_clip.py"

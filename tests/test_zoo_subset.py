@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-from neuronprobe.loading import load_model
+from neuronprobe.loaders.resolve import load_model
 from neuronprobe.vocabulary import CaptureStrategy, Verdict
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from helpers import ROOT
 from zoo_tier import PARTS, part, registered, tier
 
-from neuronprobe.capture_strategies import HF_STRATEGIES
+from neuronprobe.capture.strategies import HF_STRATEGIES
 
 
 def _covered() -> set[str]:

@@ -1,7 +1,7 @@
 """``native-cpu``: run the model in neuronprobe's own torch with a CPU stand-in for TorchNeuron's ``neuron`` device.
 
 What it is (and is not). The model's forward runs once, for real, in a killable forked worker
-(:func:`neuronprobe.backends.isolation.run_isolated`) under a ``TorchDispatchMode`` that plays the neuron
+(:func:`neuronprobe.process.isolation.run_isolated`) under a ``TorchDispatchMode`` that plays the neuron
 device's dispatch while the tensors stay on the CPU:
 
 * A dispatch mode sees each aten call after CompositeImplicitAutograd ops have decomposed, which is what
@@ -62,7 +62,7 @@ class ObservedCall:
 def _metas(values: Any) -> list[Any]:
     import torch
 
-    from neuronprobe.capture import TensorMeta
+    from neuronprobe.capture.graph import TensorMeta
 
     flat = values if isinstance(values, (list, tuple)) else [values]
     out = []
@@ -92,7 +92,7 @@ def _constants(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict
 def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: Any, file: str | None, line: int | None) -> Any:
     """The call as the static rules read it (an :class:`OpCall`): name, overload, tensors, constants, kernels."""
     from neuronprobe._torch.dispatcher import has_kernel
-    from neuronprobe.capture import OpCall
+    from neuronprobe.capture.graph import OpCall
 
     namespace, _, rest = func._schema.name.partition("::")
     overload = func._overloadname
@@ -283,7 +283,7 @@ class NativeCpuBackend:
         )
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
-        from neuronprobe.backends.isolation import run_isolated
+        from neuronprobe.process.isolation import run_isolated
 
         if loaded.on_meta:
             raise InputError(f"--backend native-cpu runs the forward, and {loaded.source} has no weights here (meta tensors); use --backend static")

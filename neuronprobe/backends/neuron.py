@@ -1,7 +1,7 @@
 """The live Neuron backend: ask the Neuron SDK what really happens to a model.
 
 With the XLA-era stack (trn1/inf2) three steps run, each in a killable child
-process (:mod:`neuronprobe.backends.isolation`) with its own time limit:
+process (:mod:`neuronprobe.process.isolation`) with its own time limit:
 
 1. ``analyze``: ``torch_neuronx.analyze`` classifies every aten op (its dict:
    ``support_percentage`` "NN.NN%", ``supported_operators`` counts,
@@ -36,7 +36,6 @@ from typing import Any
 
 from neuronprobe.backends import Observation, ResolvedBackend, forward_only, static_info
 from neuronprobe.backends.detect import STACK_NATIVE, STACK_XLA, Detection, detect
-from neuronprobe.backends.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, StepResult, run_isolated
 from neuronprobe.backends.neuron_steps import (
     step_analyze,
     step_native_compiles,
@@ -48,8 +47,9 @@ from neuronprobe.backends.neuron_steps import (
     step_xla_run,
 )
 from neuronprobe.backends.train_program import TrainProgramOptions
-from neuronprobe.capture import relative_path
+from neuronprobe.capture.graph import relative_path
 from neuronprobe.errors import BackendUnavailable, InputError
+from neuronprobe.process.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, StepResult, run_isolated
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.usercode import is_library

@@ -179,7 +179,7 @@ def step_native_outputs(module: Any, args: tuple, kwargs: dict, workdir: str, ta
 
 
 def _split(inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    from neuronprobe.loading import split_inputs
+    from neuronprobe.loaders.resolve import split_inputs
 
     return split_inputs(inputs, "inputs")
 

@@ -56,7 +56,7 @@ def _loss(output: Any) -> Any:
 def train_program(loaded: Any, device: Any, options: TrainProgramOptions | None = None) -> Callable[[], Any]:
     """One training step of ``loaded`` on ``device``, its optimizer built as ``options`` say."""
     from neuronprobe.backends.xla_tensors import real_tensors, to_device
-    from neuronprobe.loading import train_batch
+    from neuronprobe.loaders.resolve import train_batch
 
     options = options or TrainProgramOptions()
     module = loaded.module.to(device)

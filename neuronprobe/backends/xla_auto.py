@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from neuronprobe.loading import HF_PREFIX
+from neuronprobe.loaders.resolve import HF_PREFIX
 
 # The xla-cpu interpreter's own resident memory: torch 2.9, torch-xla 2.9 and transformers imported
 # and one op run on the XLA device (measured: 0.78 GiB, `ru_maxrss` after that import in the managed
@@ -130,7 +130,7 @@ def built_shrunk(loaded: Any) -> bool:
 def _shrunk_weights(loaded: Any) -> tuple[int, str, tuple[str, ...]]:
     """One copy of the shrunken model's weights, built on the meta device, what the shrink changed and what it lost."""
     from neuronprobe.loaders import hf
-    from neuronprobe.loading import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
+    from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
 
     plan = hf.InputPlan.from_json(loaded.input_plan) if loaded.input_plan else None
     with hf_build_scope():

@@ -31,7 +31,6 @@ from typing import Any
 
 from neuronprobe.backends import Observation
 from neuronprobe.backends.hlo_checks import load_rules
-from neuronprobe.backends.lifeline import PARENT_PID_ENV
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
 from neuronprobe.backends.xla_findings import (
@@ -47,6 +46,7 @@ from neuronprobe.backends.xla_findings import (
 )
 from neuronprobe.backends.xla_observe import DEBUG_ENV, SAVE_FILE_ENV
 from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.process.lifeline import PARENT_PID_ENV
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus
@@ -140,7 +140,7 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
 
 def _kill(proc: subprocess.Popen) -> None:
     """The worker and every process it started (in any session), before it is reaped."""
-    from neuronprobe.backends.isolation import kill_tree
+    from neuronprobe.process.isolation import kill_tree
 
     kill_tree(proc.pid)
     with contextlib.suppress(subprocess.TimeoutExpired):  # a process that survives SIGKILL
@@ -309,7 +309,7 @@ class XlaCpuBackend:
 
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
         from neuronprobe.backends.xla_auto import built_shrunk
-        from neuronprobe.loading import worker_import_paths
+        from neuronprobe.loaders.resolve import worker_import_paths
 
         source = str(getattr(loaded, "source", ""))
         shrink = False

@@ -24,14 +24,14 @@ MOVE_OP = "<model.to(device)>"
 
 
 def rel_path(path: str | None) -> str | None:
-    from neuronprobe.capture import relative_path
+    from neuronprobe.capture.graph import relative_path
 
     return relative_path(path)
 
 
 def line_text(path: str | None, line: int | None) -> str | None:
     """The user's source line, read in this process (the worker sends only file and line)."""
-    from neuronprobe.capture import source_line
+    from neuronprobe.capture.graph import source_line
 
     return source_line(path, line)
 

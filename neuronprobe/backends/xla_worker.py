@@ -3,7 +3,7 @@
 Run as ``python -m neuronprobe.backends.xla_worker REQUEST.json`` by
 :mod:`neuronprobe.backends.xla_cpu`, with neuronprobe's source on ``PYTHONPATH``.
 It needs nothing beyond torch, torch-xla (and transformers for ``hf:`` specs):
-it imports only :mod:`neuronprobe.loading` and :mod:`neuronprobe.backends.xla_observe`.
+it imports only :mod:`neuronprobe.loaders.resolve` and :mod:`neuronprobe.backends.xla_observe`.
 
 The request names the model (a file or ``hf:`` spec), the *program* to run on the
 XLA device (``forward``; more programs, such as a training step, register in
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
 from neuronprobe.backends.xla_tensors import DefectWatch, move_problems, real_tensors, registrations, to_device
+from neuronprobe.process.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
 from neuronprobe.usercode import is_library
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
@@ -76,7 +76,7 @@ PROGRAMS: dict[str, ProgramFactory] = {"forward": forward_program, "train": trai
 
 def load(request: dict[str, Any]) -> Any:
     """The model, as the main process loaded it, but under this interpreter's torch."""
-    from neuronprobe.loading import HF_PREFIX, load_hf, load_model_file, worker_sys_path
+    from neuronprobe.loaders.resolve import HF_PREFIX, load_hf, load_model_file, worker_sys_path
 
     spec = str(request["spec"])
     worker_sys_path(spec, request)  # the model's folder first, --path, then the user's PYTHONPATH (after torch 2.9's own)
@@ -161,7 +161,7 @@ def _cpu_forward_ok(loaded: Any) -> tuple[bool, str]:
 
 
 def main(argv: list[str]) -> int:
-    from neuronprobe.backends.lifeline import die_with_parent, parent_from_env
+    from neuronprobe.process.lifeline import die_with_parent, parent_from_env
 
     die_with_parent(parent_from_env())  # its own session: without this a killed parent left it running
     request = json.loads(Path(argv[1]).read_text(encoding="utf-8"))

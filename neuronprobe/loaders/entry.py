@@ -6,7 +6,7 @@ method's arguments. The tracers, the xla-cpu worker and the training step all ca
 wrapped in a module whose ``forward`` calls the method: its parameters are the model's, its module paths
 are the model's under ``model.`` (stripped again by the capture, see :data:`MODULE_PREFIX`).
 
-Imported by the xla-cpu worker (torch 2.9) through :mod:`neuronprobe.loading`: plain ``torch.nn`` only.
+Imported by the xla-cpu worker (torch 2.9) through :mod:`neuronprobe.loaders.resolve`: plain ``torch.nn`` only.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from neuronprobe.loading import HF_PREFIX, LoadedModel
+from neuronprobe.loaders.resolve import HF_PREFIX, LoadedModel
 from neuronprobe.report.model import ModuleDrift
 
 __all__ = ["ModuleDrift", "Reference", "Tolerance", "compare", "drift_stats", "module_prefix", "record_reference", "ulp"]
@@ -164,7 +164,7 @@ class _Names:
 
 def _caller() -> tuple[str | None, int | None]:
     """The user's line that called the module being entered (the project's frame rule, capture.py)."""
-    from neuronprobe.capture import _model_frame_from_stack, relative_path
+    from neuronprobe.capture.graph import _model_frame_from_stack, relative_path
 
     frames = list(traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False))
     while frames and frames[0].filename == __file__:  # this helper and the hooks: not the caller

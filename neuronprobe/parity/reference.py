@@ -125,7 +125,7 @@ def canonical_json(value: Any) -> bytes:
 
 
 def model_hash(loaded: Any) -> tuple[str, str]:
-    """``(sha256, what was hashed)`` of the model a :class:`~neuronprobe.loading.LoadedModel` was built from.
+    """``(sha256, what was hashed)`` of the model a :class:`~neuronprobe.loaders.resolve.LoadedModel` was built from.
 
     A model file: its bytes. ``hf:``: the canonical JSON of the config the module was built
     with (after ``--set`` and any shrinking), without ``transformers_version``, which the

@@ -4,7 +4,7 @@ A model that is right in float32 can go wrong in float16, bfloat16 or float8 for
 reasons that sit on one line of the user's code: an epsilon that is 0 in the low
 type, a ``-1e9`` mask that is ``-inf``, a softmax summed in bfloat16, a float32
 constant the low type cannot hold, positions past the low type's exact integers.
-:func:`find_risky` finds them on an :class:`~neuronprobe.capture.OpGraph` (each
+:func:`find_risky` finds them on an :class:`~neuronprobe.capture.graph.OpGraph` (each
 call's constants by schema name, its dtypes, its producers, the user's file:line)
 and returns ``precision`` findings (a note, never a blocker) with the rule ids of
 ``support/data/precision_rules.json``. Every threshold is read from ``torch.finfo``
@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
 
-from neuronprobe.capture import ForwardError, OpCall, OpGraph, capture, relative_path
+from neuronprobe.capture.graph import ForwardError, OpCall, OpGraph, capture, relative_path
 from neuronprobe.report.model import Finding, PrecisionInfo, Report
 from neuronprobe.support.precision_rules import load_precision_rules
 from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, ServedDtype, SourceLocation

@@ -18,7 +18,7 @@ from typing import Any
 
 from neuronprobe import defaults
 from neuronprobe.errors import InputError
-from neuronprobe.loading import HF_PREFIX, VISION_PREFIXES, LoadedModel, split_inputs
+from neuronprobe.loaders.resolve import HF_PREFIX, VISION_PREFIXES, LoadedModel, split_inputs
 from neuronprobe.parity import drift, emulate, metrics
 from neuronprobe.parity.drift import Tolerance, module_prefix
 from neuronprobe.parity.precision import Precision, precision_info
@@ -49,8 +49,8 @@ def real_weights(loaded: LoadedModel, seed: int, shrink: bool | None = None) -> 
     """
     import torch
 
-    from neuronprobe.capture_strategies import has_meta_weights
-    from neuronprobe.loading import load_hf
+    from neuronprobe.capture.strategies import has_meta_weights
+    from neuronprobe.loaders.resolve import load_hf
 
     if loaded.source.startswith(HF_PREFIX):
         if shrink is None:
@@ -316,7 +316,7 @@ def parity_for_spec(spec: str, options: ParityOptions) -> ParityResult:
     import torch
 
     from neuronprobe.console_io import stage
-    from neuronprobe.loading import hf_build_scope, load_model, model_imports
+    from neuronprobe.loaders.resolve import hf_build_scope, load_model, model_imports
     from neuronprobe.parity.precision import DEFAULT_PRECISIONS
     from neuronprobe.usercode import user_exit_guard
 

@@ -110,7 +110,7 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
     import torch
 
     from neuronprobe.backends.train_program import build_optimizer
-    from neuronprobe.loading import train_batch
+    from neuronprobe.loaders.resolve import train_batch
     from neuronprobe.parity.emulate import served
     from neuronprobe.training import _loss_of, _optimizer_label, _user_error, with_labels
 

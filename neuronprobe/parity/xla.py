@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import BackendUnavailable
-from neuronprobe.loading import HF_PREFIX, LoadedModel
+from neuronprobe.loaders.resolve import HF_PREFIX, LoadedModel
 from neuronprobe.parity import drift, metrics
 from neuronprobe.parity.precision import Precision
 from neuronprobe.report.model import ModuleDrift, PrecisionRun
@@ -41,7 +41,7 @@ def _request(loaded: LoadedModel) -> dict[str, Any] | str:
         shrunk = any(n.startswith("shrunken config") for n in loaded.notes)
         return {"spec": loaded.source, "overrides": list(loaded.overrides), "input_plan": loaded.input_plan, "shrink": shrunk}
     if loaded.path is not None:
-        from neuronprobe.loading import worker_import_paths
+        from neuronprobe.loaders.resolve import worker_import_paths
 
         return {"spec": str(Path(loaded.path).resolve()), "overrides": [], **worker_import_paths(loaded)}
     return f"the xla-cpu worker builds hf: models and model files, not {loaded.source}"

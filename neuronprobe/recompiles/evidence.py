@@ -44,7 +44,7 @@ import numpy as np
 
 from neuronprobe._torch import MissingInternal, dynamo_config, dynamo_counters, dynamo_guards, filenames, shape_env
 from neuronprobe._torch.dynamo_isolation import compile_isolated, isolated_compiles
-from neuronprobe.capture import quiet_torch, relative_path, source_line, user_frame_from_stack
+from neuronprobe.capture.graph import quiet_torch, relative_path, source_line, user_frame_from_stack
 from neuronprobe.recompiles.traffic import Const, Key, Signature, TensorTemplate, Traffic
 from neuronprobe.report.model import Limitation, ObservedCompiles, RecompileCause
 from neuronprobe.usercode import is_library
@@ -144,7 +144,7 @@ def build_inputs(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """Inputs with the signature's shapes: the model's make_inputs for --lengths, else templates."""
     from neuronprobe.errors import ModelLoadError
-    from neuronprobe.loading import split_inputs
+    from neuronprobe.loaders.resolve import split_inputs
 
     if traffic.pairs is not None and make_inputs is not None:
         b, length = traffic.pairs[sig_index]

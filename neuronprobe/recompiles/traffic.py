@@ -259,7 +259,7 @@ def meta_signature(make_inputs: Callable[[int, int], Any], where: str) -> Callab
     def signature(batch_size: int, seq_len: int) -> Signature:
         import torch
 
-        from neuronprobe.loading import split_inputs
+        from neuronprobe.loaders.resolve import split_inputs
 
         call = f"{where}: make_inputs({batch_size}, {seq_len})"
         try:
@@ -319,7 +319,7 @@ def traffic_from_lengths(
 
 def traffic_from_samples(samples: Callable[[], Iterable[Any]], where: str) -> Traffic:
     """Read the model file's ``sample_inputs()`` (up to MAX_SAMPLE_CALLS calls)."""
-    from neuronprobe.loading import split_inputs
+    from neuronprobe.loaders.resolve import split_inputs
 
     sigs: list[Signature] = []
     templates: dict[Key, TensorTemplate] = {}

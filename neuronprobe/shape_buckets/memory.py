@@ -147,7 +147,7 @@ def load_model_shape(spec: str, overrides: tuple[str, ...] = (), paths: tuple[st
     """
     import torch
 
-    from neuronprobe.loading import HF_PREFIX, hf_build_scope, load_hf, load_model_file
+    from neuronprobe.loaders.resolve import HF_PREFIX, hf_build_scope, load_hf, load_model_file
 
     if spec.startswith(HF_PREFIX):
         model_type = spec[len(HF_PREFIX) :]

@@ -319,7 +319,7 @@ def classify(
     sdk: str | None = None,
     dtypes: DeviceDtypes | None = None,
 ) -> Classification:
-    """The verdict for one captured op call (a :class:`neuronprobe.capture.OpCall`).
+    """The verdict for one captured op call (a :class:`neuronprobe.capture.graph.OpCall`).
 
     ``sdk`` selects the rules of one Neuron SDK release (default: the newest the table knows).
     ``dtypes`` is the device's dtype mapping (default: the target's, no environment variables):

@@ -17,8 +17,8 @@ import pytest
 from diff_fixtures import finding, make_report
 
 from neuronprobe.errors import InputError
-from neuronprobe.nightly import Analysed, load_config
-from neuronprobe.nightly_cache import ResultCache, Secret
+from neuronprobe.nightly.cache import ResultCache, Secret
+from neuronprobe.nightly.run import Analysed, load_config
 
 KEY = b"k" * 64
 NIGHTS = ("2025-06-01", "2025-06-02")

@@ -140,7 +140,7 @@ def _shard_manifest() -> st.SearchStrategy[dict]:
 @FUZZ
 @given(manifest=_shard_manifest(), constant=st.booleans())
 def test_a_fuzzed_shard_manifest_is_read_or_one_config_error(tmp_path, manifest, constant):
-    from neuronprobe.nightly_shards import _analysed, read_shard
+    from neuronprobe.nightly.shards import _analysed, read_shard
 
     folder = tmp_path / "shard"
     folder.mkdir(exist_ok=True)

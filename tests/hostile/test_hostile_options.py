@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
-from neuronprobe.nightly import load_config
+from neuronprobe.nightly.run import load_config
 from neuronprobe.support import load_table, select_sdk
 
 runner = CliRunner()

@@ -16,7 +16,7 @@ from helpers import MODELS, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
-from neuronprobe.nightly import SUMMARY_FILE, night_lock, write_night
+from neuronprobe.nightly.run import SUMMARY_FILE, night_lock, write_night
 
 runner = CliRunner()
 
@@ -95,7 +95,7 @@ def test_an_empty_output_path_is_the_current_folder_andrefused(tmp_path, monkeyp
 
 
 def _night(date: str, names: list[str]):
-    from neuronprobe.nightly import ModelOutcome, NightlyResult, summary_json
+    from neuronprobe.nightly.run import ModelOutcome, NightlyResult, summary_json
 
     outcomes = []
     files = {}

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.errors import ConfigError, InputError, ReportFormatError
-from neuronprobe.nightly import load_config
+from neuronprobe.nightly.run import load_config
 from neuronprobe.report.model import load_report
 from neuronprobe.shape_buckets import read_lengths
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from neuronprobe.capture import RunawayForward, capture, op_budget_limit
+from neuronprobe.capture.graph import RunawayForward, capture, op_budget_limit
 from neuronprobe.defaults import DEFAULT_OP_BUDGET, OP_BUDGET_ENV
 
 HOSTILE = Path(__file__).parent

@@ -23,11 +23,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-import neuronprobe.nightly as nightly
+import neuronprobe.nightly.run as nightly
 from neuronprobe.cli import app
 from neuronprobe.file_reads import FileReads, ReadRecorder
-from neuronprobe.nightly import SUMMARY_FILE, Analysed, load_config
-from neuronprobe.nightly_cache import CACHE_FORMAT, DEFAULT_CACHE_DIR, KEY_ENV, ResultCache, Secret, key_file_path, load_secret, sign
+from neuronprobe.nightly.cache import CACHE_FORMAT, DEFAULT_CACHE_DIR, KEY_ENV, ResultCache, Secret, key_file_path, load_secret, sign
+from neuronprobe.nightly.run import SUMMARY_FILE, Analysed, load_config
 from neuronprobe.report.model import load_report
 
 runner = CliRunner()

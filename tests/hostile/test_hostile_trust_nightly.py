@@ -13,7 +13,7 @@ from pathlib import Path
 from diff_fixtures import finding, make_report
 
 from neuronprobe.files import write_atomic
-from neuronprobe.nightly import INDEX_FILE, SUMMARY_FILE, load_config, run_nightly, write_night
+from neuronprobe.nightly.run import INDEX_FILE, SUMMARY_FILE, load_config, run_nightly, write_night
 
 NIGHT = "2025-06-01"
 

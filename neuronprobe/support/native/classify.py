@@ -91,7 +91,7 @@ def _on_device_note(call: Any, table: NativeTable) -> Classification | None:
 
 
 def classify_native(call: Any, table: NativeTable) -> Classification:
-    """The verdict for one captured call (:class:`neuronprobe.capture.OpCall`) on TorchNeuron in eager mode."""
+    """The verdict for one captured call (:class:`neuronprobe.capture.graph.OpCall`) on TorchNeuron in eager mode."""
     result = _classify(call, table)
     if result.verdict in SUPPORTED_VERDICTS and result.rule != "bookkeeping":
         return _on_device_note(call, table) or result

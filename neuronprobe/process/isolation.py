@@ -13,7 +13,7 @@ child that
   current directory) with extra environment variables (the temporary compile cache);
 * sends back one JSON-able result (plus optional progress messages) over a pipe.
 
-The analysis worker (:mod:`neuronprobe.worker`) runs user code the same way, with
+The analysis worker (:mod:`neuronprobe.process.worker`) runs user code the same way, with
 two more guards: a bound on the resident memory of the whole process group
 (polled from ``/proc``, see ``max_rss_bytes``), and a dump of every thread's stack
 (``faulthandler`` on ``SIGUSR1``) just before a step is killed, so that a timeout or
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends.lifeline import die_with_parent
+from neuronprobe.process.lifeline import die_with_parent
 
 # After a kill, how long to wait for the child to be reaped before giving up on it.
 REAP_SECONDS = 5.0
@@ -123,7 +123,7 @@ def _child(
 ) -> None:
     """Runs in the forked child: new session, redirected output, the step, one reply.
 
-    The child dies with its parent (:func:`neuronprobe.backends.lifeline.die_with_parent`):
+    The child dies with its parent (:func:`neuronprobe.process.lifeline.die_with_parent`):
     in its own session, nothing else would end it when the CLI is killed.
 
     ``log_path`` None keeps the inherited stdout/stderr; ``workdir`` None keeps the

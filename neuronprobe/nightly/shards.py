@@ -32,7 +32,7 @@ from typing import Any
 from neuronprobe.defaults import MAX_SECONDS
 from neuronprobe.errors import ConfigError, ReportFormatError
 from neuronprobe.jsonio import dumps
-from neuronprobe.nightly import (
+from neuronprobe.nightly.run import (
     DATE_RE,
     NAME_RE,
     SUMMARY_FILE,
@@ -316,7 +316,7 @@ def merge_shards(folders: list[Path], history_dir: Path, date: str | None = None
     """What one nightly would have written, from its shard folders: reports diffed against the history, the summary, the index.
 
     Writes nothing (the CLI writes ``result.files`` into ``history_dir`` with
-    :func:`neuronprobe.nightly.write_night`). Merging the same shards again gives the same files.
+    :func:`neuronprobe.nightly.run.write_night`). Merging the same shards again gives the same files.
     """
     shards = [read_shard(f) for f in folders]
     check_shards(shards)
@@ -334,7 +334,7 @@ def merge_output_files(folders: list[Path], date: str | None = None) -> tuple[st
     manifest = shards[0].manifest
     night = check_date(date) if date else manifest["date"]
     names = manifest["config_models"]
-    from neuronprobe.nightly import INDEX_FILE
+    from neuronprobe.nightly.run import INDEX_FILE
 
     return night, [*(f"{night}/{n}.{ext}" for n in names for ext in ("json", "html")), f"{night}/{SUMMARY_FILE}", INDEX_FILE]
 

@@ -33,7 +33,7 @@ from neuronprobe.loaders.hf.search import Step, capture_learner, learn_inputs, s
 from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuronprobe.loading import LoadedModel
+    from neuronprobe.loaders.resolve import LoadedModel
     from neuronprobe.report.model import Report
 
 META = CaptureStrategy.META

@@ -203,7 +203,7 @@ def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
 
 def worker_limits(config: NightlyConfig) -> Any:
     """Each model's worker limits from the config (a ConfigError names a bad `max_memory`)."""
-    from neuronprobe.worker import limits_from_options
+    from neuronprobe.process.worker import limits_from_options
 
     try:
         return limits_from_options(config.timeout, config.max_memory, names=("`timeout`", "`max_memory`"))
@@ -294,7 +294,7 @@ def _default_name(spec: str) -> str:
 
 def is_named_spec(spec: str) -> bool:
     """An ``hf:``, ``tv:`` or ``timm:`` spec: a model built by name, no file to resolve or guard."""
-    from neuronprobe.loading import VISION_PREFIXES
+    from neuronprobe.loaders.resolve import VISION_PREFIXES
 
     return spec.startswith(("hf:", *VISION_PREFIXES))
 
@@ -493,7 +493,7 @@ def analyse_models(
     ``memory`` shares one memory total between the workers: a model starts only while
     the reservations of the running ones plus its own fit in it (see :class:`MemoryPlan`).
     ``on_done`` is called once per finished model, in the order they finish. ``cache``
-    (a :class:`neuronprobe.nightly_cache.ResultCache`) answers a model whose inputs did
+    (a :class:`neuronprobe.nightly.cache.ResultCache`) answers a model whose inputs did
     not change without analysing it, and holds each fresh report for its commit.
     """
     analyze = analyze or analyze_model
@@ -519,11 +519,8 @@ def analyse_models(
         return [one(m) for m in models]
     from concurrent.futures import ThreadPoolExecutor
 
-    # Each thread only waits on its model's forked worker (neuronprobe.worker); the modules a worker
+    # Each thread only waits on its model's forked worker (neuronprobe.process.worker); the modules a worker
     # needs are imported here first, so that no fork happens while another thread holds an import lock.
-    import neuronprobe.backends.isolation
-    import neuronprobe.report.model
-    import neuronprobe.worker  # noqa: F401
 
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="neuronprobe-nightly") as pool:
         futures = [pool.submit(one, m) for m in models]
@@ -580,7 +577,7 @@ def plan_workers(config: NightlyConfig, jobs: int | None, total_memory: str | No
     running worker's bound fits in the total.
     """
     from neuronprobe.defaults import MIN_MEMORY_BYTES
-    from neuronprobe.worker import default_max_memory, parse_memory
+    from neuronprobe.process.worker import default_max_memory, parse_memory
 
     try:
         total = parse_memory(total_memory, "--total-memory") if total_memory is not None else default_max_memory()
@@ -669,7 +666,7 @@ def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None)
     A model that exits, hangs, dies or runs out of memory becomes that model's
     failure (a WorkerFailure sentence); the other models and the index are unaffected.
     """
-    from neuronprobe.worker import analyze_in_worker
+    from neuronprobe.process.worker import analyze_in_worker
 
     limits = worker_limits(config)
     if max_memory_bytes is not None:  # a parallel night's share of the total (see plan_workers)

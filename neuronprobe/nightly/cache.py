@@ -50,7 +50,7 @@ from typing import Any
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.file_reads import FileReads, file_sha256
 from neuronprobe.files import folder_lock, read_input, write_atomic, write_new
-from neuronprobe.nightly import Analysed, ModelConfig, NightlyConfig, is_named_spec
+from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec
 from neuronprobe.report.model import Report
 
 CACHE_FORMAT = 2  # 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses)
@@ -206,8 +206,8 @@ def _content_hash(path: Path) -> dict[str, str | None]:
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
-    from neuronprobe.loading import pythonpath_entries
-    from neuronprobe.nightly_shards import rules_version
+    from neuronprobe.loaders.resolve import pythonpath_entries
+    from neuronprobe.nightly.shards import rules_version
     from neuronprobe.version import __version__
 
     files: dict[str, str] = {}

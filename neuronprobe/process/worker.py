@@ -5,7 +5,7 @@ A model file is arbitrary code. Run inside neuronprobe's own process, a
 endless loop hung it, and an unbounded allocation took the machine. As a command
 (``analyze``, ``nightly``), neuronprobe therefore runs the whole library call
 (loading, ``get_model``, inputs, capture, traffic evidence) in a forked child,
-with the machinery of the live backend (:mod:`neuronprobe.backends.isolation`):
+with the machinery of the live backend (:mod:`neuronprobe.process.isolation`):
 its own process group, killed as a whole at the end, a wall-clock limit and a
 bound on resident memory. The child sends the Report back as JSON; any other way
 it ends becomes one :class:`WorkerFailure` sentence naming the model file and,
@@ -189,7 +189,7 @@ def _is_internal(traceback_text: str) -> bool:
 
 
 def _failure_message(result: Any, label: str, model_file: Path | None, limits: WorkerLimits, memory: int) -> str:
-    from neuronprobe.backends.isolation import STATUS_DIED, STATUS_MEMORY, STATUS_TIMEOUT
+    from neuronprobe.process.isolation import STATUS_DIED, STATUS_MEMORY, STATUS_TIMEOUT
 
     if result.status == STATUS_TIMEOUT:
         line = line_in_stack_dump(result.stacks, model_file)
@@ -239,7 +239,7 @@ def run_in_worker(
     for any other ending, or a WorkerInternalError (an :class:`InternalError`,
     exit 3) for a bug in neuronprobe. ``on_stage`` hears each stage the analysis enters (a status line).
     """
-    from neuronprobe.backends.isolation import STATUS_ERROR, STATUS_OK, run_isolated
+    from neuronprobe.process.isolation import STATUS_ERROR, STATUS_OK, run_isolated
     from neuronprobe.report.model import Report
 
     memory = limits.max_memory_bytes if limits.max_memory_bytes is not None else default_max_memory()

@@ -8,7 +8,7 @@ to the worker the moment its parent goes; a parent already gone before the call 
 race between ``fork`` and ``prctl``) is caught by comparing the parent's pid.
 
 The signal follows the parent *thread* that forked (``prctl(2)``): the forking thread
-must wait for the worker, as :func:`neuronprobe.backends.isolation.run_isolated` and
+must wait for the worker, as :func:`neuronprobe.process.isolation.run_isolated` and
 :func:`neuronprobe.backends.xla_cpu.run_worker` do.
 
 Stdlib only: the xla-cpu worker calls it too, in torch-xla's interpreter.
