@@ -85,6 +85,18 @@ def test_dataflow_crosses_the_region_boundary() -> None:
     assert graph.parameters == ParameterCoverage(read=3 * 8 * 9 + 8 + 8 * 4 + 4, total=3 * 8 * 9 + 8 + 8 * 4 + 4)
 
 
+def test_a_tied_weight_counts_once() -> None:
+    # One tensor under three names (an encoder-decoder's shared embedding) is read through one name: the
+    # capture read every parameter element there is, and the answer is complete.
+    from neuronprobe.loaders.resolve import load_model_file
+
+    loaded = load_model_file(MODELS / "tied_embeddings.py")
+    graph = capture(loaded.module, loaded.args, loaded.kwargs)
+    assert graph.parameters == ParameterCoverage(read=1000 * 16 + 16 * 16 + 16, total=1000 * 16 + 16 * 16 + 16)
+    report = analyze_spec(str(MODELS / "tied_embeddings.py"), AnalyzeOptions(backend="static"))
+    assert report.verdict is TopVerdict.RUNS and report.capture.incomplete is None
+
+
 def test_a_capture_that_misses_the_body_is_incomplete(monkeypatch: pytest.MonkeyPatch) -> None:
     # The capture as it was before issue 33: regions not entered. The plausibility test must catch it.
     monkeypatch.setattr(regions, "bodies_and_operands", lambda node: ([], []))

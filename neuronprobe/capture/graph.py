@@ -746,11 +746,15 @@ def capture_export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], s
 
 def _export_coverage(ep: Any, walked: Walked) -> ParameterCoverage:
     """Parameter elements read by the exported ops: the lifted parameter placeholders an op reads, through
-    regions too (``graph_signature.inputs_to_parameters`` names every parameter of the module once)."""
+    regions too. ``graph_signature.inputs_to_parameters`` lifts one placeholder per parameter *name*, so a
+    tied weight (BART's ``shared``, ``encoder.embed_tokens`` and ``decoder.embed_tokens`` are one tensor)
+    has several; they are counted once, and read when any of its names is read."""
     sizes = {n.name: _numel(n.meta.get("val")) for n in ep.graph.nodes if n.op == "placeholder"}
-    names = set(ep.graph_signature.inputs_to_parameters)
-    total = sum(sizes.get(n, 0) for n in names)
-    read = sum(sizes.get(n, 0) for n in names & walked.inputs_read)
+    tensors: dict[int, list[str]] = {}
+    for placeholder, fqn in ep.graph_signature.inputs_to_parameters.items():
+        tensors.setdefault(id(ep.state_dict.get(fqn, placeholder)), []).append(placeholder)
+    total = sum(sizes.get(names[0], 0) for names in tensors.values())
+    read = sum(sizes.get(names[0], 0) for names in tensors.values() if walked.inputs_read.intersection(names))
     return ParameterCoverage(read=read, total=total)
 
 
