@@ -112,10 +112,14 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
 
     signal.signal(signal.SIGALRM, alarm)
     signal.alarm(timeout)
+    from neuronprobe.loaders import torchvision_ops
+
     try:
-        overrides = small_layer_overrides(model_type)
+        with torchvision_ops.hooked():  # a config's import may import torchvision, as under the loader
+            overrides = small_layer_overrides(model_type)
+            moe = moe_fields(model_type)
         row["set"] = overrides
-        if moe := moe_fields(model_type):  # listed in the MoE table even when the analysis fails
+        if moe:  # listed in the MoE table even when the analysis fails
             row["moe"] = moe
         try:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static", overrides=overrides))
