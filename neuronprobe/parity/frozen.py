@@ -38,7 +38,7 @@ from neuronprobe.parity.reference import (
     reference_files,
     resolve_tolerances,
 )
-from neuronprobe.report.reference_model import ReferenceComparison
+from neuronprobe.report.schema.reference import ReferenceComparison
 from neuronprobe.vocabulary import ReferenceBackend
 
 DEVICE_PER_MODULE = "--per-module: a Neuron device returns the model's final outputs only; save per-module references on the CPU (without --backend neuron)"

@@ -14,7 +14,7 @@ import numpy as np
 
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import ServingPlan
+from neuronprobe.report.schema.serving import ServingPlan
 from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron

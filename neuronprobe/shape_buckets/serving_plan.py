@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import DimHistogram, ServingLadders, ServingPlan
+from neuronprobe.report.schema.serving import DimHistogram, ServingLadders, ServingPlan
 from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, compile_bill
 from neuronprobe.shape_buckets.costs import TOKENS, assign
 from neuronprobe.shape_buckets.decode_rules import RuntimeRule
