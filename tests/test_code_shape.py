@@ -30,7 +30,6 @@ ALLOWED: dict[str, str] = {
     "neuronprobe.process.isolation:run_isolated": "process: one supervisor for every worker (issue 35.3, 35.5)",
     "neuronprobe.shape_buckets.propose:propose_buckets": "library entry point that takes the request's options (issue 35.1)",
     "neuronprobe.shape_buckets.decode:propose_decode_buckets": "library entry point that takes the request's options (issue 35.1)",
-    "neuronprobe.shape_buckets.serving:propose_serving_plan": "library entry point that takes the request's options (issue 35.1)",
 }
 
 
