@@ -264,3 +264,20 @@ def test_import_neuronprobe_offers_the_extension_without_importing_torch() -> No
     code = "import sys, neuronprobe; assert callable(neuronprobe.load_ipython_extension); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_report_read_back_shows_itself_as_the_one_it_was_read_from(tmp_path) -> None:
+    """The notebook display lives on ``Report`` above the renderers, the data below them in ``report/schema``:
+    a report read from JSON (``load_report``, ``Report.from_json``) is that ``Report``, display included."""
+    from neuronprobe.report.model import load_report
+    from neuronprobe.report.schema.report import ReportData
+
+    report = rich_report()
+    path = tmp_path / "r.json"
+    path.write_text(report.to_json())
+    for loaded in (load_report(str(path)), Report.from_json(report.to_json())):
+        assert type(loaded) is Report and isinstance(loaded, ReportData) and loaded == report
+        assert loaded._repr_html_() == report._repr_html_()
+        assert loaded._repr_markdown_() == report._repr_markdown_()
+        pd.testing.assert_frame_equal(loaded.findings_df(), report.findings_df())
+    assert not hasattr(ReportData, "_repr_html_"), "the schema must not reach up to the renderers"

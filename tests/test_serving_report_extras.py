@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import DimHistogram
+from neuronprobe.report.schema.serving import DimHistogram
 from neuronprobe.report.serving_plots import histogram_svg, serving_svgs
 from neuronprobe.shape_buckets.serving import propose_serving_plan
 from neuronprobe.shape_buckets.vllm_neuron_rules import documented_default_prefill

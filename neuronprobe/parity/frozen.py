@@ -1,7 +1,7 @@
 """The parity run's side of frozen references: which tensors a run freezes or compares, and on which backend.
 
 :mod:`neuronprobe.parity.reference` knows the folder format and the comparison; this
-module takes a parity run (:class:`~neuronprobe.parity.run.ParityResult`: the model as it
+module takes a parity run (:class:`~neuronprobe.parity.result.ParityResult`: the model as it
 ran with real weights, its inputs, the fp32 outputs and, with ``keep_outputs``, every
 module call's fp32 output) and turns it into the named tensors and the identity of the
 run. On the CPU the tensors are the fp32 reference run's (backend ``cpu-fp32``); with a
@@ -38,7 +38,7 @@ from neuronprobe.parity.reference import (
     reference_files,
     resolve_tolerances,
 )
-from neuronprobe.report.reference_model import ReferenceComparison
+from neuronprobe.report.schema.reference import ReferenceComparison
 from neuronprobe.vocabulary import ReferenceBackend
 
 DEVICE_PER_MODULE = "--per-module: a Neuron device returns the model's final outputs only; save per-module references on the CPU (without --backend neuron)"
@@ -61,7 +61,7 @@ def _named(i: int, n: int, name: str) -> str:
 
 
 def run_tensors(result: Any, *, live: Any = None, target: str = "trn1", timeout: float = 600.0) -> RunTensors:
-    """The tensors and identity of a parity run ``result`` (a :class:`~neuronprobe.parity.run.ParityResult`).
+    """The tensors and identity of a parity run ``result`` (a :class:`~neuronprobe.parity.result.ParityResult`).
 
     ``live``: a :class:`~neuronprobe.backends.neuron.NeuronLiveBackend`; the final outputs are then
     the device's. Per-module outputs exist only on the CPU (``result.per_module``).

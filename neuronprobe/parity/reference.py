@@ -38,7 +38,7 @@ from neuronprobe.backends.outputs import named_outputs
 from neuronprobe.errors import InputError
 from neuronprobe.jsonio import dumps
 from neuronprobe.limits import MAX_DIM
-from neuronprobe.report.reference_model import ReferenceComparison, TensorCheck, Top1Check
+from neuronprobe.report.schema.reference import ReferenceComparison, TensorCheck, Top1Check
 from neuronprobe.vocabulary import ReferenceBackend, ReferenceTensorKind
 
 MANIFEST_NAME = "manifest.json"

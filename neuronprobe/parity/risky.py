@@ -37,15 +37,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 from neuronprobe.capture.graph import ForwardError, OpCall, OpGraph, capture, relative_path
+from neuronprobe.parity.result import ParityResult
 from neuronprobe.report.model import Finding, PrecisionInfo, Report
 from neuronprobe.support.precision_rules import load_precision_rules
 from neuronprobe.vocabulary import Confirmation, ParityRun, Phase, ServedDtype, SourceLocation
-
-if TYPE_CHECKING:
-    from neuronprobe.parity.run import ParityResult
 
 # The rule ids (support/data/precision_rules.json).
 EPS_RULE = "precision-eps-underflow"

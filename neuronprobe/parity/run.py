@@ -22,19 +22,9 @@ from neuronprobe.loaders.resolve import HF_PREFIX, VISION_PREFIXES, LoadedModel,
 from neuronprobe.parity import drift, emulate, metrics
 from neuronprobe.parity.drift import Tolerance, module_prefix
 from neuronprobe.parity.precision import Precision, precision_info
+from neuronprobe.parity.result import ParityResult
 from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionRun, Report, TopKCheck
 from neuronprobe.vocabulary import ParityRun
-
-
-@dataclass
-class ParityResult:
-    """What :func:`run_parity_full` returns: the section, and what the frozen-reference and xla-cpu steps reuse."""
-
-    section: ParitySection
-    loaded: LoadedModel  # the model as it ran (real CPU weights)
-    inputs: list[tuple[tuple[Any, ...], dict[str, Any]]]
-    reference_outputs: list[Any] = field(default_factory=list)  # the fp32 model output per input (as returned)
-    per_module: list[dict[str, Any]] = field(default_factory=list)  # keep_outputs: per input, module call -> fp32 tensor
 
 
 def _weight_bytes(module: Any) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.parity.precision import Precision
 from neuronprobe.parity.reference import DEFAULT_TOLERANCES
-from neuronprobe.report.reference_model import ParamGroupCheck, TrainParity
+from neuronprobe.report.schema.reference import ParamGroupCheck, TrainParity
 from neuronprobe.training import TrainOptions
 
 MODEL_GROUP = "(model)"  # the group of parameters the model itself owns (not a submodule)

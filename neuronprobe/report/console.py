@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.formatting import format_bytes, format_percent
-from neuronprobe.report.model import Report
+from neuronprobe.report.schema.report import ReportData
 from neuronprobe.vocabulary import CaptureStrategy, Origin, TopVerdict, Verdict
 
 TOP_FINDINGS = 10
@@ -31,7 +31,7 @@ def verdict_style(verdict: Verdict) -> str:
     return "red" if verdict.blocks_compile else "yellow"
 
 
-def render_summary(report: Report) -> Any:
+def render_summary(report: ReportData) -> Any:
     from rich.console import Group
     from rich.text import Text
 
@@ -109,7 +109,7 @@ def render_summary(report: Report) -> Any:
     return Group(*parts)
 
 
-def counts_line(report: Report) -> str:
+def counts_line(report: ReportData) -> str:
     """The counts row, ``lowered 3  decomposed 1 .. compile_error 0``, from :meth:`Report.verdict_counts`."""
     counts = report.verdict_counts()
     return "  ".join(f"{v} {counts[v]}" for v in Verdict)
@@ -122,7 +122,7 @@ def _origin_tag(origins: list[Origin]) -> str:
     return " observed+predicted" if Origin.PREDICTED in origins else " observed"
 
 
-def _training_lines(report: Report) -> list[Any]:
+def _training_lines(report: ReportData) -> list[Any]:
     """--train: how the step was built, what the loop costs, and the summary of each phase."""
     from rich.text import Text
 
@@ -154,7 +154,7 @@ def _training_lines(report: Report) -> list[Any]:
     return lines
 
 
-def strategy_line(report: Report) -> str:
+def strategy_line(report: ReportData) -> str:
     """How the capture ran when it was not the plain meta-device path, and why the earlier ways failed."""
     why = "; ".join(f"{r.strategy}: {r.reason}" for r in report.capture.strategy_reasons)
     return f"capture strategy {report.capture.strategy}" + (f" (after {why})" if why else "")

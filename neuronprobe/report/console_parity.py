@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.formatting import format_duration
-from neuronprobe.report.model import ModuleDrift, OutputAgreement, ParitySection, PrecisionRun
+from neuronprobe.report.schema.parity import ModuleDrift, OutputAgreement, ParitySection, PrecisionRun
 from neuronprobe.vocabulary import OutputKind, ParityRun
 
 # Modules listed per precision on the console (the worst by relative error); JSON and HTML have every one.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.formatting import format_duration
-from neuronprobe.report.model import RecompileSection
+from neuronprobe.report.schema.recompiles import RecompileSection
 from neuronprobe.vocabulary import CauseKind
 
 # Causes listed on the console; the JSON and HTML reports have all of them.

@@ -10,16 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.registry import RuleKind, registry
-from neuronprobe.report.model import Finding, Report
+from neuronprobe.report.schema.findings import Finding
+from neuronprobe.report.schema.report import ReportData
 
 
-def risky_findings(report: Report) -> list[Finding]:
+def risky_findings(report: ReportData) -> list[Finding]:
     """The report's findings made by the risky-construct rules, in report order."""
     ids = registry().ids([RuleKind.PRECISION])
     return [f for f in report.findings if f.rule in ids]
 
 
-def render_risky(report: Report) -> Any:
+def render_risky(report: ReportData) -> Any:
     """The block, or a line saying none was found."""
     from rich.console import Group
     from rich.text import Text

@@ -3,7 +3,7 @@ continuous-batching timeline. Same conventions as :mod:`neuronprobe.report.plots
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from neuronprobe.report.plots import (
     BAR_COLOR,
@@ -17,9 +17,7 @@ from neuronprobe.report.plots import (
     figure_to_svg,
     plain_label,
 )
-
-if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
-    from neuronprobe.report.model import DecodeProposal
+from neuronprobe.report.schema.decode import DecodeProposal
 
 
 def decode_histogram_svg(p: DecodeProposal | None) -> str | None:

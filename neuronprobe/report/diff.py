@@ -42,7 +42,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from neuronprobe.report.model import Finding, FindingChange, Report, RunDiff
+from neuronprobe.report.schema.findings import Finding
+from neuronprobe.report.schema.report import ReportData
+from neuronprobe.report.schema.run_diff import FindingChange, RunDiff
 from neuronprobe.vocabulary import PROBLEM_VERDICTS, Verdict
 
 # The analysis is deterministic: the same code, traffic and stack give the same
@@ -79,7 +81,7 @@ _METADATA_FIELDS: tuple[str, ...] = (
 )
 
 
-def diff_reports(base: Report, new: Report, *, base_label: str = "", new_label: str = "") -> RunDiff:
+def diff_reports(base: ReportData, new: ReportData, *, base_label: str = "", new_label: str = "") -> RunDiff:
     """Compare ``new`` against its baseline ``base``; pure, no I/O."""
     new_findings, removed, moved = match_findings(base.findings, new.findings)
     reasons = not_comparable_reasons(base, new)
@@ -104,7 +106,7 @@ def diff_reports(base: Report, new: Report, *, base_label: str = "", new_label: 
     )
 
 
-def run_label(report: Report) -> str:
+def run_label(report: ReportData) -> str:
     """A short name for a run: model, backend/target, time and commit."""
     backend = report.backend.name + (" (fake)" if report.backend.fake else "")
     parts = [report.model, f"{backend}/{report.target}"]
@@ -115,7 +117,7 @@ def run_label(report: Report) -> str:
     return " ".join(parts)
 
 
-def not_comparable_reasons(base: Report, new: Report) -> list[str]:
+def not_comparable_reasons(base: ReportData, new: ReportData) -> list[str]:
     """Why two runs must not be gated against each other; empty when they may."""
     reasons = []
     if (base.backend.name, base.backend.fake) != (new.backend.name, new.backend.fake):
@@ -131,7 +133,7 @@ def not_comparable_reasons(base: Report, new: Report) -> list[str]:
     return reasons
 
 
-def run_metrics(base: Report, new: Report) -> dict[str, list[float | None]]:
+def run_metrics(base: ReportData, new: ReportData) -> dict[str, list[float | None]]:
     """Each metric of :data:`METRICS` as ``[base, new]``."""
     return {name: [metric(base, name), metric(new, name)] for name in METRICS}
 
@@ -221,7 +223,7 @@ def _change(f: Finding, base_line: int | None = None) -> FindingChange:
     )
 
 
-def metric(report: Report, name: str) -> float | None:
+def metric(report: ReportData, name: str) -> float | None:
     """One metric of :data:`METRICS` for one run; None where the run has no value for it."""
     if name == "support_percentage":
         return report.summary.support_percentage
@@ -273,7 +275,7 @@ def format_metric(name: str, value: float | None, *, signed: bool = False) -> st
     return f"{value:{sign}.0f}" if name in COUNT_METRICS else f"{value:{sign}.2f}"
 
 
-def _backend_name(report: Report) -> str:
+def _backend_name(report: ReportData) -> str:
     return report.backend.name + (" fake" if report.backend.fake else "")
 
 
@@ -281,8 +283,8 @@ def _changed(base: dict[str, str], new: dict[str, str]) -> dict[str, list[str | 
     return {k: [base.get(k), new.get(k)] for k in sorted(base.keys() | new.keys()) if base.get(k) != new.get(k)}
 
 
-def _metadata_changes(base: Report, new: Report) -> dict[str, list[str | None]]:
-    def value(report: Report, name: str) -> str | None:
+def _metadata_changes(base: ReportData, new: ReportData) -> dict[str, list[str | None]]:
+    def value(report: ReportData, name: str) -> str | None:
         v = getattr(report.metadata, name)
         return None if v is None or v == "" else str(v)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.report.diff import METRICS, format_metric
-from neuronprobe.report.model import FindingChange, RunDiff
+from neuronprobe.report.schema.run_diff import FindingChange, RunDiff
 
 
 def render_diff(diff: RunDiff) -> Any:

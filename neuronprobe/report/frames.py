@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from neuronprobe.report.schema.report import ReportData
 from neuronprobe.vocabulary import Verdict, Word
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
-    from neuronprobe.report.model import Report
 
 OPS_COLUMNS = ["op", "verdict", "count", "rule", "reason", "dtypes", "example_shapes", "modules", "phase"]
 FINDINGS_COLUMNS = [
@@ -78,13 +77,13 @@ def _with_verdict_order(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def ops_df(report: Report) -> pd.DataFrame:
+def ops_df(report: ReportData) -> pd.DataFrame:
     """One row per aten overload: how often it runs and what happens to it on Neuron."""
     rows = [{c: _plain(getattr(op, c)) for c in OPS_COLUMNS} for op in report.ops]
     return _with_verdict_order(_frame(rows, OPS_COLUMNS))
 
 
-def findings_df(report: Report) -> pd.DataFrame:
+def findings_df(report: ReportData) -> pd.DataFrame:
     """One row per finding, with its place in the code and the fix."""
     rows = [{c: _finding_value(f, c) for c in FINDINGS_COLUMNS} for f in report.findings]
     df = _frame(rows, FINDINGS_COLUMNS)
@@ -102,13 +101,13 @@ def _finding_value(finding: Any, column: str) -> Any:
     return _plain(value)
 
 
-def counts_df(report: Report) -> pd.DataFrame:
+def counts_df(report: ReportData) -> pd.DataFrame:
     """The counts row as a frame, one row per verdict in severity order: :meth:`Report.verdict_counts`."""
     rows = [{"verdict": str(v), "count": n} for v, n in report.verdict_counts().items()]
     return _with_verdict_order(_frame(rows, COUNTS_COLUMNS))
 
 
-def recompiles_df(report: Report) -> pd.DataFrame:
+def recompiles_df(report: ReportData) -> pd.DataFrame:
     """One row per compile policy (static, bucketed, ...): the graphs the traffic needs."""
     section = report.recompiles
     rows = []
@@ -126,7 +125,7 @@ def recompiles_df(report: Report) -> pd.DataFrame:
     return _frame(rows, RECOMPILES_COLUMNS)
 
 
-def buckets_df(report: Report) -> pd.DataFrame:
+def buckets_df(report: ReportData) -> pd.DataFrame:
     """The overhead-against-k curve and the baseline ladders, side by side in one table.
 
     ``kind`` is ``"curve"`` for a point of the optimal curve (``chosen`` marks the

@@ -29,13 +29,13 @@ import functools
 import hashlib
 import importlib.resources
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from neuronprobe.formatting import format_bytes, format_duration, format_percent, format_signed
+from neuronprobe.report.schema.buckets import Holdout
+from neuronprobe.report.schema.findings import Finding, OpSummary
+from neuronprobe.report.schema.report import ReportData
 from neuronprobe.vocabulary import NOTE_VERDICTS, PROBLEM_VERDICTS, Phase, TopVerdict, Verdict, location
-
-if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
-    from neuronprobe.report.model import Finding, Holdout, OpSummary, Report
 
 TEMPLATE_PAGE = "report.html.j2"
 TEMPLATE_FRAGMENT = "embedded.html.j2"
@@ -97,7 +97,7 @@ def verdict_css(verdict: Verdict) -> str:
 # -- the view model ----------------------------------------------------------------
 
 
-def banner(report: Report) -> Banner:
+def banner(report: ReportData) -> Banner:
     verdict = report.verdict
     target = report.target
     by_verdict = {v: len(report.findings_with({v})) for v in PROBLEM_VERDICTS}
@@ -151,7 +151,7 @@ def banner(report: Report) -> Banner:
     )
 
 
-def summary_cards(report: Report) -> list[Card]:
+def summary_cards(report: ReportData) -> list[Card]:
     s = report.summary
     unsupported = sum(n for v, n in report.verdict_counts().items() if v.is_problem)
     cards = [
@@ -187,7 +187,7 @@ def summary_cards(report: Report) -> list[Card]:
     return cards
 
 
-def _phases_card(report: Report) -> Card:
+def _phases_card(report: ReportData) -> Card:
     """--train: the training step per phase, and what host reads in the loop cost."""
     t = report.train
     assert t is not None
@@ -212,7 +212,7 @@ def _phases_card(report: Report) -> Card:
     )
 
 
-def _compiles_card(report: Report) -> Card:
+def _compiles_card(report: ReportData) -> Card:
     section = report.recompiles
     if section is None or not section.predicted:
         return Card("Predicted compiles", "n/a", "no traffic given (--shapes or --lengths)")
@@ -223,7 +223,7 @@ def _compiles_card(report: Report) -> Card:
     return Card("Predicted compiles", value, f"graphs for {section.calls:,} calls; " + ", ".join(parts))
 
 
-def verdict_bar(report: Report) -> list[tuple[Verdict, str, int, float]]:
+def verdict_bar(report: ReportData) -> list[tuple[Verdict, str, int, float]]:
     """(verdict, css, op calls, percent of calls) for the stacked bar under the cards."""
     counts = report.verdict_counts()
     total = sum(counts.values())
@@ -232,7 +232,7 @@ def verdict_bar(report: Report) -> list[tuple[Verdict, str, int, float]]:
     return [(v, verdict_css(v), counts[v], 100.0 * counts[v] / total) for v in Verdict if counts.get(v)]
 
 
-def finding_groups(report: Report) -> list[FindingGroup]:
+def finding_groups(report: ReportData) -> list[FindingGroup]:
     groups = []
     for verdict in FINDING_ORDER:
         found = [f for f in report.findings if f.verdict is verdict]
@@ -241,7 +241,7 @@ def finding_groups(report: Report) -> list[FindingGroup]:
     return groups
 
 
-def op_rows(report: Report) -> list[OpRow]:
+def op_rows(report: ReportData) -> list[OpRow]:
     """The inventory worst first, then by call count: the order that reads well without JS."""
     rows = [
         OpRow(
@@ -316,7 +316,7 @@ def environment() -> Any:
     return env
 
 
-def _plots(report: Report) -> dict[str, Any]:
+def _plots(report: ReportData) -> dict[str, Any]:
     from markupsafe import Markup
 
     from neuronprobe.report import decode_plots, parity_plots, plots
@@ -333,7 +333,7 @@ def _plots(report: Report) -> dict[str, Any]:
     return {k: Markup(v) if v is not None else None for k, v in svgs.items()}
 
 
-def _serving_plots(report: Report) -> list[Any]:
+def _serving_plots(report: ReportData) -> list[Any]:
     from markupsafe import Markup
 
     from neuronprobe.report.serving_plots import serving_svgs
@@ -342,7 +342,7 @@ def _serving_plots(report: Report) -> list[Any]:
     return [Markup(s) for s in serving_svgs(report.serving)]
 
 
-def _anchor_prefix(report: Report, embedded: bool) -> str:
+def _anchor_prefix(report: ReportData, embedded: bool) -> str:
     """Ids for in-page links; in a notebook several reports share one page, so theirs are distinct."""
     if not embedded:
         return ""
@@ -356,7 +356,7 @@ FOLD_FINDINGS = 5
 FOLD_OPS = 30
 
 
-def _fold(report: Report) -> dict[str, Any]:
+def _fold(report: ReportData) -> dict[str, Any]:
     """Whether the notebook view folds the full report, and the findings its glance table lists."""
     from neuronprobe.report.markdown import TEXT_FINDINGS
 
@@ -365,7 +365,7 @@ def _fold(report: Report) -> dict[str, Any]:
     return {"fold": fold, "glance": glance, "more": len(report.findings) - len(glance)}
 
 
-def render_html(report: Report, *, embedded: bool = False) -> str:
+def render_html(report: ReportData, *, embedded: bool = False) -> str:
     """Render ``report`` as a standalone HTML page, or as a notebook fragment when ``embedded``."""
     from markupsafe import Markup
 

@@ -18,14 +18,11 @@ a bidi override) are shown escaped (:func:`neuronprobe.console_io.inert`).
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 from neuronprobe.console_io import inert
+from neuronprobe.report.schema.findings import Finding
+from neuronprobe.report.schema.report import ReportData
 from neuronprobe.vocabulary import Verdict
-
-if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
-    from neuronprobe.report.model import Finding, Report
-
 
 # Findings listed in the text views; the rest are counted ("and N more").
 TEXT_FINDINGS = 10
@@ -58,11 +55,11 @@ def md_code(text: object) -> str:
 _cell = md_text
 
 
-def _worst_first(report: Report, limit: int) -> list[Finding]:
+def _worst_first(report: ReportData, limit: int) -> list[Finding]:
     return sorted(report.findings, key=lambda f: -f.verdict.rank)[:limit]
 
 
-def counts_text(report: Report) -> str:
+def counts_text(report: ReportData) -> str:
     """The counts row, the same figures as the console's (:meth:`Report.verdict_counts`)."""
     counts = report.verdict_counts()
     return " · ".join(f"{v} {counts[v]}" for v in Verdict)
@@ -74,7 +71,7 @@ def _where(f: Finding) -> str:
     return place + (f" (via {_cell(f.chain_text)})" if f.call_chain else "")
 
 
-def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
+def render_markdown(report: ReportData, limit: int = TEXT_FINDINGS) -> str:
     """A Markdown summary: verdict, counts and a findings table (at most ``limit`` rows)."""
     s = report.summary
     lines = [
@@ -97,7 +94,7 @@ def render_markdown(report: Report, limit: int = TEXT_FINDINGS) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_text(report: Report, limit: int = TEXT_FINDINGS) -> str:
+def render_text(report: ReportData, limit: int = TEXT_FINDINGS) -> str:
     """Plain text for a terminal IPython: the same lines, without table markup."""
     s = report.summary
     lines = [

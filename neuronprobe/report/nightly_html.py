@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 from neuronprobe.report.diff import METRICS, format_metric, metric
 from neuronprobe.report.html import environment
-from neuronprobe.report.model import Report, RunDiff
 from neuronprobe.report.nightly_plots import TrendPoint, trend_svg
+from neuronprobe.report.schema.report import ReportData
+from neuronprobe.report.schema.run_diff import RunDiff
 
 TEMPLATE = "nightly_index.html.j2"
 MAX_ROWS = 30  # history rows per model table; the trend plot shows the same nights
@@ -26,7 +27,7 @@ class NightReport:
 
     date: str
     name: str
-    report: Report
+    report: ReportData
     json_path: str
     html_path: str
 
@@ -67,7 +68,7 @@ STATUS_TEXT = {
 }
 
 
-def run_status(report: Report) -> str:
+def run_status(report: ReportData) -> str:
     """regression | ok | not_comparable | first_run, from the report's diff against its baseline."""
     diff = report.baseline_diff
     if diff is None:
@@ -143,7 +144,7 @@ def _row(n: NightReport) -> HistoryRow:
     )
 
 
-def _series(report: Report) -> str:
+def _series(report: ReportData) -> str:
     """The line a night belongs to in the trend plots: backend (and fake) and target."""
     fake = " (fake)" if report.backend.fake else ""
     return f"{report.backend.name}{fake}/{report.target}"

@@ -3,13 +3,9 @@ Same conventions as :mod:`neuronprobe.report.plots`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from neuronprobe.report.plots import BASELINE_COLORS, PROPOSED_COLOR, _figure, figure_to_svg, plain_label
+from neuronprobe.report.schema.parity import ParitySection
 from neuronprobe.vocabulary import ParityRun
-
-if TYPE_CHECKING:  # pragma: no cover
-    from neuronprobe.report.model import ParitySection
 
 # Below this a relative error is drawn at the floor (log scale: an exact zero has no place on it).
 REL_FLOOR = 1e-8

@@ -22,11 +22,10 @@ import io
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # the model's classes only name types here: the model imports these renderers
-    from neuronprobe.report.model import BucketProposal, RecompileSection
-
+from neuronprobe.report.schema.buckets import BucketProposal
+from neuronprobe.report.schema.recompiles import RecompileSection
 
 # Width x height in inches; at the report's ~760 px content width these read
 # at about the size of the surrounding text.

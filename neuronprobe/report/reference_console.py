@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
+from neuronprobe.report.schema.reference import ReferenceComparison, TrainParity
 from neuronprobe.vocabulary import ReferenceTensorKind, location
 
 # Rows of the tensor table shown on the console (the JSON and HTML have every one).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from neuronprobe.report.serving_model import DimHistogram, ServingLadders, ServingPlan
+from neuronprobe.report.schema.serving import DimHistogram, ServingLadders, ServingPlan
 
 WIDTH, HEIGHT, PAD = 360, 130, 18
 PLANNED_COLOUR, DEFAULT_COLOUR, BAR_COLOUR = "#c0392b", "#555555", "#4a7ab5"

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import CompileBill, GraphCost
+from neuronprobe.report.schema.serving import CompileBill, GraphCost
 
 DEFAULT_COMPILE_WORKERS = 8  # cpu_compilation.md "Parallel Compilation Workers"
 BUCKET_NAME = re.compile(r"^(?:prefill_s(?P<s>\d+)|decode_b(?P<b>\d+)(?:_ctx(?P<c>\d+))?)(?P<fam>_spec|_draft)?$")

@@ -7,6 +7,7 @@ SCRAPE`` call it. The result's ``frames()`` gives pandas DataFrames.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import ServingPlan
+from neuronprobe.report.schema.serving import ServingPlan
 from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
@@ -103,89 +104,19 @@ def propose_serving_plan(
     """
     cfg = SchedulerConfig(max_num_batched_tokens, max_num_seqs, max_model_len, num_speculative_tokens, block_size)
     cfg.check()
-    if isinstance(tensor_parallel_size, bool) or int(tensor_parallel_size) != tensor_parallel_size or not 1 <= tensor_parallel_size <= 1024:
-        raise InputError(f"--tensor-parallel-size {tensor_parallel_size}: use a whole number between 1 and 1024")
-    if max_graphs is not None and (isinstance(max_graphs, bool) or int(max_graphs) != max_graphs or not 1 <= max_graphs <= 10000):
-        raise InputError(f"--max-graphs {max_graphs}: use a whole number between 1 and 10000")
-    if not 1 <= compile_workers <= 4096:
-        raise InputError(f"--compile-workers {compile_workers}: use a whole number between 1 and 4096")
-    if host_memory_gib is not None and not (np.isfinite(host_memory_gib) and host_memory_gib > 0):
-        raise InputError(f"--host-memory-gib {host_memory_gib}: use a number of GiB > 0")
+    _check_planning_options(tensor_parallel_size, max_graphs, compile_workers, host_memory_gib)
     dep = Deployment(cfg, int(tensor_parallel_size), sequence_parallel, kv_segment_size)
-    given = decode_step_seconds is not None and prefill_tokens_per_second is not None and kv_share is not None
-    tm = TimeModel(
-        decode_step_seconds if decode_step_seconds is not None else 1.0 / DEFAULT_DECODE_TOKENS_PER_SECOND,
-        prefill_tokens_per_second if prefill_tokens_per_second is not None else DEFAULT_PREFILL_TOKENS_PER_SECOND,
-        kv_share if kv_share is not None else DEFAULT_KV_SHARE,
-        assumed=not given,
-    )
-    Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second).check()
-    tm.check()
-    notes: list[str] = []
+    tm = _time_model(decode_step_seconds, prefill_tokens_per_second, kv_share)
     assumptions = list(ASSUMPTIONS)
     if tm.assumed:
         assumptions.append(
             f"time model assumed: {tm.decode_step_seconds:g} s per full-shape decode step, {tm.prefill_tokens_per_second:g} prefill tokens/s, "
             f"KV share {tm.kv_share:g}; give --decode-step-seconds, --prefill-tokens-per-second and --kv-share from your server"
         )
-    samples: list[Sample] = []
-    calib: list[str] = []
-    compiled_before: int | None = None
-    scrapes = []
-    if metrics:
-        from neuronprobe.shape_buckets.metrics import read_scrape
-
-        scrapes = [read_scrape(Path(m)) for m in metrics]
-    if compile_times is not None:
-        from neuronprobe.shape_buckets.compile_inputs import read_compile_measurements
-
-        measured = read_compile_measurements(Path(compile_times), max_model_len)
-        samples += measured.samples
-        notes += measured.notes
-        calib.append(f"{compile_times} ({measured.format})")
-        compiled_before = measured.graphs_compiled
-    mt = None
-    if scrapes:
-        from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
-
-        mt = traffic_from_scrapes(scrapes)
-        notes += mt.notes
-        for name, sec in mt.compile_seconds.items():
-            parsed = parse_bucket_name(name, max_model_len)
-            if parsed is not None:
-                samples.append(Sample(name, parsed[0], parsed[1], sec))
-        if mt.compile_seconds:
-            calib.append(", ".join(mt.sources) + " (vllm_neuron:compilation_time_seconds, which includes cache hits: scrape a cold start)")
-    if trace is not None:
-        prompts, outputs, arrivals, cached, source = _trace_arrays(trace)
-        rep = replay_vllm_neuron(prompts, outputs, arrivals, cfg, Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second, tm.assumed), cached)
-        notes += rep.notes
-        traffic = Traffic.from_replay(rep)
-        kind, requests = "trace", rep.requests
-        if rep.cached_tokens:
-            notes.append(f"{rep.cached_tokens} prompt tokens served from the prefix cache")
-    elif mt is not None:
-        from neuronprobe.shape_buckets.metrics import resolution_words
-
-        pv, pc = mt.values("prefill")
-        bv, bc = mt.values("decode")
-        if pv.size and pv.max() > cfg.prefill_top:
-            raise InputError(
-                f"--metrics: prefill executions of up to {int(pv.max())} tokens, more than min(--max-num-batched-tokens, --max-model-len) = {cfg.prefill_top}"
-            )
-        if bv.size and bv.max() > max_num_seqs:
-            raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {max_num_seqs}")
-        traffic = Traffic(pv, pc, bv, np.full(bv.size, max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
-        source, kind, requests = ", ".join(mt.sources), "metrics", 0
-        notes.append(f"prefill: {resolution_words(mt.prefill)}")
-        notes.append(f"decode batch: {resolution_words(mt.decode)}")
-        notes.append(
-            "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
-        )
-        if not pv.size and not bv.size:
-            raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
-    else:
-        raise InputError("give a trace (TRACE) or at least one --metrics scrape")
+    measured = _measurements(metrics, compile_times, max_model_len)
+    notes = measured.notes
+    samples, calib, compiled_before, mt = measured.samples, measured.sources, measured.compiled_before, measured.scraped
+    traffic, source, kind, requests = _traffic(trace, mt, cfg, tm, notes)
     plan = plan_from_traffic(
         traffic,
         dep,
@@ -209,6 +140,107 @@ def propose_serving_plan(
             f"the default ladders {plan.baselines[0].graphs}"
         )
     return plan
+
+
+def _check_planning_options(tensor_parallel_size: int, max_graphs: int | None, compile_workers: int, host_memory_gib: float | None) -> None:
+    """One sentence for the first planning option out of its range."""
+    if isinstance(tensor_parallel_size, bool) or int(tensor_parallel_size) != tensor_parallel_size or not 1 <= tensor_parallel_size <= 1024:
+        raise InputError(f"--tensor-parallel-size {tensor_parallel_size}: use a whole number between 1 and 1024")
+    if max_graphs is not None and (isinstance(max_graphs, bool) or int(max_graphs) != max_graphs or not 1 <= max_graphs <= 10000):
+        raise InputError(f"--max-graphs {max_graphs}: use a whole number between 1 and 10000")
+    if not 1 <= compile_workers <= 4096:
+        raise InputError(f"--compile-workers {compile_workers}: use a whole number between 1 and 4096")
+    if host_memory_gib is not None and not (np.isfinite(host_memory_gib) and host_memory_gib > 0):
+        raise InputError(f"--host-memory-gib {host_memory_gib}: use a number of GiB > 0")
+
+
+def _time_model(decode_step_seconds: float | None, prefill_tokens_per_second: float | None, kv_share: float | None) -> TimeModel:
+    """The rates given, the defaults for the others; ``assumed`` unless all three were given."""
+    given = decode_step_seconds is not None and prefill_tokens_per_second is not None and kv_share is not None
+    tm = TimeModel(
+        decode_step_seconds if decode_step_seconds is not None else 1.0 / DEFAULT_DECODE_TOKENS_PER_SECOND,
+        prefill_tokens_per_second if prefill_tokens_per_second is not None else DEFAULT_PREFILL_TOKENS_PER_SECOND,
+        kv_share if kv_share is not None else DEFAULT_KV_SHARE,
+        assumed=not given,
+    )
+    Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second).check()
+    tm.check()
+    return tm
+
+
+@dataclass
+class _Measurements:
+    """What the server's scrapes and a compile-times file measured: compile samples and where they came from."""
+
+    samples: list[Sample] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # the calibration's sources, for the compile bill
+    compiled_before: int | None = None  # distinct graphs the measured torch-xla run compiled
+    scraped: Any = None  # the scrapes' traffic (shape_buckets.metrics), None without --metrics
+    notes: list[str] = field(default_factory=list)
+
+
+def _measurements(metrics: Sequence[str | Path], compile_times: str | Path | None, max_model_len: int) -> _Measurements:
+    out = _Measurements()
+    scrapes = []
+    if metrics:
+        from neuronprobe.shape_buckets.metrics import read_scrape
+
+        scrapes = [read_scrape(Path(m)) for m in metrics]
+    if compile_times is not None:
+        from neuronprobe.shape_buckets.compile_inputs import read_compile_measurements
+
+        measured = read_compile_measurements(Path(compile_times), max_model_len)
+        out.samples += measured.samples
+        out.notes += measured.notes
+        out.sources.append(f"{compile_times} ({measured.format})")
+        out.compiled_before = measured.graphs_compiled
+    if scrapes:
+        from neuronprobe.shape_buckets.metrics import traffic_from_scrapes
+
+        mt = out.scraped = traffic_from_scrapes(scrapes)
+        out.notes += mt.notes
+        for name, sec in mt.compile_seconds.items():
+            parsed = parse_bucket_name(name, max_model_len)
+            if parsed is not None:
+                out.samples.append(Sample(name, parsed[0], parsed[1], sec))
+        if mt.compile_seconds:
+            out.sources.append(", ".join(mt.sources) + " (vllm_neuron:compilation_time_seconds, which includes cache hits: scrape a cold start)")
+    return out
+
+
+def _traffic(trace: Any, mt: Any, cfg: SchedulerConfig, tm: TimeModel, notes: list[str]) -> tuple[Traffic, str, str, int]:
+    """The steps to plan for: the trace replayed through the scheduler, else the scrapes' padding histograms.
+
+    Returns the traffic, its source, its kind ("trace" or "metrics") and the requests replayed; adds to ``notes``.
+    """
+    if trace is not None:
+        prompts, outputs, arrivals, cached, source = _trace_arrays(trace)
+        rep = replay_vllm_neuron(prompts, outputs, arrivals, cfg, Clock(tm.decode_step_seconds, tm.prefill_tokens_per_second, tm.assumed), cached)
+        notes += rep.notes
+        if rep.cached_tokens:
+            notes.append(f"{rep.cached_tokens} prompt tokens served from the prefix cache")
+        return Traffic.from_replay(rep), source, "trace", rep.requests
+    if mt is None:
+        raise InputError("give a trace (TRACE) or at least one --metrics scrape")
+    from neuronprobe.shape_buckets.metrics import resolution_words
+
+    pv, pc = mt.values("prefill")
+    bv, bc = mt.values("decode")
+    if pv.size and pv.max() > cfg.prefill_top:
+        raise InputError(
+            f"--metrics: prefill executions of up to {int(pv.max())} tokens, more than min(--max-num-batched-tokens, --max-model-len) = {cfg.prefill_top}"
+        )
+    if bv.size and bv.max() > cfg.max_num_seqs:
+        raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {cfg.max_num_seqs}")
+    traffic = Traffic(pv, pc, bv, np.full(bv.size, cfg.max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
+    notes.append(f"prefill: {resolution_words(mt.prefill)}")
+    notes.append(f"decode batch: {resolution_words(mt.decode)}")
+    notes.append(
+        "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
+    )
+    if not pv.size and not bv.size:
+        raise InputError("--metrics: the scrapes hold compile times but no padding histograms; give a trace or a scrape with vllm_neuron:*_padding")
+    return traffic, ", ".join(mt.sources), "metrics", 0
 
 
 ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")

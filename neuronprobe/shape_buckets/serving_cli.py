@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import ServingPlan
+from neuronprobe.report.schema.serving import ServingPlan
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from neuronprobe.report.serving_model import ServingLadders, ServingPlan
+from neuronprobe.report.schema.serving import ServingLadders, ServingPlan
 
 
 def _minutes(seconds: float | None) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.serving_model import DimHistogram, ServingLadders, ServingPlan
+from neuronprobe.report.schema.serving import DimHistogram, ServingLadders, ServingPlan
 from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, compile_bill
 from neuronprobe.shape_buckets.costs import TOKENS, assign
 from neuronprobe.shape_buckets.decode_rules import RuntimeRule
@@ -255,24 +255,8 @@ def plan_from_traffic(
     """The plan, its baselines and the bill for a traffic; see the module docstring."""
     tm.check()
     s = dep.scheduler
-    if dep.sequence_parallel and (s.prefill_top % dep.tensor_parallel_size or s.prefill_top <= dep.tensor_parallel_size):
-        raise InputError(
-            f"--sequence-parallel: min(max_num_batched_tokens, max_model_len) = {s.prefill_top} must be divisible by and larger than "
-            f"--tensor-parallel-size {dep.tensor_parallel_size} (the largest prefill bucket equals it)"
-        )
-    if dep.kv_segment_size is not None and dep.kv_segment_size != s.prefill_top:
-        raise InputError(
-            f"--kv-segment-size {dep.kv_segment_size}: num_batched_tokens_buckets must equal kv_segment_size_buckets and end at "
-            f"min(max_num_batched_tokens, max_model_len) = {s.prefill_top}; set --max-num-batched-tokens {dep.kv_segment_size}"
-        )
-    budget = None if compile_budget_minutes is None else float(compile_budget_minutes) * 60.0
-    if budget is not None and not (np.isfinite(budget) and budget > 0):
-        raise InputError(f"--compile-budget {compile_budget_minutes}: use a number of minutes > 0")
     sample_list = list(samples)
-    if budget is not None:
-        probe = compile_bill(graph_names(dep, [s.prefill_top], [s.max_num_seqs], []), sample_list, workers, None, "")
-        if not probe.calibrated:
-            raise InputError(f"--compile-budget needs measured compile times for prefill and decode graphs; {probe.how_to_calibrate}")
+    budget = _compile_budget(dep, compile_budget_minutes, sample_list, workers)
     dp, db = default_prefill_buckets(dep), default_batch_buckets(dep)
     documented = documented_default_prefill(s.prefill_top)
     extra_notes = []
@@ -298,34 +282,8 @@ def plan_from_traffic(
     for lad in ladders:
         b = compile_bill(graph_names(dep, lad.prefill_buckets, lad.batch_buckets, lad.context_buckets), sample_list, workers, host_memory_gib, "")
         lad.compile_seconds, lad.host_peak_gib = b.wall_seconds, b.host_peak_gib
-    neuron_config: dict[str, Any] = {"num_batched_tokens_buckets": proposed.prefill_buckets, "num_seqs_buckets": proposed.batch_buckets}
-    if proposed.context_buckets:
-        neuron_config["decode_context_length_buckets"] = proposed.context_buckets
-    if dep.kv_segment_size is not None:
-        neuron_config["kv_segment_size_buckets"] = [dep.kv_segment_size]
-    broken = check_neuron_config(neuron_config, dep)
-    if broken:  # the planner's own bug: its output must pass the plugin's rules
-        raise AssertionError("the proposed neuron_config breaks vLLM Neuron's rules: " + "; ".join(broken))
-    import json
-
-    additional = {"neuron_config": neuron_config}
-    args = [
-        f"--max-model-len {s.max_model_len}",
-        f"--max-num-seqs {s.max_num_seqs}",
-        f"--max-num-batched-tokens {s.max_num_batched_tokens}",
-        f"--tensor-parallel-size {dep.tensor_parallel_size}",
-        f"--additional-config '{json.dumps(additional, separators=(',', ':'))}'",
-    ]
-    pres = "exact (one prefill chunk per step)" if traffic_kind == "trace" else "padding-histogram bins (see resolution)"
-    hists = [
-        _histogram("prefill tokens per step", traffic.prefill_values, traffic.prefill_counts, pres),
-    ]
-    if traffic.batch.size:
-        bv, inv = np.unique(traffic.batch, return_inverse=True)
-        hists.append(_histogram("decode batch per step", bv, np.bincount(inv, weights=traffic.weights).astype(np.int64), pres))
-        if traffic.ctx_known:
-            cv, cinv = np.unique(traffic.ctx, return_inverse=True)
-            hists.append(_histogram("decode context needed per step", cv, np.bincount(cinv, weights=traffic.weights).astype(np.int64), "exact"))
+    additional, args = _vllm_settings(proposed, dep)
+    hists = _traffic_histograms(traffic, traffic_kind)
     engine = {
         "max_num_batched_tokens": s.max_num_batched_tokens,
         "max_num_seqs": s.max_num_seqs,
@@ -359,3 +317,66 @@ def plan_from_traffic(
         rules=list(rules),
         notes=list(notes) + extra_notes + ([] if max_graphs is not None else [f"no --max-graphs: the budget is the default ladders' {default.graphs} graphs"]),
     )
+
+
+def _compile_budget(dep: Deployment, compile_budget_minutes: float | None, samples: list[Sample], workers: int) -> float | None:
+    """The compile budget in seconds (None: none asked), once the deployment and the budget are checked usable."""
+    s = dep.scheduler
+    if dep.sequence_parallel and (s.prefill_top % dep.tensor_parallel_size or s.prefill_top <= dep.tensor_parallel_size):
+        raise InputError(
+            f"--sequence-parallel: min(max_num_batched_tokens, max_model_len) = {s.prefill_top} must be divisible by and larger than "
+            f"--tensor-parallel-size {dep.tensor_parallel_size} (the largest prefill bucket equals it)"
+        )
+    if dep.kv_segment_size is not None and dep.kv_segment_size != s.prefill_top:
+        raise InputError(
+            f"--kv-segment-size {dep.kv_segment_size}: num_batched_tokens_buckets must equal kv_segment_size_buckets and end at "
+            f"min(max_num_batched_tokens, max_model_len) = {s.prefill_top}; set --max-num-batched-tokens {dep.kv_segment_size}"
+        )
+    budget = None if compile_budget_minutes is None else float(compile_budget_minutes) * 60.0
+    if budget is not None and not (np.isfinite(budget) and budget > 0):
+        raise InputError(f"--compile-budget {compile_budget_minutes}: use a number of minutes > 0")
+    if budget is not None:
+        probe = compile_bill(graph_names(dep, [s.prefill_top], [s.max_num_seqs], []), samples, workers, None, "")
+        if not probe.calibrated:
+            raise InputError(f"--compile-budget needs measured compile times for prefill and decode graphs; {probe.how_to_calibrate}")
+    return budget
+
+
+def _vllm_settings(proposed: ServingLadders, dep: Deployment) -> tuple[dict[str, Any], list[str]]:
+    """The proposal as vLLM takes it: the ``--additional-config`` object and the engine arguments, checked against
+    the plugin's rules."""
+    import json
+
+    s = dep.scheduler
+    neuron_config: dict[str, Any] = {"num_batched_tokens_buckets": proposed.prefill_buckets, "num_seqs_buckets": proposed.batch_buckets}
+    if proposed.context_buckets:
+        neuron_config["decode_context_length_buckets"] = proposed.context_buckets
+    if dep.kv_segment_size is not None:
+        neuron_config["kv_segment_size_buckets"] = [dep.kv_segment_size]
+    broken = check_neuron_config(neuron_config, dep)
+    if broken:  # the planner's own bug: its output must pass the plugin's rules
+        raise AssertionError("the proposed neuron_config breaks vLLM Neuron's rules: " + "; ".join(broken))
+    additional = {"neuron_config": neuron_config}
+    args = [
+        f"--max-model-len {s.max_model_len}",
+        f"--max-num-seqs {s.max_num_seqs}",
+        f"--max-num-batched-tokens {s.max_num_batched_tokens}",
+        f"--tensor-parallel-size {dep.tensor_parallel_size}",
+        f"--additional-config '{json.dumps(additional, separators=(',', ':'))}'",
+    ]
+    return additional, args
+
+
+def _traffic_histograms(traffic: Traffic, traffic_kind: str) -> list[DimHistogram]:
+    """The traffic per bucket dimension: prefill tokens, decode batch and (when known) decode context per step."""
+    pres = "exact (one prefill chunk per step)" if traffic_kind == "trace" else "padding-histogram bins (see resolution)"
+    hists = [
+        _histogram("prefill tokens per step", traffic.prefill_values, traffic.prefill_counts, pres),
+    ]
+    if traffic.batch.size:
+        bv, inv = np.unique(traffic.batch, return_inverse=True)
+        hists.append(_histogram("decode batch per step", bv, np.bincount(inv, weights=traffic.weights).astype(np.int64), pres))
+        if traffic.ctx_known:
+            cv, cinv = np.unique(traffic.ctx, return_inverse=True)
+            hists.append(_histogram("decode context needed per step", cv, np.bincount(cinv, weights=traffic.weights).astype(np.int64), "exact"))
+    return hists

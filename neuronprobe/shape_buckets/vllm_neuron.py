@@ -215,7 +215,13 @@ def replay_vllm_neuron(
     clock: Clock,
     cached: np.ndarray | None = None,
 ) -> ServingReplay:
-    """Replay the requests through vLLM Neuron's scheduler (module docstring); ``cached``: prefix-cache hits per request."""
+    """Replay the requests through vLLM Neuron's scheduler (module docstring); ``cached``: prefix-cache hits per request.
+
+    Long because the event loop is the replay's hot path: each prefill chunk and decode run is one ordered event
+    (a million requests make millions), so its state stays in local variables and its helpers are inlined (commit
+    b74855a: the replay of 10^6 requests 9.06 s -> 6.36 s, benchmarks/bench_serving_results.md). Split into
+    functions, the heaps and counters would cross a call on every event.
+    """
     config.check()
     clock.check()
     order = np.argsort(np.asarray(arrivals, dtype=np.float64), kind="stable")

@@ -35,7 +35,7 @@ from neuronprobe.report.markdown import md_code, md_text, render_text
 from neuronprobe.report.model import Report
 from neuronprobe.report.nightly_html import NightReport, render_index
 from neuronprobe.report.reference_console import render_frozen, render_train
-from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
+from neuronprobe.report.schema.reference import ReferenceComparison, TrainParity
 
 EVIL = "<img src=x onerror=alert(1)><script>alert(2)</script>[/bold][red]**b**_i_`|[l](javascript:x)&amp;\x1b[31m\u202e"
 # Fields whose value is a choice from a closed set (a renderer looks them up): a hostile value there is a report
