@@ -151,7 +151,7 @@ def test_every_command_example_parses_run_or_not():
     for command in commands:
         try:
             _parses(command.words)
-        except Exception as e:  # noqa: BLE001: a usage error is the finding; anything else is raised
+        except Exception as e:  # a usage error is the finding; anything else is raised
             if (message := _usage_error(e)) is None:
                 raise
             pytest.fail(f"{command.block.where}: `neuronprobe {command.text}`: {message}")
@@ -300,7 +300,7 @@ def test_every_python_example_runs(monkeypatch):
             code = re.sub(r"""(["'])model\.py\1""", repr(str(ROOT / "tests" / "models" / "mlp.py")), block.text)
             try:
                 exec(compile(code, block.where, "exec"), scope)
-            except Exception as e:  # noqa: BLE001: the example's own failure is the finding
+            except Exception as e:  # the example's own failure is the finding
                 pytest.fail(f"{block.where}: {type(e).__name__}: {e}")
             ran += 1
     assert ran >= 8
