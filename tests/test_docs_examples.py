@@ -8,6 +8,7 @@ exist. A block marked `<!-- not-run: reason -->` is parsed instead: the command 
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -96,10 +98,16 @@ def _run(argv: list[str]) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+@functools.cache
+def _cli_commands() -> dict[str, Any]:
+    """The command line's commands by name, built once (typer builds them anew on every call)."""
+    return dict(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
 def _parses(words: tuple[str, ...]) -> None:
     """The command exists and takes these options and arguments (their values are not converted: the files
     are the user's). Raises the command line's own usage error (NoSuchOption, UsageError) if not."""
-    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    commands = _cli_commands()
     assert words and words[0] in commands, f"no command `neuronprobe {words[0] if words else ''}`"
     command = commands[words[0]]
     context = command.context_class(command, info_name=words[0])  # not resilient: a usage error raises
@@ -121,7 +129,7 @@ def test_every_not_run_mark_gives_a_reason_and_stands_above_a_block():
     marked = {(b.path, b.line - 1) for b in all_blocks() if b.not_run}
     for path in doc_files():
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if "not-run" in line:
+            if line.strip().startswith("<!--") and "not-run" in line:
                 assert (path, number) in marked, f"{path.relative_to(ROOT)}:{number}: a not-run mark not directly above a code block"
     for block in all_blocks():
         if block.not_run:
