@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -163,6 +164,22 @@ def test_every_command_example_parses_run_or_not():
             if (message := _usage_error(e)) is None:
                 raise
             pytest.fail(f"{command.block.where}: `neuronprobe {command.text}`: {message}")
+
+
+def test_every_command_named_in_the_text_parses():
+    # prose names commands inline (`neuronprobe audit . --stack native`): they must exist and take those options too
+    named = []
+    for path in doc_files():
+        text = re.sub(r"^\s*```.*?^\s*```", "", path.read_text(), flags=re.S | re.M)
+        named += [(path, m.group(1)) for m in re.finditer(r"`neuronprobe ([^`]+)`", text)]
+    assert len(named) >= 50
+    for path, words in named:
+        try:
+            _parses(tuple(shlex.split(words, comments=True)))
+        except Exception as e:  # a usage error is the finding; anything else is raised
+            if (message := _usage_error(e)) is None:
+                raise
+            pytest.fail(f"{path.relative_to(ROOT)}: `neuronprobe {words}`: {message}")
 
 
 def test_a_renamed_option_fails_the_parse_check():
