@@ -6,9 +6,9 @@ PY := $(VENV)/bin/python
 export HF_HUB_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install system-deps xla-env lint demo test bench clean
+.PHONY: install system-deps xla-env lint docs demo test bench clean
 
-$(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/hf.txt requirements/dev.txt
+$(VENV)/.installed: pyproject.toml requirements/cpu.txt requirements/hf.txt requirements/dev.txt requirements/docs.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements/dev.txt
 	$(PY) -m pip install -q --no-deps -e .
@@ -37,15 +37,21 @@ lint: install
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 
+# The documentation site (mkdocs.yml, pages under docs/) into site/. --strict: a broken link or anchor,
+# or a page missing from the nav, fails the build (about 2 s). The pages' examples are run by
+# tests/test_docs_examples.py.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
+
 # Two workers (the machines this runs on have two cores), each taking whole test files: a file's
 # module fixtures (a notebook kernel, a browser) stay in one process. About half the serial time.
 TEST_WORKERS ?= 2
 
-test: install system-deps xla-env lint
+test: install system-deps xla-env lint docs
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 bench: install
 	$(PY) benchmarks/bench_analyze.py
 
 clean:
-	rm -rf $(VENV) reports/*.json reports/*.html test-artifacts
+	rm -rf $(VENV) reports/*.json reports/*.html test-artifacts site

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from neuronprobe.audit.engine import audit_paths
 
-# (owner/name, commit, commit date): the code audited for the results in the README.
+# (owner/name, commit, commit date): the code audited for the results in docs/benchmarks.md.
 REPOS: list[tuple[str, str, str]] = [
     ("karpathy/nanoGPT", "3adf61e154c3fe3fca428ad6bc3818b27a3b8291", "2025-11-12"),
     ("pytorch/examples", "77f55b912142e11fcfdf5b530231fb9c52f181e8", "2025-08-25"),

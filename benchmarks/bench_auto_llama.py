@@ -1,6 +1,6 @@
 """Benchmark ``neuronprobe analyze hf:llama`` under ``--backend auto`` with the xla-cpu environment present (issue 23).
 
-The 6.7B config of the README's Llama benchmark (LlamaConfig defaults) is analysed
+The 6.7B config of the Llama benchmark in docs/benchmarks.md (LlamaConfig defaults) is analysed
 from the command line, as a user runs it, in a fresh process. Reported: wall time,
 the peak resident memory of the whole process tree (the command, its analysis worker
 and the xla-cpu worker, summed; sampled every 0.1 s from /proc, since

@@ -167,7 +167,7 @@ def inputs_made(report: Any) -> str:
     return "; ".join(out)
 
 
-# Why a type failed, by the first reason's words: the README's account of the long tail.
+# Why a type failed, by the first reason's words: the account of the long tail in docs/concepts/capture.md.
 FAILURE_CLASSES: tuple[tuple[str, str], ...] = (
     ("no forward of its own (generation or encode methods only)", r"_forward_unimplemented"),
     ("a tracking model driven through a session object, not a forward call", r"get_obj_num|frame_idx must be provided"),

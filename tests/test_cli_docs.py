@@ -1,4 +1,5 @@
-"""Every command has help text and is documented in the README; --version works without torch."""
+"""Every command has help text, a README mention and a page of its own; --version works without torch; every
+`neuronprobe analyze` example of the README and the documentation pages runs (tests/test_docs_examples.py runs the rest)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from doc_examples import doc_files
 from helpers import ROOT
 from typer.testing import CliRunner
 
@@ -27,7 +29,7 @@ def test_the_commands_are_the_documented_ones():
     assert _commands() == ["analyze", "audit", "buckets", "cache", "diff", "doctor", "nightly", "parity", "report", "rules", "setup"]
 
 
-def test_every_command_has_help_and_a_readme_mention():
+def test_every_command_has_help_a_readme_mention_and_a_page():
     readme = (ROOT / "README.md").read_text()
     group = typer.main.get_command(app)
     for name in _commands():
@@ -35,7 +37,9 @@ def test_every_command_has_help_and_a_readme_mention():
         assert (command.help or "").strip(), f"{name} has no help text"
         result = CliRunner().invoke(app, [name, "--help"])
         assert result.exit_code == 0, result.output
-        assert f"neuronprobe {name}" in readme, f"the README never shows `neuronprobe {name}`"
+        assert f"[`neuronprobe {name}`](docs/commands/{name}.md)" in readme, f"the README does not link `neuronprobe {name}` to its page"
+        page = ROOT / "docs" / "commands" / f"{name}.md"
+        assert page.read_text().startswith(f"# neuronprobe {name}\n"), f"{page} is not the page of `neuronprobe {name}`"
 
 
 def test_version_prints_and_imports_nothing_heavy():
@@ -50,34 +54,37 @@ def test_version_prints_and_imports_nothing_heavy():
     assert out == f"0 neuronprobe {__version__} []"
 
 
-# --- every README example, on a machine with and without the xla-cpu environment (issue 23) --------------
+# --- every analyze example of the README and the docs, on a machine with and without the xla-cpu environment (issue 23)
 
-# The README's placeholders, as files of this repository: examples/tiny_gpt.py has make_inputs for traffic;
+# The examples' placeholders, as files of this repository: examples/tiny_gpt.py has make_inputs for traffic;
 # its forward calls torch.unique, which the training capture cannot follow (exit 2), so --train takes the MLP.
 _PLACEHOLDERS = {"model.py": "examples/tiny_gpt.py", "lengths.txt": "examples/traffic_lengths.txt"}
 _TRAIN_MODEL = "tests/models/mlp.py"
 _ANALYZE = re.compile(r"^(?:\$ )?neuronprobe analyze (?P<args>[^#`]+?)\s*(?:#.*)?$")
 _INLINE = re.compile(r"`neuronprobe analyze (?P<args>[^`]+)`")
-# README text that names `neuronprobe analyze` with an option but no model: prose about the option, not an example;
+# Text that names `neuronprobe analyze` with an option but no model: prose about the option, not an example;
 # and the benchmark's own command (the 6.7B hf:llama config: benchmarks/bench_auto_llama.py measures it, and
 # test_backend_xla_cpu's shrink test runs auto on it under a memory limit).
 _NOT_COMMANDS = {"--backend auto", "hf:llama"}
-# A decode trace in the Azure trace's columns for the README's `--decode-trace trace.csv`.
+# A decode trace in the Azure trace's columns for the docs' `--decode-trace trace.csv`.
 _TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0.0,120,30\n0.5,300,12\n1.0,64,200\n1.5,900,40\n2.0,256,64\n"
 
 
 def readme_analyze_examples() -> list[str]:
-    """The argument strings of every `neuronprobe analyze` example in the README: code blocks and inline code."""
+    """The argument strings of every `neuronprobe analyze` example of the README and the documentation pages
+    (docs/**/*.md): code blocks and inline code, each once, in the order of doc_files()."""
     found: list[str] = []
-    in_block = False
-    for line in (ROOT / "README.md").read_text().splitlines():
-        if line.startswith("```"):
-            in_block = not in_block
-            continue
-        matches = [m.group("args") for m in [_ANALYZE.match(line)] if m] if in_block else _INLINE.findall(line)
-        found.extend(a.strip() for a in matches if a.strip() not in _NOT_COMMANDS)
+    texts = [path.read_text() for path in doc_files()]
+    for text in texts:
+        in_block = False
+        for line in text.splitlines():
+            if line.lstrip().startswith("```"):
+                in_block = not in_block
+                continue
+            matches = [m.group("args") for m in [_ANALYZE.match(line.strip())] if m] if in_block else _INLINE.findall(line)
+            found.extend(a.strip() for a in matches if a.strip() not in _NOT_COMMANDS)
     # the inline "`neuronprobe analyze tv:resnet18` and `timm:vit_tiny_patch16_224`" names a second spec
-    if any(a == "tv:resnet18" for a in found) and "`timm:vit_tiny_patch16_224`" in (ROOT / "README.md").read_text():
+    if any(a == "tv:resnet18" for a in found) and any("`neuronprobe analyze tv:resnet18` and `timm:vit_tiny_patch16_224`" in t for t in texts):
         found.append("timm:vit_tiny_patch16_224")
     return list(dict.fromkeys(found))
 
@@ -97,23 +104,23 @@ def _argv(example: str, tmp: Path) -> list[str]:
 
 
 def test_the_readme_examples_are_the_ones_run_below():
-    # A new README example must be added to a machine-state run: this list is the README's, not a copy.
+    # A new example must be added to a machine-state run: this list is the docs', not a copy.
     assert readme_analyze_examples() == [
         "examples/tiny_gpt.py --backend static",
         "hf:llama --set num_hidden_layers=2",
-        "tv:resnet18",
-        "model.py --train",
-        "hf:gpt2 --train --optimizer adamw --optimizer-impl foreach",
-        "model.py --train --dataset-size 1000 --batch-size 64",
-        "model.py --shapes calls.jsonl",
         "model.py --lengths lengths.txt --batch-sizes 1,4,8",
-        "model.py",
+        "tv:resnet18",
+        "model.py --audit .",
+        "model.py --parity",
+        "model.py --backend xla-cpu",
         "model.py --decode-trace trace.csv",
         "model.py --serving-trace trace.csv --max-num-batched-tokens 512 --max-num-seqs 4 --max-model-len 4096",
         "model.py --target trn2 --backend static",
-        "model.py --audit .",
-        "model.py --backend xla-cpu",
-        "model.py --parity",
+        "model.py --shapes calls.jsonl",
+        "model.py",
+        "model.py --train",
+        "hf:gpt2 --train --optimizer adamw --optimizer-impl foreach",
+        "model.py --train --dataset-size 1000 --batch-size 64",
         "timm:vit_tiny_patch16_224",
     ]
 

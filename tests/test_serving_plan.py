@@ -379,7 +379,7 @@ def test_python_api_is_exported_lazily() -> None:
     assert set(plan.frames()) == {"ladders", "graphs", "histograms"}
 
 
-def test_the_readme_serving_examples_run(tmp_path: Path) -> None:
+def test_the_docs_serving_examples_run(tmp_path: Path) -> None:
     import re
     import shlex
 
@@ -387,8 +387,8 @@ def test_the_readme_serving_examples_run(tmp_path: Path) -> None:
 
     from neuronprobe.cli import app
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme.split("### Serving on vLLM Neuron", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).parents[1] / "docs" / "concepts" / "decode-serving.md").read_text()
+    section = page.split("## Serving on vLLM Neuron", 1)[1].split("\n## ", 1)[0]
     block = section.split("```", 2)[1].replace("\\\n", " ")
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip().startswith("neuronprobe buckets")]
     assert len(commands) == 2

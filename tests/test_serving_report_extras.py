@@ -1,5 +1,5 @@
 """Serving plan, issue 37.6 and 37.1 follow-ups: ladder edges on the HTML histograms, vLLM's option
-names on `analyze`, the README's Python example, the prefix-cache column, rules the docs settle."""
+names on `analyze`, the docs' Python example, the prefix-cache column, rules the docs settle."""
 
 from __future__ import annotations
 
@@ -86,16 +86,16 @@ def test_analyze_takes_vllm_option_names_and_html_draws_edges(tmp_path: Path) ->
     assert not (tmp_path / "o").exists()
 
 
-def test_readme_python_serving_example_runs() -> None:
+def test_docs_python_serving_example_runs() -> None:
     import pandas as pd
 
     import neuronprobe
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    page = (Path(__file__).parents[1] / "docs" / "concepts" / "decode-serving.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, re.S)
     example = next(b for b in blocks if "propose_serving_plan(requests" in b)
     scope: dict = {"neuronprobe": neuronprobe, "pd": pd}
-    exec(compile(example, "README.md", "exec"), scope)
+    exec(compile(example, "docs/concepts/decode-serving.md", "exec"), scope)
     plan = scope["plan"]
     assert plan.requests == 4 and plan.additional_config["neuron_config"]["num_seqs_buckets"][-1] == 4
     assert plan.frames()["ladders"]["name"].iloc[0] == "proposed"
