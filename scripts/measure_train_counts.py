@@ -1,6 +1,6 @@
 """Measure what torch-xla 2.9 itself counts for one training step: graph executions, device-to-host and
 host-to-device transfers. Its output is the provenance of the training counts in docs/concepts/training.md and
-of neuronprobe/training.py's train_info(); tests/test_train_values.py asserts neuronprobe's counts agree.
+of neuronprobe/training/reporting.py's train_info(); tests/test_train_values.py asserts neuronprobe's counts agree.
 
 Run with the xla-cpu stack: PJRT_DEVICE=CPU ~/.cache/neuronprobe/xla-cpu/venv/bin/python scripts/measure_train_counts.py
 Each step's batch is on the device before the counters are cleared (as neuronprobe's xla-cpu worker does), and

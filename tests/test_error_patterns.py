@@ -110,9 +110,9 @@ def test_a_missing_rule_id_names_the_rule_and_the_table_version():
 
 
 def test_the_training_rule_lookup_names_its_table_too(monkeypatch):
-    import neuronprobe.training as training
+    import neuronprobe.training.classify as classify
 
     assert fused_fix()
-    monkeypatch.setattr(training, "training_rules", lambda: ((), ()))
+    monkeypatch.setattr(classify, "training_rules", lambda: ((), ()))
     with pytest.raises(RuleNotFound, match=r"'fused-optimizer' is missing from training rules \d{4}\.\d+\.\d+ \(support/data/training_rules.json\)"):
         fused_fix()

@@ -105,7 +105,7 @@ class OpCall:
     # For a CompositeImplicitAutograd op: the aten ops it decomposes into (None: not inspected).
     parts: list[OpCall] | None = None
     has_composite_explicit: bool = False
-    phase: str = "forward"  # training step: forward | backward | optimizer (see training.py)
+    phase: str = "forward"  # training step: forward | backward | optimizer (see neuronprobe.training.recorder)
     # For each tensor input, in order: the index of the call whose output it is (None: a graph input,
     # a parameter, a constant, or an op the capture does not record). Dataflow for rules that follow values.
     sources: list[int | None] = field(default_factory=list)
@@ -210,7 +210,7 @@ def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | No
     return found
 
 
-def _model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, int | None, str | None]:
+def model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, int | None, str | None]:
     """The innermost frame of the model's own code that led to this point, walking out from the innermost.
 
     Reaching neuronprobe first means no model code asked (torch checking its own
@@ -253,7 +253,9 @@ def source_line(file: str | None, line: int | None) -> str | None:
 # --- export path -----------------------------------------------------------------------
 
 
-def _tensor_metas(value: Any) -> list[TensorMeta]:
+def tensor_metas(value: Any) -> list[TensorMeta]:
+    """The shape, dtype and layout of each tensor in ``value`` (a tensor, or a list or tuple of them; symbolic sizes
+    as text): what a recorded call keeps of its tensors, which die with the capture."""
     import torch
 
     out: list[TensorMeta] = []
@@ -268,7 +270,7 @@ def _tensor_metas(value: Any) -> list[TensorMeta]:
         out.append(TensorMeta(shape=shape, dtype=str(value.dtype).replace("torch.", ""), layout=layout))
     elif isinstance(value, (list, tuple)):
         for v in value:
-            out.extend(_tensor_metas(v))
+            out.extend(tensor_metas(v))
     return out
 
 
@@ -503,7 +505,7 @@ def _op_call(
             if isinstance(n, torch.fx.Node) and n in inputs:
                 walked.inputs_read.add(inputs[n])
         value = _arg_value(raw)
-        metas = _tensor_metas(value)
+        metas = tensor_metas(value)
         input_symbols |= _unbacked_symbols(value)
         if metas:
             call.inputs.extend(metas)
@@ -512,7 +514,7 @@ def _op_call(
         elif _is_constant(value):
             call.constants[arg.name] = value
     val = node.meta.get("val")
-    call.outputs = _tensor_metas(val)
+    call.outputs = tensor_metas(val)
     # Only the op that creates a data-dependent size is its source; ops downstream merely carry it.
     call.data_dependent_output = bool(_unbacked_symbols(val) - input_symbols)
     call.file, call.line, call.source_line = user_frame_from_stack(node.meta.get("stack_trace"))
@@ -604,7 +606,7 @@ def replay_parts(target: Any, args: Any, kwargs: dict[str, Any], explicit: bool 
                 described[func] = describe_call(func, args, kwargs or {}, None, len(described))
             out = func(*args, **(kwargs or {}))
             if first:
-                described[func].outputs = _tensor_metas(out)
+                described[func].outputs = tensor_metas(out)
             return out
 
     described: dict[Any, OpCall] = {}
@@ -640,13 +642,13 @@ def describe_call(func: Any, args: Any, kwargs: dict[str, Any], out: Any, index:
     """An OpCall for one dispatched call: tensor arguments and plain values by schema name, outputs."""
     call = _bare_call(func, index)
     for arg, value in schema_arguments(func, args, kwargs):
-        metas = _tensor_metas(value)
+        metas = tensor_metas(value)
         if metas:
             call.inputs.extend(metas)
             call.arg_tensors[arg.name] = metas
         elif _is_constant(value):
             call.constants[arg.name] = value
-    call.outputs = _tensor_metas(out)
+    call.outputs = tensor_metas(out)
     return call
 
 
@@ -1067,7 +1069,7 @@ def _bounded_ops() -> Iterator[None]:
         with op_budget(op_budget_limit()):
             yield
     except Runaway as stop:
-        file, line, code = _model_frame_from_stack(stop.stack)
+        file, line, code = model_frame_from_stack(stop.stack)
         where = f"{relative_path(file)}:{line}" if file else "the model's forward"
         shown = f" ({code})" if code else ""
         raise RunawayForward(
@@ -1129,7 +1131,7 @@ def _assumed_branches(assumed: list[Any]) -> list[AssumedBranch]:
     """One entry per line of the model's code (a guard is asked again at every retrace), in the order they were met."""
     out: dict[tuple[str | None, int | None], AssumedBranch] = {}
     for a in assumed:
-        file, line, code = _model_frame_from_stack(a.stack)
+        file, line, code = model_frame_from_stack(a.stack)
         if file is None:  # torch's own check after the trace, on a size an earlier branch already assumed
             continue
         out.setdefault((file, line), AssumedBranch(a.symbol, a.size, file, line, code or source_line(file, line)))

@@ -112,7 +112,7 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
     from neuronprobe.backends.train_program import build_optimizer
     from neuronprobe.loaders.resolve import train_batch
     from neuronprobe.parity.emulate import served
-    from neuronprobe.training import _loss_of, _optimizer_label, _user_error, with_labels
+    from neuronprobe.training.step import loss_of, optimizer_label, step_error, with_labels
 
     loaded = with_labels(loaded)
     model, args, kwargs = copy.deepcopy(loaded.module), copy.deepcopy(loaded.args), copy.deepcopy(loaded.kwargs)
@@ -142,7 +142,7 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
         try:
             optimizer = get_optimizer(model)
         except Exception as exc:
-            raise _user_error("get_optimizer()", exc, loaded.source) from exc
+            raise step_error("get_optimizer()", exc, loaded.source) from exc
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise InputError(f"{loaded.source}: get_optimizer() returned {type(optimizer).__name__}, not a torch.optim.Optimizer")
     else:
@@ -158,17 +158,17 @@ def _one_step(loaded: Any, precision: Precision | None, options: TrainOptions, s
                 except (InputError, ModelLoadError):
                     raise
                 except Exception as exc:
-                    raise _user_error("train_step()", exc, loaded.source) from exc
+                    raise step_error("train_step()", exc, loaded.source) from exc
                 step = "train_step()"
             else:
-                loss_tensor, text = _loss_of(model(*args, **kwargs))
+                loss_tensor, text = loss_of(model(*args, **kwargs))
                 loss = _as_float(loss_tensor)
                 loss_tensor.backward()
                 optimizer.step()
                 optimizer.zero_grad()
                 if "labels" in kwargs and str(loaded.source).startswith("hf:"):
                     text = "the transformers model's own loss (labels = input ids)"
-                step = f"{text}, backward, {_optimizer_label(optimizer)} step"
+                step = f"{text}, backward, {optimizer_label(optimizer)} step"
     except NotImplementedError as exc:  # what the emulation cannot model in a training step (attention dropout)
         hint = ": set the model's dropout to 0 (hf: --set attn_pdrop=0 or the config's attention_dropout)" if "dropout" in str(exc) else ""
         raise InputError(f"--train under {precision.label if precision else 'fp32'}: {exc}{hint}") from None
