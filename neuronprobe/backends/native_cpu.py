@@ -16,12 +16,26 @@ device's dispatch while the tensors stay on the CPU:
   float32, int64 outputs wrap to int32 (``python_ops/dtype_autocast.py``; zero-dimensional tensors are
   kept). A wrap that changes a value is observed, at its line, with the real values.
 
-Not covered: the model does not run on a PrivateUse1 device (``rename_privateuse1_backend`` plus a
-Python-registered backend would need CPU-backed storage for every factory and copy op, more than this
-module holds), so ``device='neuron'`` strings in the model are not exercised; ``torch.compile`` graphs
-are not observed (the forward runs eagerly); the training step is observed forward only; ``hf:`` models
-without weights cannot run. The findings are observed ``origin``, next to the static predictions, and
-:func:`neuronprobe.analysis.prediction_diff` compares the two per op.
+Also covered:
+
+* ``torch.compile`` inside the model (``torch.compile(submodule, backend="neuron")``): dynamo does not compile a
+  frame while a dispatch mode is on the stack (torch 2.13, ``_dynamo/convert_frame.py``), so the compiled
+  submodule runs eagerly under the stand-in and each of its ops is observed at its own line. The name
+  ``"neuron"`` is registered as a pass-through dynamo backend where TorchNeuron is not installed
+  (:func:`neuronprobe._torch.neuron_device.install_compile_backend`), so such a model builds at all.
+* ``'neuron'`` device strings: the worker renames PrivateUse1 to ``neuron`` with Python stubs for its device
+  guard and hooks (:mod:`neuronprobe._torch.neuron_device`), and the stand-in turns every ``neuron`` device
+  argument into the CPU before the call runs: ``x.to("neuron")`` and ``torch.arange(..., device="neuron")`` are
+  device ops of the table. The parent's static capture does not know the name, so a forward with such strings
+  is observed (``NativeCpuBackend.observe``) but not analysed statically.
+* ``--train``: one training step (:func:`neuronprobe.backends.train_program.train_program`, the step the xla-cpu
+  backend runs) under the stand-in; a call made while an autograd node runs is backward, one made inside
+  ``torch.optim`` is optimizer, and each is placed at the forward line that made it.
+
+Not covered: a compiled graph's own compile (its lowering, a graph break's cost); the device's numerics beyond
+the 64-bit narrowing; ``hf:`` models without weights. ``auto`` picks this backend on the native stack
+(:func:`choose` says when it does not). The findings are observed ``origin``, next to the static predictions;
+:func:`neuronprobe.analysis.prediction_diff` compares the two per op, :meth:`NativeCpuBackend.refine_diff` by line.
 """
 
 from __future__ import annotations
