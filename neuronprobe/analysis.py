@@ -259,6 +259,7 @@ def environment_kept() -> Iterator[None]:
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
+    from neuronprobe._torch.neuron_device import compile_backend_scope
     from neuronprobe.loaders.resolve import check_entry
 
     check_entry(spec, options.entry)
@@ -268,7 +269,9 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     traffic = traffic or TrafficOptions()
     # The model's folder (and --path) first on sys.path from loading to the last forward, as `python model.py` has it.
     imports = model_imports(spec if is_file else None, options.paths)
-    with scope, imports, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+    # --stack native: torch.compile(backend="neuron") in the model builds (TorchNeuron's name, a pass-through while analysing)
+    compile_name = compile_backend_scope() if options.stack == NATIVE else contextlib.nullcontext()
+    with scope, imports, compile_name, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
         return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved))
 
 
@@ -357,9 +360,6 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
         fallback_execution_disabled(os.environ)  # a bad TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION is refused before any model runs
     if options.stack == NATIVE:
         native_table(options.support_table)  # a bad --support-table is refused before any model runs
-        from neuronprobe._torch.neuron_device import install_compile_backend
-
-        install_compile_backend()  # torch.compile(backend="neuron") in the model: TorchNeuron's name, a pass-through here
     elif options.support_table is not None:
         raise InputError("--support-table: a TorchNeuron compatibility table is for --stack native (trn2/trn3)")
     if options.sdk is not None:

@@ -247,3 +247,12 @@ def test_bytes_of_an_observed_only_line_are_per_forward():
     report = neuronprobe.analyze(str(MODELS / "native_eager_only_path.py"), target="trn2", backend="native-cpu")
     [seen] = [f for f in report.findings if f.verdict is Verdict.CPU_FALLBACK]
     assert seen.origins == [Origin.OBSERVED] and report.summary.fallback_bytes_per_call == seen.bytes_per_call == 2 * 8 * 4 * 2
+
+
+def test_the_neuron_compile_name_is_lent_for_the_analysis_only():
+    import torch._dynamo
+
+    neuronprobe.analyze(str(COMPILED), target="trn2", backend="static")
+    assert "neuron" not in torch._dynamo.list_backends(exclude_tags=())  # the user's process is left as it was
+    with pytest.raises(Exception, match="neuron"):
+        torch.compile(torch.nn.Linear(2, 2), backend="neuron")

@@ -17,6 +17,8 @@ neither name exists (``torch.device("neuron")`` raises, ``torch.compile(backend=
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from neuronprobe._torch.check import Check, MissingInternal, run_check
@@ -72,6 +74,28 @@ def install_compile_backend() -> bool:
     neuron.__neuronprobe_stand_in__ = True  # type: ignore[attr-defined]  # neuronprobe's, not TorchNeuron's
     register_backend(neuron, name=DEVICE)
     return True
+
+
+def remove_compile_backend() -> None:
+    """Take neuronprobe's pass-through ``"neuron"`` backend out of dynamo's registry (``torch._dynamo.backends.registry``,
+    private; checked on torch 2.13.0); a backend someone else registered under the name stays."""
+    from torch._dynamo.backends import registry
+
+    if getattr(registry._COMPILER_FNS.get(DEVICE), "__neuronprobe_stand_in__", False):
+        del registry._COMPILER_FNS[DEVICE]
+        registry._BACKENDS.pop(DEVICE, None)
+
+
+@contextlib.contextmanager
+def compile_backend_scope() -> Iterator[None]:
+    """The pass-through ``"neuron"`` backend for one analysis: the user's process is left as it was (a later
+    ``torch.compile(backend="neuron")`` without TorchNeuron raises there again, as it should)."""
+    added = install_compile_backend()
+    try:
+        yield
+    finally:
+        if added:
+            remove_compile_backend()
 
 
 def self_check() -> Check:
