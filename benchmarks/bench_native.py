@@ -127,11 +127,14 @@ def render_markdown(result: dict[str, Any]) -> str:
         "| type | xla s | native s | xla ops | native ops | xla verdict | native verdict | native fallback ops |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    def cell(text: str) -> str:  # an error message inside a table cell: one line, no column separator
+        return " ".join(text.split()).replace("|", "\\|")
+
     for r in rows:
         x, n = r["xla"], r["native"]
         lines.append(
             f"| {r['model_type']} | {x['seconds']} | {n['seconds']} | {x.get('op_calls', '-')} | {n.get('op_calls', '-')} "
-            f"| {x.get('verdict', 'error: ' + x.get('error', ''))} | {n.get('verdict', 'error: ' + n.get('error', ''))} "
+            f"| {x.get('verdict', cell('error: ' + x.get('error', '')))} | {n.get('verdict', cell('error: ' + n.get('error', '')))} "
             f"| {', '.join('`' + op + '`' for op in n.get('fallback_ops', []))} |"
         )
     return "\n".join(lines) + "\n"
