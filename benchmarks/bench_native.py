@@ -127,6 +127,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         "| type | xla s | native s | xla ops | native ops | xla verdict | native verdict | native fallback ops |",
         "|---|---|---|---|---|---|---|---|",
     ]
+
     def cell(text: str) -> str:  # an error message inside a table cell: one line, no column separator
         return " ".join(text.split()).replace("|", "\\|")
 
