@@ -256,3 +256,16 @@ def test_the_neuron_compile_name_is_lent_for_the_analysis_only():
     assert "neuron" not in torch._dynamo.list_backends(exclude_tags=())  # the user's process is left as it was
     with pytest.raises(Exception, match="neuron"):
         torch.compile(torch.nn.Linear(2, 2), backend="neuron")
+
+
+@pytest.mark.parametrize("name", ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention"])
+def test_a_kernel_a_cpu_capture_picks_is_not_a_predicted_fallback_either(name):
+    """What the stand-in names as a limitation, the static answer does not call a fallback (the zoo tier's hf: captures
+    record torch's CPU flash kernel in 10 types; it was predicted as a native CPU fallback)."""
+    from neuronprobe.capture.graph import OpCall
+    from neuronprobe.support.native.classify import classify_native
+    from neuronprobe.support.native.table import native_table
+
+    verdict = classify_native(OpCall(index=0, namespace="aten", name=name, overload="default"), native_table(None))
+    assert (verdict.verdict, verdict.rule) == (Verdict.DECOMPOSED, "native-device-artifact")
+    assert "scaled_dot_product_attention" in verdict.reason
