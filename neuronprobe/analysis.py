@@ -936,7 +936,7 @@ def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, r
     if _observer_name(resolved) == "native-cpu":  # the native stack's stand-in (backends/native_cpu.py)
         from neuronprobe.backends.native_cpu import choose
 
-        native = choose(loaded, [c.call for c in calls], max_memory=budget, native_mode=options.native_mode)
+        native = choose(loaded, [c.call for c in calls], max_memory=budget, native_mode=options.native_mode, train=options.train is not None)
         return resolved if native.observe else _stay_static(report, native.reason, "native-cpu")
     choice = xla_auto.choose(loaded, [c.call for c in calls], max_memory=budget, train=options.train is not None)
     if not choice.observe:

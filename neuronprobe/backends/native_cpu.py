@@ -57,6 +57,9 @@ BACKEND_NAME = "native-cpu"
 # decomposition), which the stand-in does not know; such calls run unrecorded and the report names them.
 CPU_CHOICE_SUFFIX = "_for_cpu"
 _WRAP_RULE = "native-int64-range"
+# --train on the stand-in: the weights' gradients and AdamW's two states (exp_avg, exp_avg_sq) are new tensors in
+# the forked worker; the weights themselves are shared with this process
+TRAIN_NEW_COPIES = 3
 
 
 @dataclass
@@ -317,7 +320,7 @@ def findings_of(calls: list[dict[str, Any]]) -> tuple[list[Finding], dict[str, s
     return out, verdicts
 
 
-def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str | None) -> Any:
+def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str | None, train: bool = False) -> Any:
     """``auto`` on the native stack: observe on the stand-in when it can only add to the static answer, else stay static.
 
     The observation runs the forward once more, for real, in a worker forked from this process: the weights are
@@ -328,9 +331,11 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str |
     * ``--native-mode compile``: the stand-in plays eager dispatch; a compiled graph's failure modes (a host op
       failing the graph's compile, recompiles per signature) are the static answer's;
     * a model on the meta device (an ``hf:`` model built without weights): there is nothing to run;
-    * this process's memory plus the forward's activations over the ``--max-memory`` headroom.
+    * this process's memory plus the forward's activations over the ``--max-memory`` headroom (with ``--train``,
+      twice the activations for their gradients, and the weights' gradients and two optimizer states, which the
+      worker allocates anew).
     """
-    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, _resident_bytes, activation_bytes
+    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, _resident_bytes, activation_bytes, tensor_bytes
     from neuronprobe.formatting import format_memory
     from neuronprobe.support.native.compile import COMPILE
 
@@ -338,7 +343,9 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str |
         return AutoChoice(False, reason="the native-cpu stand-in observes eager dispatch, and --native-mode compile analyses torch.compile(backend='neuron')")
     if getattr(loaded, "on_meta", False):
         return AutoChoice(False, reason=f"{loaded.source} has no weights here (meta tensors), so its forward cannot run on the stand-in")
-    need = _resident_bytes() + activation_bytes(calls)
+    need = _resident_bytes() + activation_bytes(calls) * (2 if train else 1)
+    if train:
+        need += tensor_bytes(loaded.module) * TRAIN_NEW_COPIES
     budget = int(max_memory * HEADROOM)
     if need > budget:
         return AutoChoice(
