@@ -259,6 +259,7 @@ def environment_kept() -> Iterator[None]:
 def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | None = None) -> Report:
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
+    from neuronprobe._torch.neuron_device import compile_backend_scope
     from neuronprobe.loaders.resolve import check_entry
 
     check_entry(spec, options.entry)
@@ -268,7 +269,9 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     traffic = traffic or TrafficOptions()
     # The model's folder (and --path) first on sys.path from loading to the last forward, as `python model.py` has it.
     imports = model_imports(spec if is_file else None, options.paths)
-    with scope, imports, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
+    # --stack native: torch.compile(backend="neuron") in the model builds (TorchNeuron's name, a pass-through while analysing)
+    compile_name = compile_backend_scope() if options.stack == NATIVE else contextlib.nullcontext()
+    with scope, imports, compile_name, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
         return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved))
 
 
@@ -373,6 +376,11 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
     resolved = resolve_backend(options.backend, options.require_backend)
     if options.backend == "native-cpu":  # the stand-in follows the same table as the static answer
         resolved.live.support_table = options.support_table  # type: ignore[union-attr]
+    if options.stack == NATIVE and options.backend == "auto" and (resolved.info.name == "xla-cpu" or resolved.live is None):
+        from neuronprobe.backends.native_cpu import NativeCpuBackend  # auto on the native stack: the stand-in, if _auto_choice keeps it
+
+        stand_in = NativeCpuBackend(options.support_table, chosen_by_auto=True)
+        return ResolvedBackend(stand_in.info(), stand_in)
     if options.stack == NATIVE and (resolved.info.name == "xla-cpu" or resolved.live is None):  # torch-xla answers for the other stack
         from neuronprobe.backends import static_info
 
@@ -902,14 +910,19 @@ def _chosen_by_auto(resolved: ResolvedBackend) -> bool:
     return bool(getattr(resolved.live, "chosen_by_auto", False))
 
 
-def _stay_static(report: Report, reason: str) -> ResolvedBackend:
+def _stay_static(report: Report, reason: str, observer: str = "xla-cpu") -> ResolvedBackend:
     """``auto`` keeps the static analysis: the summary's backend line and a limitation say why."""
     from neuronprobe.backends import static_info
 
-    info = static_info(f"predicted from the bundled support table; auto: xla-cpu not used: {reason}")
+    table = "the native support table" if observer == "native-cpu" else "the bundled support table"
+    info = static_info(f"predicted from {table}; auto: {observer} not used: {reason}")
     report.backend = info
-    report.not_analysed.append(Limitation(what="xla-cpu backend (auto)", why=f"{reason}; the findings are the static table's predictions"))
+    report.not_analysed.append(Limitation(what=f"{observer} backend (auto)", why=f"{reason}; the findings are the static table's predictions"))
     return ResolvedBackend(info)
+
+
+def _observer_name(resolved: ResolvedBackend) -> str:
+    return resolved.live.info().name if resolved.live is not None else "xla-cpu"
 
 
 def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, resolved: ResolvedBackend, calls: list[ClassifiedCall]) -> ResolvedBackend:
@@ -920,6 +933,11 @@ def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, r
     from neuronprobe.process.worker import default_max_memory
 
     budget = options.max_memory if options.max_memory is not None else default_max_memory()
+    if _observer_name(resolved) == "native-cpu":  # the native stack's stand-in (backends/native_cpu.py)
+        from neuronprobe.backends.native_cpu import choose
+
+        native = choose(loaded, [c.call for c in calls], max_memory=budget, native_mode=options.native_mode, train=options.train is not None)
+        return resolved if native.observe else _stay_static(report, native.reason, "native-cpu")
     choice = xla_auto.choose(loaded, [c.call for c in calls], max_memory=budget, train=options.train is not None)
     if not choice.observe:
         return _stay_static(report, choice.reason)
@@ -957,7 +975,7 @@ def _apply_observation(
             raise
         from neuronprobe.backends.xla_auto import observation_failed
 
-        _stay_static(report, f"its observation failed: {observation_failed(exc)}")
+        _stay_static(report, f"its observation failed: {observation_failed(exc)}", _observer_name(resolved))
         return None
     _place_observed(observation.findings, calls)
     report.findings.extend(observation.findings)

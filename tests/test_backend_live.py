@@ -208,12 +208,15 @@ def test_count_compiles_reports_what_it_counted_before_a_timeout(fake_sdk, fixtu
 
 
 def test_count_compiles_with_the_native_backend_reads_dynamo_metrics(fake_native_sdk, fixture_file):
-    fixture_file({})
+    # the recorded NEFF compile times (microseconds, as NeuronCompilationMetrics holds them), one per graph
+    fixture_file({"dynamo_compile_us": [1_500_000, 2_250_000]})
     live = resolve_backend("neuron").live
     calls = [(torch.randn(2, 16),), (torch.randn(2, 16),), (torch.randn(4, 16),)]
     observed = live.count_compiles(load_model(MLP), calls, timeout=120)
     assert (observed.compiles, observed.shapes_run, observed.source) == (2, 3, "native-metrics")
-    assert observed.graph_hashes == ["graph_0", "graph_1"]
+    assert observed.graph_hashes == ["GraphModule_0_inference_0", "GraphModule_0_inference_1"]
+    assert [g.compile_seconds for g in observed.graphs] == [1.5, 2.25] and all(g.nodes > 0 for g in observed.graphs)
+    assert observed.seconds == round(sum(g.seconds for g in observed.graphs), 3) and observed.seconds >= 3.75
 
 
 def test_count_compiles_materialises_a_model_and_inputs_on_the_meta_device(fake_sdk, fixture_file):

@@ -261,7 +261,7 @@ def test_cli_decode_prints_and_writes_json_that_loads_into_a_report(tmp_path):
 
 def test_schema_3_reports_still_load():
     report = Report.from_dict({"model": "m", "target": "trn1", "schema_version": 3})
-    assert report.decode is None and report.schema_version == 6
+    assert report.decode is None and report.schema_version == 7
 
 
 def test_prefill_options_are_refused_with_decode(tmp_path):

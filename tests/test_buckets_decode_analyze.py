@@ -23,7 +23,7 @@ def test_analyze_with_a_decode_trace_and_lengths(tmp_path):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["schema_version"] == 6
+    assert data["schema_version"] == 7
     assert data["decode"]["requests"] == 40 and data["decode"]["runtime"] == "nxdi"
     assert data["buckets"] is not None  # the prefill proposal from --lengths is still there
     html = out.with_suffix(".html").read_text()

@@ -23,7 +23,7 @@ def test_analyze_writes_json_and_prints_findings(tmp_path):
     proc = run("analyze", str(EXAMPLES / "tiny_gpt.py"), "-o", str(out), "--no-html")
     assert proc.returncode == 0, proc.stderr
     data = json.loads((out / "tiny_gpt.json").read_text())
-    assert data["schema_version"] == 6  # issue 15: schema 3; issue 23: 4 (the precision verdict); issue 25: 5 (parity); issue 33/36/37: 6
+    assert data["schema_version"] == 7  # issue 15: schema 3; issue 23: 4 (the precision verdict); issue 25: 5 (parity); issue 33/36/37: 6; issue 36.6: 7
     assert data["model"] == "tiny_gpt" and data["target"] == "trn1"
     assert data["backend"]["name"] == "static" and "torch" in data["backend"]["versions"]
     for key in ("ops_total", "support_percentage", "counts"):

@@ -54,7 +54,8 @@ def test_findings_group_calls_by_rule_and_line_and_keep_the_worst_verdict_per_op
     ok = {**call, "op": "aten::add.Tensor", "verdict": "lowered", "rule": "native-kernel", "bytes": 0}
     findings, verdicts = findings_of([call, {**call, "bytes": 16}, ok])
     [f] = findings
-    assert (f.count, f.bytes_per_call, f.line) == (2, 12, 3)
+    # bytes per forward, every call of the line (as the static finding counts them), not per call
+    assert (f.count, f.bytes_per_call, f.line) == (2, 24, 3)
     assert verdicts == {"aten::cumprod": "cpu_fallback", "aten::add.Tensor": "lowered"}
 
 
@@ -121,3 +122,156 @@ def test_a_module_object_of_the_python_api_is_observed_at_its_own_line_not_the_w
     _, start = inspect.getsourcelines(_Cumulative.forward)
     assert (seen.op, seen.line) == ("aten::cumprod", start + 1)
     assert seen.file is not None and seen.file.endswith("test_native_cpu.py")
+
+
+# --- issue 36.5: auto, torch.compile graphs, 'neuron' devices, training, the prediction diff ---------------------
+
+COMPILED = MODELS / "native_compiled_submodule.py"
+DEVICES = MODELS / "native_device_strings.py"
+DIFFERS = MODELS / "native_eager_differs.py"
+TRAIN = MODELS / "native_train_cumprod.py"
+
+
+def _auto_limitation(report):
+    return [n.why for n in report.not_analysed if n.what == "native-cpu backend (auto)"]
+
+
+def test_auto_on_the_native_stack_observes_on_the_stand_in():
+    report = neuronprobe.analyze(str(SORT), target="trn2", backend="auto")
+    assert report.backend.name == "native-cpu" and _auto_limitation(report) == []
+    [seen] = [f for f in report.findings if Origin.OBSERVED in f.origins]
+    assert (seen.op, seen.line, seen.origins) == ("aten::sort.stable", marker_line(SORT), [Origin.PREDICTED, Origin.OBSERVED])
+
+
+def test_auto_on_the_xla_stack_never_picks_the_stand_in():
+    report = neuronprobe.analyze(str(SORT), target="trn1", backend="auto")
+    assert report.backend.name != "native-cpu"
+
+
+def test_auto_stays_static_with_the_reason_under_native_mode_compile():
+    needle = "observes eager dispatch, and --native-mode compile"
+    report = neuronprobe.analyze(str(SORT), target="trn2", backend="auto", native_mode="compile")
+    assert report.backend.name == "static" and "auto: native-cpu not used" in report.backend.detail
+    [why] = _auto_limitation(report)
+    assert needle in why and "the findings are the static table's predictions" in why
+    assert all(f.origins == [Origin.PREDICTED] for f in report.findings) and report.findings
+
+
+def test_auto_stays_static_over_the_memory_budget_and_for_weightless_models():
+    from types import SimpleNamespace
+
+    from neuronprobe.backends.native_cpu import choose
+
+    model = SimpleNamespace(on_meta=False, source="m.py")
+    assert choose(model, [], max_memory=2**40, native_mode=None).observe
+    over = choose(model, [], max_memory=2**20, native_mode=None)
+    assert not over.observe and "over 85% of --max-memory 1MiB" in over.reason
+    # --train: the weights' gradients and two optimizer states are new in the worker (3 x 1 GiB of float32 here)
+    big = SimpleNamespace(on_meta=False, source="m.py", module=torch.nn.Linear(2**14, 2**14, bias=False, device="meta"))
+    budget = 2**31  # 85%: 1.7 GiB, room for this process, not for 3 GiB more
+    assert choose(big, [], max_memory=budget, native_mode=None).observe
+    trained = choose(big, [], max_memory=budget, native_mode=None, train=True)
+    assert not trained.observe and "over 85% of --max-memory 2GiB" in trained.reason
+    meta = choose(SimpleNamespace(on_meta=True, source="hf:llama"), [], max_memory=2**40, native_mode=None)
+    assert not meta.observe and "hf:llama has no weights here" in meta.reason
+
+
+def test_auto_keeps_the_static_report_when_the_observation_fails(tmp_path):
+    from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+
+    report = analyze_spec(str(HANG), AnalyzeOptions(backend="auto", target="trn2", op_timeout=3))
+    assert report.backend.name == "static"
+    [why] = _auto_limitation(report)
+    assert "its observation failed" in why and "did not finish on the stand-in" in why and "the static analysis stands" in why
+
+
+def test_a_fallback_inside_a_torch_compile_neuron_graph_is_observed_at_the_users_line():
+    static = neuronprobe.analyze(str(COMPILED), target="trn2", backend="static")
+    assert [(f.op, f.line) for f in static.findings] == [("aten::sort", marker_line(COMPILED))]
+    report = neuronprobe.analyze(str(COMPILED), target="trn2", backend="native-cpu")
+    [seen] = report.findings
+    assert (seen.op, seen.verdict, seen.line, seen.origins) == (
+        "aten::sort.stable",
+        Verdict.CPU_FALLBACK,
+        marker_line(COMPILED),
+        [Origin.PREDICTED, Origin.OBSERVED],
+    )
+    assert seen.file.endswith("native_compiled_submodule.py")
+    assert not report.prediction_diff.predicted_ok_observed_failing and not report.prediction_diff.predicted_failing_observed_ok
+
+
+def test_neuron_device_strings_name_the_stand_in():
+    from neuronprobe.backends.native_cpu import NativeCpuBackend
+    from neuronprobe.loaders.resolve import load_model_file
+
+    loaded = load_model_file(DEVICES)
+    observation = NativeCpuBackend().observe(loaded, "trn2", timeout=120, op_timeout=120)
+    [seen] = [f for f in observation.findings if f.verdict is Verdict.CPU_FALLBACK]
+    assert (seen.op, seen.line) == ("aten::sort.stable", marker_line(DEVICES))
+    # x.to("neuron") and arange(device="neuron") ran on the stand-in as device ops (a Neuron kernel each)
+    assert (observation.op_verdicts["aten::_to_copy"], observation.op_verdicts["aten::arange"]) == ("lowered", "lowered")
+    assert "'neuron' devices are the CPU" in observation.limitations[-1].why
+    assert torch._C._get_privateuse1_backend_name() == "privateuseone"  # renamed in the worker only
+
+
+def test_on_cpu_maps_only_neuron_devices():
+    from neuronprobe._torch.neuron_device import on_cpu
+
+    assert on_cpu("neuron") == "cpu" and on_cpu("neuron:1") == "cpu" and on_cpu("neuronx") == "neuronx"
+    assert on_cpu(torch.device("cpu")) == torch.device("cpu") and on_cpu(3) == 3 and on_cpu(["neuron", 1]) == ["cpu", 1]
+
+
+def test_static_and_observed_disagree_both_ways_at_their_lines():
+    report = neuronprobe.analyze(str(DIFFERS), target="trn2", backend="native-cpu")
+    line_a, line_b = (m[0] for m in __import__("helpers").expectations(DIFFERS))
+    diff = report.prediction_diff
+    assert [(m.op, m.predicted, m.observed, m.line) for m in diff.predicted_ok_observed_failing] == [
+        ("aten::cumprod", Verdict.LOWERED, Verdict.CPU_FALLBACK, line_a)
+    ]
+    assert "the table predicted aten::cumsum on this line to be fine" in diff.predicted_ok_observed_failing[0].detail
+    assert [(m.op, m.predicted, m.observed, m.line) for m in diff.predicted_failing_observed_ok] == [
+        ("aten::cumprod", Verdict.CPU_FALLBACK, Verdict.LOWERED, line_b)
+    ]
+    assert "the native-cpu stand-in ran every op of this line on the device" in diff.predicted_failing_observed_ok[0].detail
+
+
+def test_the_training_step_runs_on_the_stand_in_and_backward_fallbacks_keep_their_phase():
+    from neuronprobe.backends import TRAINING_STEP_LIMITATION
+    from neuronprobe.vocabulary import Phase
+
+    static = neuronprobe.analyze(str(TRAIN), target="trn2", backend="static", train=True)
+    report = neuronprobe.analyze(str(TRAIN), target="trn2", backend="native-cpu", train=True)
+    assert not [n for n in report.not_analysed if n.what == TRAINING_STEP_LIMITATION]
+    rows = sorted((f.op, f.line, str(f.phase), tuple(f.origins)) for f in report.findings)
+    both = (Origin.PREDICTED, Origin.OBSERVED)
+    assert rows == [("aten::cumprod", marker_line(TRAIN), str(Phase.BACKWARD), both), ("aten::cumprod", marker_line(TRAIN), str(Phase.FORWARD), both)]
+    # summarize() counts a finding that both origins found once: the observed step moves the bytes the static one predicts
+    assert report.summary.fallback_bytes_per_call == static.summary.fallback_bytes_per_call == 2 * 512
+
+
+def test_bytes_of_an_observed_only_line_are_per_forward():
+    report = neuronprobe.analyze(str(MODELS / "native_eager_only_path.py"), target="trn2", backend="native-cpu")
+    [seen] = [f for f in report.findings if f.verdict is Verdict.CPU_FALLBACK]
+    assert seen.origins == [Origin.OBSERVED] and report.summary.fallback_bytes_per_call == seen.bytes_per_call == 2 * 8 * 4 * 2
+
+
+def test_the_neuron_compile_name_is_lent_for_the_analysis_only():
+    import torch._dynamo
+
+    neuronprobe.analyze(str(COMPILED), target="trn2", backend="static")
+    assert "neuron" not in torch._dynamo.list_backends(exclude_tags=())  # the user's process is left as it was
+    with pytest.raises(Exception, match="neuron"):
+        torch.compile(torch.nn.Linear(2, 2), backend="neuron")
+
+
+@pytest.mark.parametrize("name", ["_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention"])
+def test_a_kernel_a_cpu_capture_picks_is_not_a_predicted_fallback_either(name):
+    """What the stand-in names as a limitation, the static answer does not call a fallback (the zoo tier's hf: captures
+    record torch's CPU flash kernel in 10 types; it was predicted as a native CPU fallback)."""
+    from neuronprobe.capture.graph import OpCall
+    from neuronprobe.support.native.classify import classify_native
+    from neuronprobe.support.native.table import native_table
+
+    verdict = classify_native(OpCall(index=0, namespace="aten", name=name, overload="default"), native_table(None))
+    assert (verdict.verdict, verdict.rule) == (Verdict.DECOMPOSED, "native-device-artifact")
+    assert "scaled_dot_product_attention" in verdict.reason

@@ -31,7 +31,7 @@ def test_parity_names_the_first_module_and_line_where_bf16_matmult_flips_the_cla
     assert "the op adding most error inside it: aten::addmm" in text
     assert "no-cast fp32 mpa-on emulated narrows nothing: the fp32 reference's own forward, so not run again" in text
     report = load_report(str(out))
-    assert report.schema_version == 6 and report.parity is not None
+    assert report.schema_version == 7 and report.parity is not None
     cast, plain = report.parity.runs
     assert cast.first_exceeding is not None and cast.first_exceeding.module == "score" and cast.first_exceeding.line == FLIP_LINE
     assert cast.agreement is not None and cast.agreement.top1_same == 0

@@ -356,7 +356,7 @@ def test_analyze_with_a_serving_trace_adds_the_section(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert data["schema_version"] == 6 and data["serving"]["requests"] == 40
+    assert data["schema_version"] == 7 and data["serving"]["requests"] == 40
     assert data["serving"]["proposed"]["batch_buckets"][-1] == 4
     report = Report.from_json(out.read_text())
     assert report.serving is not None and report.serving.proposed is not None

@@ -133,7 +133,7 @@ def test_branch_on_a_metric_is_control_flow(reports):
 def test_report_with_phases_round_trips_and_renders(reports, tmp_path):
     report = reports["train_item_logging.py"]
     again = Report.from_json(report.to_json())
-    assert again == report and again.schema_version == SCHEMA_VERSION == 6  # issue 15: schema 3; issue 23: 4; issue 25: 5; issue 33/36/37: 6
+    assert again == report and again.schema_version == SCHEMA_VERSION == 7  # issue 15: schema 3; issue 23: 4; issue 25: 5; issue 33/36/37: 6; issue 36.6: 7
     html = report._repr_html_()
     assert 'class="np-filter-phase"' in html and "<th>phase</th>" in html and "Training step" in html
     assert list(report.findings_df()["phase"]) == ["loop"]

@@ -133,7 +133,7 @@ def test_from_json_rejects_unknown_values_with_the_field_path(where: tuple, valu
 
 def test_top_line_verdict_and_its_words_are_in_the_json() -> None:
     data = _json(fallback_only_report())
-    assert data["schema_version"] == SCHEMA_VERSION == 6
+    assert data["schema_version"] == SCHEMA_VERSION == 7
     assert data["verdict"] == "runs_with_fallbacks" and data["verdict_words"] == TopVerdict.RUNS_WITH_FALLBACKS.words
     assert list(data)[:4] == ["model", "target", "verdict", "verdict_words"]  # CI jobs read the top
     blocked = _json(rich_report())
@@ -148,14 +148,14 @@ def test_a_precision_note_never_changes_the_top_line_and_round_trips() -> None:
     )
     assert report.verdict is TopVerdict.RUNS  # it compiles and runs; the note says the numbers differ
     again = Report.from_json(report.to_json())
-    assert [f.verdict for f in again.findings] == [Verdict.PRECISION] and again.schema_version == 6
+    assert [f.verdict for f in again.findings] == [Verdict.PRECISION] and again.schema_version == 7
 
 
 def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None:
     old_data = json.loads(OLD_REPORT.read_text(encoding="utf-8"))
     assert old_data["schema_version"] == 2 and "verdict" not in old_data
     report = load_report(str(OLD_REPORT))
-    assert report.schema_version == SCHEMA_VERSION == 6
+    assert report.schema_version == SCHEMA_VERSION == 7
     assert report.verdict is TopVerdict.WILL_NOT_COMPILE
     assert {f.verdict for f in report.findings} == {Verdict.DYNAMIC_SHAPE, Verdict.CPU_FALLBACK}
     assert all(f.origin is Origin.PREDICTED and f.phase is Phase.FORWARD for f in report.findings)
@@ -175,7 +175,7 @@ def test_a_schema_2_report_loads_and_round_trips_to_the_current_schema() -> None
     assert report.recompiles is not None and {c.kind for c in report.recompiles.causes} == {"branch", "shape"}
     # written again, it is a schema-6 report that loads to the same objects
     new_data = json.loads(report.to_json())
-    assert new_data["schema_version"] == 6 and new_data["verdict"] == "will_not_compile"
+    assert new_data["schema_version"] == 7 and new_data["verdict"] == "will_not_compile"
     assert new_data["backend"]["steps"]["run"] == {"status": "timeout", "seconds": 600.0, "detail": ""}
     assert new_data["buckets"]["histogram"]["bin_width"] == report.buckets.histogram.bin_width
     assert Report.from_json(report.to_json()) == report

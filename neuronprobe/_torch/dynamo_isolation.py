@@ -147,3 +147,15 @@ def self_check_regions() -> Check:
             raise MissingInternal("torch.compile(isolate_recompiles=...)", ISOLATION_DEGRADES, "torch.compile has no isolate_recompiles")
 
     return run_check("torch.compile(isolate_recompiles=True)", ISOLATION_DEGRADES, probe)
+
+
+def forget_all_compiles() -> None:
+    """``torch._dynamo.reset()``: every compiled code cache of this process dropped, so the next call compiles again.
+
+    Only for a forked worker that must compile as a fresh process would (the live TorchNeuron run counts the
+    graphs ``get_dynamo_metrics()`` reports): the parent's capture may have run the model's own
+    ``torch.compile`` on CPU tensors already, and the worker inherits those caches. Never in the user's process.
+    """
+    import torch._dynamo
+
+    torch._dynamo.reset()

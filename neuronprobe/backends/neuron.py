@@ -13,7 +13,11 @@ process (:mod:`neuronprobe.process.isolation`) with its own time limit:
    (``met.executed_fallback_ops()`` where present) are the ops that ran on the CPU.
 
 With the native TorchNeuron stack (trn2/trn3) one ``run`` step reads
-``torch_neuronx.get_fallback_ops()`` and ``get_executed_ops()``.
+``torch_neuronx.get_fallback_ops()`` and ``get_executed_ops()`` (lists of op names), and
+``get_dynamo_metrics()``: one ``NeuronCompilationMetrics`` per graph the model's own
+``torch.compile(backend="neuron")`` compiled, with its node count and FX-pass, lowering and NEFF
+compile times (``report.backend.compiled_graphs``); counting compiles over traffic reads the same
+metrics per graph (``recompiles.observed.graphs``).
 
 The compiler writes into a temporary folder and a temporary Neuron compile
 cache (``NEURON_COMPILE_CACHE_URL``, and ``--cache_dir`` in ``NEURON_CC_FLAGS``),
@@ -50,7 +54,7 @@ from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.capture.graph import relative_path
 from neuronprobe.errors import BackendUnavailable, InputError
 from neuronprobe.process.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, StepResult, run_isolated
-from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
+from neuronprobe.report.model import BackendInfo, BackendStep, CompiledGraph, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.usercode import is_library
 from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict, worse
@@ -249,6 +253,7 @@ class _Builder:
     logs: list[str] = field(default_factory=list)
     support_percentage: float | None = None
     where: dict[str, tuple[str | None, int | None]] = field(default_factory=dict)
+    graphs: list[CompiledGraph] = field(default_factory=list)  # native: what get_dynamo_metrics() reported for the run
 
     def verdict(self, op: str, verdict: Verdict | str) -> None:
         self.op_verdicts[op] = worse(self.op_verdicts.get(op), verdict)
@@ -411,10 +416,25 @@ def apply_xla_observation(builder: _Builder, value: dict[str, Any]) -> None:
 
 
 def apply_native(builder: _Builder, value: dict[str, Any]) -> None:
+    """The native run: every executed op ran on the device unless it is also a fallback; the graphs compiled on
+    the way, and a one-line summary on the run step."""
     fallback = set(value.get("fallback", []))
-    for op in sorted(set(value.get("executed", [])) - fallback):
+    executed = set(value.get("executed", []))
+    for op in sorted(executed - fallback):
         builder.verdict(op, Verdict.LOWERED)
     apply_fallbacks(builder, {op: 1 for op in fallback}, "torch_neuronx.get_fallback_ops()")
+    graphs = compiled_graphs(value.get("graphs", []))
+    builder.graphs.extend(graphs)
+    step = builder.steps.get("run")
+    if step is not None:
+        step.detail = f"{len(executed | fallback)} op(s) executed, {len(fallback)} on the CPU" + (
+            f"; {len(graphs)} torch.compile graph(s) compiled in {sum(g.seconds for g in graphs):.1f} s" if graphs else ""
+        )
+
+
+def compiled_graphs(rows: list[dict[str, Any]]) -> list[CompiledGraph]:
+    """``get_dynamo_metrics()`` rows (:func:`~neuronprobe.backends.neuron_steps.dynamo_metrics_rows`) as report records."""
+    return [CompiledGraph(**row) for row in rows]
 
 
 # --- the backend --------------------------------------------------------------------------
@@ -468,6 +488,7 @@ class NeuronLiveBackend:
     use_user_cache: bool = field(default_factory=lambda: os.environ.get(CACHE_ENV, "") == "user")
     _steps: dict[str, BackendStep] = field(default_factory=dict)
     _support: float | None = None
+    _graphs: list[CompiledGraph] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
@@ -490,6 +511,7 @@ class NeuronLiveBackend:
             fake=d.fake,
             steps=dict(self._steps),
             observed_support_percentage=self._support,
+            compiled_graphs=list(self._graphs),
         )
 
     def _env(self, workdir: Path) -> dict[str, str]:
@@ -533,6 +555,7 @@ class NeuronLiveBackend:
                 self._apply(builder, name, result)
         self._steps = dict(builder.steps)
         self._support = builder.support_percentage
+        self._graphs = list(builder.graphs)
         return builder.observation()
 
     def _apply(self, builder: _Builder, name: str, result: StepResult) -> None:
@@ -615,8 +638,10 @@ class NeuronLiveBackend:
                 note=f"the run {what}; counted over the first {last['calls']} of {len(inputs_per_call)} call(s){fake}",
             )
         value = result.value
+        graphs: list[CompiledGraph] = []
         if native:
-            hashes = list(value.get("graphs", []))
+            graphs = compiled_graphs(value.get("graphs", []))
+            hashes = [g.name for g in graphs]
             note = f"torch.compile(backend='neuron') graphs from torch_neuronx.get_dynamo_metrics(){fake}"
         else:
             hashes = [m.removeprefix("MODULE_") for m in modules]
@@ -627,7 +652,15 @@ class NeuronLiveBackend:
             if modules and not value["compiles"]:
                 source = "neuron-cache"
         compiles = int(value["compiles"]) if value["compiles"] or native else len(modules)
-        return ObservedCompiles(compiles=compiles, graph_hashes=hashes, source=source, shapes_run=int(value["calls"]), note=note)
+        return ObservedCompiles(
+            compiles=compiles,
+            graph_hashes=hashes,
+            source=source,
+            shapes_run=int(value["calls"]),
+            note=note,
+            seconds=round(sum(g.seconds for g in graphs), 3),
+            graphs=graphs,
+        )
 
 
 __all__ = [

@@ -122,7 +122,40 @@ def step_xla_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: s
     return value
 
 
+_US = 1e-6
+
+
+def dynamo_metrics_rows(metrics: Any) -> list[dict[str, Any]]:
+    """``torch_neuronx.get_dynamo_metrics()`` as plain rows (the fields of :class:`~neuronprobe.report.model.CompiledGraph`).
+
+    Each item is a ``NeuronCompilationMetrics`` (a dataclass in ``torch_neuronx/neuron_dynamo_backend/metrics.py``,
+    TorchNeuron source at parmoham-aws/test-repo-parmoham@5577a2d8): ``graph_id`` (the cache key), ``graph_name``,
+    ``model_name``, ``has_collectives``, ``graph_node_count``, ``timestamp`` and three times in microseconds,
+    ``torch_neuronx_fx_passes_us``, ``torch_neuronx_lower_us`` and ``torch_neuronx_compile_us`` (the NEFF compile,
+    filled after a synchronize). Fields are read by name, so a release that adds fields still reads.
+    """
+    rows = []
+    for m in metrics or []:
+        rows.append(
+            {
+                "name": str(getattr(m, "graph_name", "") or getattr(m, "graph_id", "")),
+                "nodes": int(getattr(m, "graph_node_count", 0) or 0),
+                "has_collectives": bool(getattr(m, "has_collectives", False)),
+                "fx_passes_seconds": round(int(getattr(m, "torch_neuronx_fx_passes_us", 0) or 0) * _US, 6),
+                "lower_seconds": round(int(getattr(m, "torch_neuronx_lower_us", 0) or 0) * _US, 6),
+                "compile_seconds": round(int(getattr(m, "torch_neuronx_compile_us", 0) or 0) * _US, 6),
+            }
+        )
+    return rows
+
+
+def _dynamo_metrics(torch_neuronx: Any) -> list[dict[str, Any]]:
+    return dynamo_metrics_rows(torch_neuronx.get_dynamo_metrics()) if hasattr(torch_neuronx, "get_dynamo_metrics") else []
+
+
 def step_native_run(module: Any, args: tuple, kwargs: dict, workdir: str, target: str, progress: Callable) -> Any:
+    """One eager forward on the neuron device: the ops it executed there and on the CPU, and the graphs the
+    model's own ``torch.compile(backend="neuron")`` calls compiled on the way (``get_dynamo_metrics()``)."""
     import torch
     import torch_neuronx
 
@@ -131,12 +164,21 @@ def step_native_run(module: Any, args: tuple, kwargs: dict, workdir: str, target
     module = module.to(device)
     args, kwargs = _to_device(args, device), _to_device(kwargs, device)
     torch_neuronx.clear_op_tracking()
+    if hasattr(torch_neuronx, "reset_dynamo_metrics"):
+        from neuronprobe._torch.dynamo_isolation import forget_all_compiles
+
+        forget_all_compiles()  # this forked worker compiles as the user's process would, not from the capture's caches
+        torch_neuronx.reset_dynamo_metrics()
     with torch.no_grad():
         out = module(*args, **kwargs)
     if hasattr(torch_neuronx, "synchronize"):
         torch_neuronx.synchronize()
     _to_cpu(out)
-    return {"fallback": sorted(torch_neuronx.get_fallback_ops()), "executed": sorted(torch_neuronx.get_executed_ops())}
+    return {
+        "fallback": sorted(torch_neuronx.get_fallback_ops()),
+        "executed": sorted(torch_neuronx.get_executed_ops()),
+        "graphs": _dynamo_metrics(torch_neuronx),
+    }
 
 
 def _outputs_bytes(out: Any) -> bytes:
@@ -217,5 +259,5 @@ def step_native_compiles(module: Any, calls: list, workdir: str, progress: Calla
         with torch.no_grad():
             _to_cpu(compiled(*_to_device(args, device), **_to_device(kwargs, device)))
         progress({"calls": i + 1, "compiles": len(torch_neuronx.get_dynamo_metrics())})
-    metrics = torch_neuronx.get_dynamo_metrics()
-    return {"calls": len(calls), "compiles": len(metrics), "graphs": [str(m.graph_name) for m in metrics]}
+    graphs = _dynamo_metrics(torch_neuronx)
+    return {"calls": len(calls), "compiles": len(graphs), "graphs": graphs}

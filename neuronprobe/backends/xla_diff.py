@@ -121,8 +121,11 @@ def count_uncaptured(report: Any, calls: list[Any]) -> None:
         listed.add(f.op)
 
 
-def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
-    """Add the line-matched disagreements to ``report.prediction_diff`` (the name-matched ones stay)."""
+def refine_diff(report: Any, observation: Any, calls: list[Any], observer: str = "torch-xla") -> None:
+    """Add the line-matched disagreements to ``report.prediction_diff`` (the name-matched ones stay).
+
+    ``observer`` names who ran the line in the message of a predicted problem it did not see (``torch-xla``,
+    or the native-cpu stand-in)."""
     diff = report.prediction_diff
     if diff is None:
         return
@@ -178,7 +181,7 @@ def refine_diff(report: Any, observation: Any, calls: list[Any]) -> None:
                 Verdict.LOWERED,
                 p.file,
                 p.line,
-                "torch-xla ran every op of this line on the device: no CPU fallback and no host read",
+                f"{observer} ran every op of this line on the device: no CPU fallback and no host read",
             )
         )
 

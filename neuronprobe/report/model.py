@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from neuronprobe.errors import InputError, ReportFormatError
-from neuronprobe.report.schema.backend import BackendInfo, BackendStep, PredictionDiff, PredictionMismatch, SupportTableInfo
+from neuronprobe.report.schema.backend import BackendInfo, BackendStep, CompiledGraph, PredictionDiff, PredictionMismatch, SupportTableInfo
 from neuronprobe.report.schema.buckets import (
     Baseline,
     BucketProposal,
@@ -113,6 +113,7 @@ def load_report(path: str) -> Report:
 __all__ = [
     "SCHEMA_VERSION",
     "BackendInfo",
+    "CompiledGraph",
     "BackendStep",
     "Baseline",
     "BatchPlan",

@@ -61,6 +61,8 @@ def place_observed(observation: Observation, calls: Sequence[ClassifiedOp], host
             f.phase = Phase.FORWARD if reads[(f.file, f.line)].in_forward else Phase.LOOP
             continue
         candidates = [c for c in by_op.get(f.op, []) or by_op.get(f.op.split(".", 1)[0], []) if c.file]
+        if f.phase is not Phase.FORWARD:  # the observer knew the phase (native-cpu: an autograd node ran): a call of that phase
+            candidates = [c for c in candidates if c.phase == f.phase] or candidates
         if candidates:
             first = candidates[0]
             f.phase = Phase(first.phase)

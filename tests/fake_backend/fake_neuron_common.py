@@ -105,6 +105,12 @@ def recorder() -> Any:
                 super().__init__()
                 self.ops: list[tuple[str, str]] = []  # (dispatcher name, input signature)
 
+            @classmethod
+            def ignore_compile_internals(cls) -> bool:
+                # a device records its ops below dynamo: torch.compile still compiles while the recorder is on
+                # (torch 2.13 skips compiling frames under any other dispatch mode, _dynamo/convert_frame.py)
+                return True
+
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 self.ops.append((dispatcher_name(func), tensor_signature(args)))
                 return func(*args, **(kwargs or {}))

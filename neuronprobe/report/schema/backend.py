@@ -29,6 +29,24 @@ class BackendStep:
 
 
 @dataclass
+class CompiledGraph:
+    """One graph ``torch.compile(backend="neuron")`` compiled on a TorchNeuron host (schema 7, issue 36.6), as
+    ``torch_neuronx.get_dynamo_metrics()`` reports it (``NeuronCompilationMetrics``: the FX passes, the lowering to
+    StableHLO and the NEFF compile, each in microseconds there, in seconds here)."""
+
+    name: str = ""  # graph_name: {model_name}_{aot_id}_{graph_type}_{nth}
+    nodes: int = 0  # graph_node_count: FX nodes before lowering
+    has_collectives: bool = False
+    fx_passes_seconds: float = 0.0
+    lower_seconds: float = 0.0
+    compile_seconds: float = 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.fx_passes_seconds + self.lower_seconds + self.compile_seconds
+
+
+@dataclass
 class BackendInfo:
     name: str = "static"  # "static" | "neuron"
     kind: str = "static"  # "static" | "xla" | "native"
@@ -39,6 +57,8 @@ class BackendInfo:
     steps: dict[str, BackendStep] = field(default_factory=dict)
     # torch_neuronx.analyze's own "support_percentage", as a number (None when analyze did not run)
     observed_support_percentage: float | None = None
+    # schema 7: on a TorchNeuron host, the graphs the observed forward compiled (the model's own torch.compile calls)
+    compiled_graphs: list[CompiledGraph] = field(default_factory=list)
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from neuronprobe.report.schema.backend import CompiledGraph
 from neuronprobe.vocabulary import CauseKind, SourceLocation
 
 
@@ -26,6 +27,7 @@ class ObservedCompiles:
     note: str = ""
     seconds: float = 0.0  # compile time measured in total (live backend); 0 when not measured
     compiled_shapes: list[str] = field(default_factory=list)  # the signature each compile was for
+    graphs: list[CompiledGraph] = field(default_factory=list)  # schema 7: per graph, where the backend times them (TorchNeuron)
 
 
 @dataclass

@@ -49,7 +49,8 @@ from neuronprobe.vocabulary import StepStatus, TopVerdict, Verdict
 #    And support_table.stack (xla | native, issue 36) with the native table's origin and age.
 #    And report.serving, vLLM Neuron ladders, the compile bill and the traffic per bucket dimension (issue 37;
 #    report/schema/serving.py).
-SCHEMA_VERSION = 6
+# 7: backend.compiled_graphs and recompiles.observed.graphs, per graph from TorchNeuron's get_dynamo_metrics() (issue 36.6).
+SCHEMA_VERSION = 7
 
 
 @dataclass

@@ -114,6 +114,15 @@ def _classify(call: Any, table: NativeTable) -> Classification:
     xla = load_table()
     if key in xla.bookkeeping or call.name in xla.bookkeeping:
         return Classification(Verdict.LOWERED, "bookkeeping", f"{call.op} is tracer bookkeeping: no device work")
+    artifact = xla.device_artifacts.get(key) or xla.device_artifacts.get(call.name)
+    if artifact is not None:  # the capture ran on CPU tensors: torch picked its CPU kernel, the neuron device picks its own
+        return Classification(
+            Verdict.DECOMPOSED,
+            "native-device-artifact",
+            f"{call.op} is the kernel a CPU capture picks for {artifact}; on the neuron device {artifact} takes the device's path "
+            f"(_scaled_dot_product_fused_attention_overrideable has a Neuron kernel in {table.release}, and the math decomposition's matmul "
+            "and softmax run on the device)",
+        )
     if call.name in table.unsupported:
         return Classification(
             Verdict.COMPILE_ERROR,
