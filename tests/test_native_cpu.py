@@ -255,9 +255,13 @@ def test_bytes_of_an_observed_only_line_are_per_forward():
     assert seen.origins == [Origin.OBSERVED] and report.summary.fallback_bytes_per_call == seen.bytes_per_call == 2 * 8 * 4 * 2
 
 
-def test_the_neuron_compile_name_is_lent_for_the_analysis_only():
+def test_the_neuron_compile_name_is_lent_for_the_analysis_only(monkeypatch):
     import torch._dynamo
+    from torch._dynamo.backends import registry
 
+    # as a user without TorchNeuron has torch: an earlier test's fake TorchNeuron registered the name in this process
+    monkeypatch.setattr(registry, "_COMPILER_FNS", {k: v for k, v in registry._COMPILER_FNS.items() if k != "neuron"})
+    monkeypatch.setattr(registry, "_BACKENDS", {k: v for k, v in registry._BACKENDS.items() if k != "neuron"})
     neuronprobe.analyze(str(COMPILED), target="trn2", backend="static")
     assert "neuron" not in torch._dynamo.list_backends(exclude_tags=())  # the user's process is left as it was
     with pytest.raises(Exception, match="neuron"):
