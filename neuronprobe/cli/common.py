@@ -1,0 +1,196 @@
+"""What every command shares: the Typer app, the error edge (typed errors to one line and an exit code),
+the consoles, atomic writes and the small parsers of comma lists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from neuronprobe.errors import BUG_REPORT_URL, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.gates import GateFailure
+    from neuronprobe.support import SupportTable
+
+BUG_SENTENCE = f"this is a bug in neuronprobe, please report it at {BUG_REPORT_URL}"
+
+app = typer.Typer(
+    name="neuronprobe",
+    help="Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2, "
+    "why your traffic recompiles, and which buckets minimise padding.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from neuronprobe.version import __version__
+
+        typer.echo(f"neuronprobe {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2,
+    why your traffic recompiles, and which buckets minimise padding."""
+
+
+def err_console() -> Any:
+    from neuronprobe.console_io import make_console
+
+    return make_console(stderr=True)  # user text is data: no :x: emoji, control characters shown escaped
+
+
+def out_console() -> Any:
+    from neuronprobe.console_io import make_console
+
+    return make_console()
+
+
+def fail(message: str, code: int = EXIT_UNUSABLE) -> typer.Exit:
+    from rich.markup import escape  # a message may quote "[[models]]" or "x[0]": not markup
+
+    err_console().print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def guarded(debug: bool) -> Iterator[None]:
+    """Map library errors to one line and an exit code; tracebacks only with --debug (the exit code is the same).
+
+    First, every number the command's options took is checked at the edge (int64, finite).
+    """
+    try:
+        _check_numbers()
+        yield
+    except typer.Exit:
+        raise
+    except NeuronprobeError as exc:
+        if debug:
+            _print_traceback(exc)
+        raise fail(str(exc), exc.exit_code) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    except RecursionError as exc:  # malformed input nested too deep for a parser we do not wrap
+        if debug:
+            _print_traceback(exc)
+        raise fail("the input is nested too deep to read") from None
+    except Exception as exc:  # an InternalError, or any other exception: a bug in neuronprobe (exit 3)
+        if debug:
+            _print_traceback(exc)
+        from neuronprobe.files import unusable_path
+
+        user = unusable_path(exc)  # a path the file system refuses (too long, a loop of links): the user's to fix
+        if user is not None:
+            raise fail(user) from None
+        raise fail(_internal_error_line(exc, debug), EXIT_INTERNAL) from None
+
+
+def _check_numbers() -> None:
+    """Every integer and float option of the running command within int64 and finite (one sentence naming it)."""
+    import importlib
+
+    from neuronprobe.options import check_parameters
+
+    # The click typer runs on (its own vendored copy from typer 0.29, else click): where typer.Context comes from.
+    base = next(c for c in typer.Context.__mro__[1:] if c.__name__ == "Context")
+    ctx = importlib.import_module(base.__module__.rsplit(".", 1)[0] + ".globals").get_current_context(silent=True)
+    if ctx is None:
+        return
+    flags = {p.name: (p.opts[0] if p.opts else p.name) for p in ctx.command.params if p.name}
+    check_parameters(ctx.params, flags)
+
+
+def _internal_error_line(exc: BaseException, debug: bool = False) -> str:
+    """The one line an internal error prints: what was raised, that it is a bug, and where to report it."""
+    text = str(exc).strip().splitlines()
+    what = f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    hint = "" if debug else " (run again with --debug for the traceback)"
+    return f"internal error: {what}; {BUG_SENTENCE}{hint}"
+
+
+def _print_traceback(exc: BaseException) -> None:
+    """--debug: the traceback (with the worker's, attached as a note) on stderr, before the one line."""
+    import traceback
+
+    traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    from neuronprobe.files import write_atomic
+
+    try:
+        return write_atomic(path, data)
+    except OSError as exc:
+        raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def json_text(value: Any, indent: int = 2) -> str:
+    """A JSON file's text through the codec: NaN and infinity as strings, never as bare constants."""
+    from neuronprobe.jsonio import dumps
+
+    return dumps(value, indent=indent)
+
+
+def import_paths(paths: list[Path] | None) -> list[Path]:
+    """The --path folders, each checked (one that is no folder: exit 2 before any work)."""
+    from neuronprobe.loaders.resolve import check_import_paths
+
+    return check_import_paths(paths or [])
+
+
+def split_csv(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def int_list(value: str | None, flag: str) -> list[int] | None:
+    """``1,4,8`` as integers; a usable sentence (exit 2) for anything else."""
+    if not value:
+        return None
+    try:
+        return [int(v) for v in split_csv(value)]
+    except ValueError:
+        raise fail(f"{flag} {value!r}: use whole numbers separated by commas, e.g. 1,4,8") from None
+
+
+def analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
+    """(option, path) of each file analyze writes: the JSON, then the HTML."""
+    json_out = json_path or output_dir / f"{stem}.json"
+    out = [("--json" if json_path else "the JSON report", json_out)]
+    if html:
+        out.append(("the HTML report", json_out.with_suffix(".html") if json_path else output_dir / f"{stem}.html"))
+    return out
+
+
+def audit_reads(paths: list[Path] | list[str], include_vendored: bool) -> list[Path]:
+    """What an audit of ``paths`` reads (the roots, every file the walk picks, each .gitignore): no output may be one."""
+    from neuronprobe.audit.engine import audit_inputs
+
+    return audit_inputs(paths, include_vendored)
+
+
+def rule_table(rules: Path | None) -> SupportTable:
+    """The support table ``--fail-on`` rule ids are checked against: the bundled one, with ``--rules`` first."""
+    from neuronprobe.support import load_table, with_user_rules
+
+    return load_table() if rules is None else with_user_rules(load_table(), rules)
+
+
+def exit_on_gates(failures: list[GateFailure]) -> None:
+    """Print each failed gate (from neuronprobe.gates) on a line of its own; exit 1 if there is any."""
+    err = err_console()
+    for failure in failures:
+        err.print(f"gate failed: {failure.message}", markup=False, highlight=False)
+    if failures:
+        raise typer.Exit(EXIT_GATE_FAILED)

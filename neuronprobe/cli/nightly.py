@@ -1,0 +1,261 @@
+"""``neuronprobe nightly``: many models, their history and a regression gate (issue 6)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from neuronprobe.cli.common import (
+    BUG_SENTENCE,
+    app,
+    err_console,
+    fail,
+    guarded,
+    out_console,
+    write,
+)
+from neuronprobe.cli.options import DebugOpt
+from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE
+
+
+@app.command()
+def nightly(
+    config: Annotated[
+        Path,
+        typer.Argument(help="The nightly CONFIG.toml: defaults, and one \\[\\[models]] table per model. `nightly merge SHARD_DIR...` merges shard folders."),
+    ],
+    shard_dirs: Annotated[list[Path] | None, typer.Argument(help="With `merge`: the shard folders of one nightly run.", show_default=False)] = None,
+    output_dir: Annotated[
+        Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html (with --shard: the shard folder).")
+    ] = Path("reports"),
+    date: Annotated[str | None, typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")] = None,
+    require_backend: Annotated[
+        str | None,
+        typer.Option("--require-backend", help="Fail with exit 2 unless this backend is really there (overrides the config)."),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option("--jobs", "-j", help="Models analysed at once, each in its own worker (default: one per core, fewer when memory is short)."),
+    ] = None,
+    total_memory: Annotated[
+        str | None,
+        typer.Option("--total-memory", help="Memory all workers share, e.g. 32G or 75% (default 75% of the machine); a worker waits while it would not fit."),
+    ] = None,
+    shard: Annotated[
+        str | None,
+        typer.Option("--shard", help="Analyse only part I of N (1-based, N <= 256) into the -o shard folder; `nightly merge` writes the history."),
+    ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option("--history", help="The reports folder: with --shard, balance shards by its last durations; with `merge`, write the night there."),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--cache", help="Reuse the last report of a model whose inputs did not change (default: <output-dir>/.cache; with --shard: off unless given)."
+        ),
+    ] = None,
+    no_cache: Annotated[bool, typer.Option("--no-cache", help="Analyse every model, whatever the cache holds.")] = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
+
+    Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing;
+    3 when a model's analysis hit a bug in neuronprobe.
+    """
+    with guarded(debug):
+        from neuronprobe.files import check_outputs
+        from neuronprobe.nightly.run import (
+            INDEX_FILE,
+            check_date,
+            check_required_backend,
+            input_files,
+            isolated_analyze,
+            load_config,
+            output_files,
+            plan_workers,
+            run_nightly,
+            today_utc,
+            write_night,
+        )
+
+        if str(config) == "merge":
+            from neuronprobe.nightly.shards import merge_output_files, merge_shards
+
+            if not shard_dirs or history is None:
+                raise fail("nightly merge SHARD_DIR... --history DIR: give the shard folders and the reports folder")
+            night, outputs = merge_output_files(shard_dirs, date)
+            shard_inputs = [p for folder in shard_dirs for p in Path(folder).iterdir() if p.is_file()]  # merge reads them: never an output
+            check_outputs([("the nightly output", history / f) for f in outputs], shard_inputs, folders=[("--history", history)])
+            result = merge_shards(shard_dirs, history, date)
+            write_night(result, history, write)
+            _finish_nightly(result, history / INDEX_FILE)
+            return
+        if shard_dirs:
+            raise fail(f"nightly: unexpected argument {str(shard_dirs[0])!r} (only `nightly merge` takes shard folders)")
+        night = check_date(date) if date else today_utc()
+        settings = load_config(config)
+        count, memory = plan_workers(settings, jobs, total_memory)
+        # Every option before the first model: the backend, the outputs against the inputs.
+        check_required_backend(settings, require_backend)
+        models = settings.models
+        if shard is not None:
+            from neuronprobe.nightly.shards import parse_shard, shard_models, shard_output_files
+
+            index, of = parse_shard(shard)
+            from neuronprobe.nightly.shards import check_shard_folder
+
+            check_shard_folder(output_dir)
+            mine = set(shard_models(settings, index, of, history))
+            models = [m for m in settings.models if m.name in mine]
+            outputs = shard_output_files([m.name for m in models])
+        else:
+            outputs = output_files(settings, night)
+        cache = None
+        if not no_cache and (cache_dir is not None or shard is None):
+            from neuronprobe.nightly.cache import DEFAULT_CACHE_DIR, ResultCache
+
+            cache = ResultCache(cache_dir if cache_dir is not None else output_dir / DEFAULT_CACHE_DIR, settings, require_backend, night)
+        folders = [("--output-dir", output_dir), *([("--cache", cache.folder)] if cache is not None else [])]
+        check_outputs([("the nightly output", output_dir / f) for f in outputs], input_files(settings), folders=folders)
+        err = err_console()
+        if cache is not None and cache.off:  # no key it can trust: say so, analyse everything
+            err.print(f"note: {cache.off}", markup=False)
+        analyze = isolated_analyze(settings, memory.per_worker_bytes)
+        command_line = " ".join(["neuronprobe", *sys.argv[1:]])
+        with _night_progress(len(models)) as on_done:
+            if shard is not None:
+                from neuronprobe.nightly.run import analyse_models
+                from neuronprobe.nightly.shards import shard_files
+
+                analysed = analyse_models(
+                    settings,
+                    models,
+                    require_backend=require_backend,
+                    command_line=command_line,
+                    analyze=analyze,
+                    jobs=count,
+                    memory=memory,
+                    on_done=on_done,
+                    cache=cache,
+                )
+            else:
+                result = run_nightly(
+                    settings,
+                    output_dir,
+                    night,
+                    require_backend=require_backend,
+                    command_line=command_line,
+                    analyze=analyze,
+                    jobs=count,
+                    memory=memory,
+                    on_done=on_done,
+                    cache=cache,
+                )
+        if shard is not None:
+            # The manifest goes last: a shard folder with a manifest is complete (a killed shard has none and cannot be merged).
+            # For this run only: a second shard run into the same folder writes nothing (exit 2).
+            from neuronprobe.nightly.shards import write_shard
+
+            write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
+            if cache is not None:
+                cache.commit()
+                for line in cache.notes:
+                    err.print(f"note: {line}", markup=False)
+            failed = [a for a in analysed if a.report is None]
+            for a in failed:
+                err.print(f"error: {a.name}: {a.error}", markup=False, style="red")
+            out_console().print(f"shard {index}/{of}: {len(analysed)} model(s), {len(failed)} failed: {output_dir}", markup=False)
+            return  # a shard gates nothing: the merge gives the night's exit code
+        # Each file is complete or absent (write_atomic); the index goes last, so a run
+        # killed while writing leaves the previous index, which links only complete reports.
+        write_night(result, output_dir, write)
+        if cache is not None:  # only now: a run killed earlier leaves no cache entry
+            cache.commit()
+            for line in cache.notes:
+                err.print(f"note: {line}", markup=False)
+        _finish_nightly(result, output_dir / INDEX_FILE)
+
+
+@contextlib.contextmanager
+def _night_progress(total: int) -> Iterator[Callable[[Any], None]]:
+    """A progress bar on a terminal; otherwise (a CI log) one line per finished model."""
+    import threading
+
+    from neuronprobe.formatting import format_duration
+    from neuronprobe.report.nightly_html import STATUS_TEXT
+
+    err = err_console()
+    lock = threading.Lock()
+    done = [0]
+    if not err.is_terminal:
+
+        def line(item: Any) -> None:
+            with lock:
+                done[0] += 1
+                if item.reused_from is not None:
+                    state = f"reused the report of {item.reused_from} (inputs unchanged)"
+                else:
+                    state = f"{STATUS_TEXT['failed'] if item.report is None else 'analysed'} in {format_duration(item.seconds)}"
+                err.print(f"[{done[0]}/{total}] {item.name}: {state}", markup=False)
+
+        yield line
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("nightly"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True) as bar:
+        task = bar.add_task("nightly", total=total)
+
+        def advance(item: Any) -> None:
+            with lock:
+                bar.advance(task)
+
+        yield advance
+
+
+def _finish_nightly(result: Any, index: Path) -> None:
+    """Print the night and exit with its worst outcome: a neuronprobe bug (3), a model that could not be analysed (2), a regression (1)."""
+    _print_nightly(result, index)
+    if result.internal_errors:
+        raise typer.Exit(EXIT_INTERNAL)
+    if result.failures:
+        raise typer.Exit(EXIT_UNUSABLE)
+    if result.gate_failures:
+        raise typer.Exit(EXIT_GATE_FAILED)
+
+
+def _print_nightly(result: Any, index: Path) -> None:
+    """A table of tonight's models, then every regression, failure and warning on a line of its own."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from neuronprobe.report.nightly_html import STATUS_TEXT
+
+    console, err = out_console(), err_console()
+    table = Table(title=f"nightly {result.date}", title_justify="left", show_edge=False)
+    for column in ("model", "status", "baseline"):
+        table.add_column(column)
+    for o in result.outcomes:
+        table.add_row(Text(o.name), Text(STATUS_TEXT[o.status]), Text(o.baseline_date or "-"))
+    console.print(table)
+    for o in result.outcomes:
+        if o.diff is not None and not o.diff.comparable:
+            console.print(f"{o.name}: not comparable, not gated: {o.diff.not_comparable_reason}", markup=False)
+    console.print(f"history: {index}", markup=False)
+    for warning in result.warnings:
+        err.print(f"warning: {warning}", markup=False)
+    for o in result.failures:
+        err.print(f"error: {o.name}: {o.error}", markup=False, style="red")
+    if result.internal_errors:
+        err.print(f"error: {BUG_SENTENCE}", markup=False, style="red")
+    gates = result.gate_failures
+    for failure in gates:
+        for line in failure.failed:
+            err.print(f"regression: {line}", markup=False, style="red")
+    if gates:
+        err.print(f"gate failed: {sum(f.count for f in gates)} regression(s)", markup=False)

@@ -1,0 +1,263 @@
+"""``neuronprobe parity``: numerical parity of the model under Neuron's precisions (issue 25)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from neuronprobe import defaults
+from neuronprobe.cli.common import (
+    analyze_outputs,
+    app,
+    exit_on_gates,
+    fail,
+    guarded,
+    import_paths,
+    out_console,
+    rule_table,
+    split_csv,
+    write,
+)
+from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt
+
+# --- parity (issue 25) ---------------------------------------------------------------
+
+
+def _parity_options(
+    set_: list[str] | None,
+    auto_cast: str | None,
+    auto_cast_type: str | None,
+    dtype: str | None,
+    mpa: str | None,
+    sdk: list[str] | None,
+    precision: list[str] | None,
+    tolerance: float,
+    seed: int,
+    backend: str,
+    timeout: float,
+) -> Any:
+    """The ParityOptions the flags ask for; a bad flag is one sentence, exit 2."""
+    import math
+
+    from neuronprobe.parity.drift import Tolerance
+    from neuronprobe.parity.precision import requested_precisions
+    from neuronprobe.parity.run import ParityOptions
+
+    if not math.isfinite(tolerance) or tolerance <= 0:
+        raise fail(f"--tolerance {tolerance:g}: give a relative tolerance above 0, e.g. 0.05")
+    if backend not in ("cpu", "xla-cpu"):
+        raise fail(f"--backend {backend!r}: parity runs on cpu (the emulation) or xla-cpu (also torch-xla 2.9 in bf16)")
+    precisions = requested_precisions(
+        auto_cast=auto_cast, auto_cast_type=auto_cast_type, dtype=dtype, mixed_precision_accumulation=mpa, sdk=sdk or (), precision=precision or ()
+    )
+    return ParityOptions(precisions, seed, Tolerance(rtol=tolerance), list(set_ or []), backend == "xla-cpu", timeout)
+
+
+@app.command()
+def parity(
+    model: Annotated[str, typer.Argument(help="A model file, hf:<model_type>, tv:<name> or timm:<name>.")],
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable).")] = None,
+    auto_cast: Annotated[str | None, typer.Option("--auto-cast", help="neuronx-cc --auto-cast: none, matmult, all (a comma list runs each).")] = None,
+    auto_cast_type: Annotated[
+        str | None, typer.Option("--auto-cast-type", help="neuronx-cc --auto-cast-type: bf16, fp16, tf32, fp8_e4m3 (a comma list runs each).")
+    ] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="The dtype the model is served in: fp32, bf16, fp16 (a comma list runs each).")] = None,
+    mpa: Annotated[
+        str | None,
+        typer.Option("--mixed-precision-accumulation", help="Softmax, norms and reductions in fp32 (on) or in the low type (off); on,off runs both."),
+    ] = None,
+    sdk: Annotated[
+        list[str] | None, typer.Option("--sdk", help="Also run what neuronx-cc does by default in this SDK release, e.g. 2.26 (repeatable).")
+    ] = None,
+    precision: Annotated[
+        list[str] | None, typer.Option("--precision", help="Also run this precision, e.g. matmult:bf16 or all:fp8_e4m3,dtype=bf16,mpa=off (repeatable).")
+    ] = None,
+    tolerance: Annotated[
+        float, typer.Option("--tolerance", help="A module passes when max-abs <= 1e-5 + TOLERANCE x max|reference| (NxD Inference's rule).")
+    ] = defaults.DEFAULT_PARITY_RTOL,
+    seed: Annotated[int, typer.Option("--seed", help="The seed of the random weights (hf:, tv:, timm:, and get_model()) and of every forward.")] = (
+        defaults.DEFAULT_PARITY_SEED
+    ),
+    backend: Annotated[
+        str,
+        typer.Option(
+            "--backend",
+            help="cpu (the emulation), xla-cpu: also the model in bf16 through torch-xla 2.9 on the CPU, "
+            "or neuron: the device's outputs for --reference/--save-reference (on a Neuron host).",
+        ),
+    ] = "cpu",
+    target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
+    stack: StackOpt = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
+    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
+    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock limit of the run (the model code runs in a worker), seconds.")] = (
+        defaults.DEFAULT_TIMEOUT_S
+    ),
+    max_memory: Annotated[str | None, typer.Option("--max-memory", help="Resident-memory limit of the worker, e.g. 8G or 50%.")] = None,
+    # --- frozen references and training parity (issue 25, points 4 and 5) ---
+    save_reference: Annotated[
+        Path | None, typer.Option("--save-reference", help="Freeze this run's outputs (safetensors + manifest.json) into a new folder DIR.")
+    ] = None,
+    per_module: Annotated[bool, typer.Option("--per-module", help="--save-reference: also every module's output, in execution order.")] = False,
+    reference: Annotated[
+        Path | None, typer.Option("--reference", help="Compare with the frozen reference in DIR (never recomputed; exit 2 when missing).")
+    ] = None,
+    cross_backend: Annotated[
+        bool, typer.Option("--cross-backend", help="--reference: compare a reference produced on another backend (reported, never gated).")
+    ] = False,
+    rtol: Annotated[
+        float | None, typer.Option("--rtol", help="Frozen reference: rtol for every dtype (default per dtype: fp32 1e-5, fp16 1e-3, bf16 1e-2).")
+    ] = None,
+    atol: Annotated[
+        float | None, typer.Option("--atol", help="Frozen reference: atol for every dtype (default per dtype: fp32 1e-7, fp16 1e-5, bf16 1e-3).")
+    ] = None,
+    fail_on: Annotated[
+        str | None, typer.Option("--fail-on", help="Exit 1 on these gates: parity (a mismatch or a top-1 change against --reference), verdicts or rule ids.")
+    ] = None,
+    train: Annotated[bool, typer.Option("--train", help="Also one training step in fp32 and under each precision, compared per parameter group.")] = False,
+    optimizer: Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")] = "adamw",
+    optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
+    train_tolerance: Annotated[
+        float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
+    ] = None,
+    import_path: PathOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Compare the model in fp32 on the CPU with the precisions Neuron computes in (emulated), module by module.
+
+    With no precision flag: the compiler default before Neuron 2.27 (matmult/bf16), the model served in bf16,
+    and the default from 2.27 on (no auto-cast). The flags' values multiply: --auto-cast matmult,all
+    --auto-cast-type bf16,fp8_e4m3 runs four precisions; --sdk and --precision add one each.
+    """
+    with guarded(debug):
+        from neuronprobe.files import check_outputs
+        from neuronprobe.options import check_seconds
+        from neuronprobe.process.worker import analyze_in_worker, limits_from_options
+        from neuronprobe.support import check_target
+
+        check_target(target)
+        from neuronprobe.support.native.stack import NATIVE, check_stack
+
+        stack = check_stack(stack, target)  # parity's --sdk lists precisions to emulate, not the release the stack runs
+        if stack == NATIVE and backend == "xla-cpu":
+            raise fail("--backend xla-cpu runs torch-xla, the XLA stack; with --stack native use --backend cpu or neuron")
+        check_seconds(timeout, "--timeout")
+        frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
+        options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
+        options.paths = import_paths(import_path)
+        reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
+        if json_path is not None:
+            check_outputs([*analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
+        else:
+            check_outputs(saves, reads, folders=[("--output-dir", output_dir), *folders])
+        from neuronprobe.parity.frozen import parity_with_references, prepare
+        from neuronprobe.training import TrainOptions, check_options
+
+        frozen = prepare(frozen_options, model)  # a missing or mismatched reference: exit 2 before the run
+        if not train and (train_tolerance is not None or optimizer != "adamw" or optimizer_impl != "for-loop"):
+            raise fail("--optimizer, --optimizer-impl and --train-tolerance describe the training step: add --train")
+        if train_tolerance is not None and not (train_tolerance >= 0 and train_tolerance != float("inf")):
+            raise fail(f"--train-tolerance {train_tolerance:g}: give a relative error >= 0, e.g. 0.01")
+        train_options = check_options(TrainOptions(optimizer, optimizer_impl)) if train else None
+        command_line = " ".join(["neuronprobe", *sys.argv[1:]])
+        from neuronprobe.console_io import stage_display
+
+        with stage_display(model) as on_stage:
+            report, reference_files = analyze_in_worker(
+                model,
+                lambda: parity_with_references(
+                    model,
+                    options,
+                    frozen_options,
+                    frozen,
+                    live=live,
+                    train=train_options,
+                    train_tolerance=train_tolerance,
+                    target=target,
+                    command_line=command_line,
+                ),
+                limits_from_options(timeout, max_memory),
+                on_stage,
+            )
+        from neuronprobe.gates import evaluate_gates
+        from neuronprobe.report.console_parity import render_parity
+
+        report.support_table.stack = stack  # issue 36: the stack the run describes, kept for diff
+        failures = evaluate_gates(report, gates)
+        console = out_console()
+        stem = report.model.replace("/", "_").replace(":", "_")
+        outputs = analyze_outputs(json_path, output_dir, stem, html)
+        check_outputs([*outputs, *saves], reads, folders=folders)
+        console.print(f"{report.model}: numerical parity on the CPU (no op analysis: `analyze --parity` adds it)", markup=False, highlight=False)
+        assert report.parity is not None
+        console.print(render_parity(report.parity))
+        from neuronprobe.report.console_risky import render_risky
+
+        console.print(render_risky(report))
+        if reference_files:  # first, and for this run only: a concurrent run into the same folder writes nothing (exit 2)
+            from neuronprobe.parity.frozen import write_reference
+
+            write_reference(frozen_options.save_reference, reference_files)
+        write(outputs[0][1], report.to_json())
+        _print_frozen_and_train(console, report.parity)  # below the parity (and risky) sections
+        written = [str(outputs[0][1])]
+        if html:
+            from neuronprobe.report.html import render_html
+
+            write(outputs[1][1], render_html(report))
+            written.append(str(outputs[1][1]))
+        if reference_files:
+            written.append(f"reference {frozen_options.save_reference}")
+        console.print(f"reports: {', '.join(written)}", markup=False)
+        exit_on_gates(failures)
+
+
+def _frozen_options(
+    save_reference: Path | None,
+    per_module: bool,
+    reference: Path | None,
+    cross_backend: bool,
+    rtol: float | None,
+    atol: float | None,
+    fail_on: str | None,
+    backend: str,
+) -> tuple[Any, Any, Any]:
+    """parity's frozen-reference options, its gates and (``--backend neuron``) the live backend; exit 2 for a bad combination."""
+    from neuronprobe.gates import PARITY_GATE, Gates, check_gates, known_rule_ids
+    from neuronprobe.parity.frozen import ReferenceOptions
+
+    options = ReferenceOptions(save_reference, per_module, reference, cross_backend, rtol, atol)
+    gates = check_gates(Gates(tuple(split_csv(fail_on))), lambda: known_rule_ids(rule_table(None)))
+    if PARITY_GATE in gates.fail_on and reference is None:
+        from neuronprobe.gates import NEEDS_REFERENCE
+
+        raise fail(NEEDS_REFERENCE)
+    live = None
+    if backend == "neuron":
+        if not options.any:
+            raise fail("--backend neuron runs the model on the device for a frozen reference: give --reference DIR or --save-reference DIR")
+        from neuronprobe.backends import resolve_backend
+
+        live = resolve_backend("neuron").live  # BackendUnavailable (exit 2) off a Neuron host
+        if per_module:
+            from neuronprobe.parity.frozen import DEVICE_PER_MODULE
+
+            raise fail(DEVICE_PER_MODULE)  # before the run, not after it
+    return options, gates, live
+
+
+def _reference_folder(options: Any) -> list[tuple[str, Path]]:
+    return [] if options.save_reference is None else [("--save-reference", options.save_reference)]
+
+
+def _print_frozen_and_train(console: Any, section: Any) -> None:
+    from neuronprobe.report.reference_console import render_frozen, render_train
+
+    if section.frozen is not None:
+        console.print(render_frozen(section.frozen))
+    for train in section.train:
+        console.print(render_train(train))
