@@ -9,32 +9,44 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
+    "AnalyzeRequest",
+    "GateFailed",
     "GateFailure",
     "Gates",
     "Report",
     "__version__",
     "analyze",
+    "audit",
     "evaluate_gates",
     "load_report",
+    "parity",
     "propose_buckets",
     "propose_decode_buckets",
     "propose_serving_plan",
+    "run_request",
 ]
 
 # The torchvision import hook (loaders/torchvision_ops.py) is not installed here: only while a model is
 # built (loading.py, loaders/vision.py), so that importing neuronprobe (or its pytest plugin) changes nothing.
 
 if TYPE_CHECKING:  # pragma: no cover
-    from neuronprobe.analysis import analyze
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
+    from neuronprobe.request import AnalyzeRequest, run_request
+    from neuronprobe.request.api import GateFailed, analyze, audit, parity
     from neuronprobe.shape_buckets import propose_buckets, propose_decode_buckets
     from neuronprobe.shape_buckets.serving import propose_serving_plan
     from neuronprobe.version import __version__
 
 _LAZY = {
     "__version__": ("neuronprobe.version", "__version__"),  # a bottom module, so that every layer can read it
-    "analyze": ("neuronprobe.analysis", "analyze"),
+    # The three commands that take a model or a repository, with their flags as keywords (neuronprobe.request.api).
+    "analyze": ("neuronprobe.request.api", "analyze"),
+    "parity": ("neuronprobe.request.api", "parity"),
+    "audit": ("neuronprobe.request.api", "audit"),
+    "GateFailed": ("neuronprobe.request.api", "GateFailed"),
+    "AnalyzeRequest": ("neuronprobe.request", "AnalyzeRequest"),
+    "run_request": ("neuronprobe.request", "run_request"),
     "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
     "propose_decode_buckets": ("neuronprobe.shape_buckets", "propose_decode_buckets"),
     "propose_serving_plan": ("neuronprobe.shape_buckets.serving", "propose_serving_plan"),

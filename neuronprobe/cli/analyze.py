@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,16 +11,14 @@ from neuronprobe import defaults
 from neuronprobe.cli.common import (
     analyze_outputs,
     app,
-    audit_reads,
+    command_line,
     err_console,
     exit_on_gates,
-    fail,
     guarded,
-    import_paths,
     int_list,
     out_console,
-    rule_table,
     split_csv,
+    tuple_or_none,
     write,
 )
 from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt, SupportTableOpt
@@ -142,111 +139,73 @@ def analyze(
 ) -> None:
     """Trace a model and list the ops that will not lower, fall back to CPU or depend on data."""
     with guarded(debug):
-        from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, analyze_spec
-        from neuronprobe.gates import Gates, check_gates, known_rule_ids
-
-        gates = check_gates(Gates(tuple(split_csv(fail_on)), fail_on_recompiles), lambda: known_rule_ids(rule_table(rules)))
-        options = AnalyzeOptions(
-            target=target,
-            backend=backend,
-            require_backend=require_backend,
-            sdk=sdk,
-            rules=rules,
-            overrides=list(set_ or []),
-            timeout=timeout,
-            op_timeout=op_timeout,
-            command_line=" ".join(["neuronprobe", *sys.argv[1:]]),
-            entry=entry,
-            paths=import_paths(import_path),
-            stack=stack,
-            support_table=support_table,
-            compiler_args=compiler_args,
-            native_mode=native_mode,
-        )
-        if train:
-            from neuronprobe.training import TrainOptions, check_options
-
-            options.train = check_options(TrainOptions(optimizer, optimizer_impl, dataset_size, batch_size))
-        elif dataset_size is not None or batch_size is not None:
-            raise fail("--dataset-size and --batch-size describe a training epoch: add --train")
-        from neuronprobe.options import check_epoch, check_seconds
-
-        check_seconds(timeout, "--timeout")
-        check_seconds(op_timeout, "--op-timeout")
-        if compile_seconds is not None:
-            check_seconds(compile_seconds, "--compile-seconds", zero=True)
-        check_epoch(dataset_size, batch_size)
-        traffic = TrafficOptions(
-            shapes=shapes,
-            lengths=lengths,
-            column=column,
-            field=field_,
-            batch_sizes=int_list(batch_sizes, "--batch-sizes"),
-            buckets=int_list(buckets, "--buckets"),
-            max_buckets=max_buckets,
-            compile_seconds=compile_seconds,
-            max_compiles=max_compiles,
-        )
-        if fail_on_recompiles is not None and not traffic.given and model.startswith("hf:"):
-            raise fail("--fail-on-recompiles needs traffic: give --shapes or --lengths")
-        if audit_path is not None and not audit_path.exists():
-            raise fail(f"--audit {audit_path}: no such file or folder")
-        from neuronprobe.console_io import stage_display
         from neuronprobe.files import check_outputs
-        from neuronprobe.process.worker import analyze_in_worker, limits_from_options
+        from neuronprobe.request import AnalyzeRequest, execute, plan_request
 
-        inputs = [model, shapes, lengths, rules, decode_trace, support_table, *(audit_reads([audit_path], False) if audit_path is not None else [])]
-        decode_section = None
-        if decode_trace is not None:  # read and checked before the analysis runs: a bad trace is exit 2 at once
-            from neuronprobe.shape_buckets.decode import decode_for_report
-
-            decode_section = decode_for_report(decode_trace, model, target, list(set_ or []))
-        serving_section = None
-        vllm_options = {
-            "max_num_batched_tokens": serving_max_num_batched_tokens,
-            "max_num_seqs": serving_max_num_seqs,
-            "max_model_len": serving_max_model_len,
-            "tensor_parallel_size": serving_tp,
-        }
-        if serving_trace is not None or serving_engine is not None or any(v is not None for v in vllm_options.values()):  # issue 37: exit 2 at once
-            from neuronprobe.shape_buckets.serving import serving_for_report
-
-            serving_section = serving_for_report(serving_trace, serving_engine, vllm_options)
-            inputs.append(serving_trace)
+        plan = plan_request(
+            AnalyzeRequest(
+                model=model,
+                set=tuple(set_ or ()),
+                entry=entry,
+                path=tuple(import_path or ()),
+                target=target,
+                stack=stack,
+                sdk=sdk,
+                support_table=support_table,
+                native_mode=native_mode,
+                compiler_args=compiler_args,
+                rules=rules,
+                backend=backend,
+                require_backend=require_backend,
+                timeout=timeout,
+                op_timeout=op_timeout,
+                max_memory=max_memory,
+                shapes=shapes,
+                lengths=lengths,
+                column=column,
+                field=field_,
+                batch_sizes=tuple_or_none(int_list(batch_sizes, "--batch-sizes")),
+                buckets=tuple_or_none(int_list(buckets, "--buckets")),
+                max_buckets=max_buckets,
+                compile_seconds=compile_seconds,
+                max_compiles=max_compiles,
+                decode_trace=decode_trace,
+                serving_trace=serving_trace,
+                serving_engine=serving_engine,
+                max_num_batched_tokens=serving_max_num_batched_tokens,
+                max_num_seqs=serving_max_num_seqs,
+                max_model_len=serving_max_model_len,
+                tensor_parallel_size=serving_tp,
+                train=train,
+                optimizer=optimizer,
+                optimizer_impl=optimizer_impl,
+                dataset_size=dataset_size,
+                batch_size=batch_size,
+                parity=parity_,
+                audit=audit_path,
+                fail_on=tuple(split_csv(fail_on)),
+                fail_on_recompiles=fail_on_recompiles,
+                json=json_path,
+                output_dir=output_dir,
+                html=html,
+                command_line=command_line(),
+            )
+        )
         if json_path is not None:  # the default names need the report's model name: checked again below
-            check_outputs(analyze_outputs(json_path, output_dir, "", html), inputs)
+            check_outputs(analyze_outputs(json_path, output_dir, "", html), plan.reads)
         else:
-            check_outputs([], inputs, folders=[("--output-dir", output_dir)])
-        limits = limits_from_options(timeout, max_memory)
-        options.max_memory = limits.max_memory_bytes  # auto observes with xla-cpu only what fits in it
-        if parity_:  # issue 25: the section is added to the analysis report; its verdict is unchanged
-            from neuronprobe.parity.run import ParityOptions, add_parity
+            check_outputs([], plan.reads, folders=[("--output-dir", output_dir)])
+        from neuronprobe.console_io import stage_display
 
-            numbers = ParityOptions(overrides=list(set_ or []), xla=backend == "xla-cpu", xla_timeout=timeout, paths=options.paths)
-            with stage_display(model) as on_stage:
-                report = analyze_in_worker(model, lambda: add_parity(analyze_spec(model, options, traffic), model, numbers), limits, on_stage)
-        else:
-            with stage_display(model) as on_stage:  # the stage on a terminal's stderr (issue 33.8)
-                report = analyze_in_worker(model, lambda: analyze_spec(model, options, traffic), limits, on_stage)
-        if decode_section is not None:
-            report.decode = decode_section
-        if serving_section is not None:
-            report.serving = serving_section
-        if audit_path is not None:
-            from neuronprobe.audit.engine import audit_paths
-            from neuronprobe.audit.rules import stack_for
-
-            report.audit = audit_paths([audit_path], stack_for(target, None))
-        from neuronprobe.gates import evaluate_gates
-
-        failures = evaluate_gates(report, gates)  # before any output: a gate that cannot be evaluated is exit 2
-
+        with stage_display(model) as on_stage:  # the stage on a terminal's stderr (issue 33.8)
+            outcome = execute(plan, on_stage=on_stage)
+        report = outcome.report
         from neuronprobe.report.console import render_summary
 
         console = out_console()
         stem = report.model.replace("/", "_").replace(":", "_")
         outputs = analyze_outputs(json_path, output_dir, stem, html)
-        check_outputs(outputs, inputs)
+        check_outputs(outputs, plan.reads)
         console.print(render_summary(report))
         if debug:
             _print_details(report)
@@ -267,7 +226,7 @@ def analyze(
             err_console().print(f"could not analyse {report.model}: {report.not_analysed[-1].why}", markup=False)
             raise typer.Exit(EXIT_COULD_NOT_ANALYSE)
 
-        exit_on_gates(failures)
+        exit_on_gates(outcome.gate_failures)
 
 
 def _print_details(report: Any) -> None:

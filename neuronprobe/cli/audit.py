@@ -12,7 +12,6 @@ from neuronprobe.cli.common import (
     app,
     audit_reads,
     err_console,
-    fail,
     guarded,
     json_text,
     out_console,
@@ -49,25 +48,18 @@ def audit(
     """Find the CUDA assumptions in a repository and its CI that fail, or fail silently, on Trainium/Inferentia2."""
     with guarded(debug):
         from neuronprobe.audit.console import render_audit, render_rules
-        from neuronprobe.audit.engine import check_fail_on, gate
-        from neuronprobe.audit.rules import STACKS, TARGET_STACK, stack_for
+        from neuronprobe.audit.engine import gate
+        from neuronprobe.request.api import check_audit_options, check_audit_target
 
-        if stack is not None and stack not in STACKS:
-            raise fail(f"--stack {stack!r}: use {' or '.join(STACKS)}")
-        if stack is None and target not in TARGET_STACK:
-            raise fail(f"--target {target!r}: use {', '.join(TARGET_STACK)}")
-        chosen = stack_for(target, stack)
+        chosen = check_audit_target(stack, target)
         console = out_console()
         if rules:
             for part in render_rules(stack):
                 console.print(part)
             return
-        if not paths:
-            raise fail("give at least one PATH to audit (or --rules to list the rules)")
         gates = split_csv(fail_on)
-        check_fail_on(gates)
-        if jobs is not None and jobs < 1:
-            raise fail(f"--jobs {jobs}: use 1 or more")
+        paths = list(paths or [])
+        check_audit_options(paths, gates, jobs)
         from neuronprobe.files import check_outputs
 
         outputs = [(flag, p) for flag, p in (("--json", json_path), ("--sarif", sarif_path)) if p is not None]

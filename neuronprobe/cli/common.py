@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from neuronprobe.errors import BUG_REPORT_URL, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
+from neuronprobe.request.check import int_list, rule_table, split_csv
 
 if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.gates import GateFailure
-    from neuronprobe.support import SupportTable
 
 BUG_SENTENCE = f"this is a bug in neuronprobe, please report it at {BUG_REPORT_URL}"
 
@@ -150,18 +150,13 @@ def import_paths(paths: list[Path] | None) -> list[Path]:
     return check_import_paths(paths or [])
 
 
-def split_csv(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
+def command_line() -> str:
+    """The command line as the user typed it, for the report's metadata (``neuronprobe`` and the arguments)."""
+    return " ".join(["neuronprobe", *sys.argv[1:]])
 
 
-def int_list(value: str | None, flag: str) -> list[int] | None:
-    """``1,4,8`` as integers; a usable sentence (exit 2) for anything else."""
-    if not value:
-        return None
-    try:
-        return [int(v) for v in split_csv(value)]
-    except ValueError:
-        raise fail(f"{flag} {value!r}: use whole numbers separated by commas, e.g. 1,4,8") from None
+def tuple_or_none(values: list[int] | None) -> tuple[int, ...] | None:
+    return tuple(values) if values is not None else None
 
 
 def analyze_outputs(json_path: Path | None, output_dir: Path, stem: str, html: bool) -> list[tuple[str, Path]]:
@@ -180,13 +175,6 @@ def audit_reads(paths: list[Path] | list[str], include_vendored: bool) -> list[P
     return audit_inputs(paths, include_vendored)
 
 
-def rule_table(rules: Path | None) -> SupportTable:
-    """The support table ``--fail-on`` rule ids are checked against: the bundled one, with ``--rules`` first."""
-    from neuronprobe.support import load_table, with_user_rules
-
-    return load_table() if rules is None else with_user_rules(load_table(), rules)
-
-
 def exit_on_gates(failures: list[GateFailure]) -> None:
     """Print each failed gate (from neuronprobe.gates) on a line of its own; exit 1 if there is any."""
     err = err_console()
@@ -194,3 +182,24 @@ def exit_on_gates(failures: list[GateFailure]) -> None:
         err.print(f"gate failed: {failure.message}", markup=False, highlight=False)
     if failures:
         raise typer.Exit(EXIT_GATE_FAILED)
+
+
+__all__ = [
+    "BUG_SENTENCE",
+    "analyze_outputs",
+    "app",
+    "audit_reads",
+    "command_line",
+    "err_console",
+    "exit_on_gates",
+    "fail",
+    "guarded",
+    "import_paths",
+    "int_list",
+    "json_text",
+    "out_console",
+    "rule_table",
+    "split_csv",
+    "tuple_or_none",
+    "write",
+]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -13,6 +12,7 @@ import typer
 from neuronprobe.cli.common import (
     BUG_SENTENCE,
     app,
+    command_line,
     err_console,
     fail,
     guarded,
@@ -127,7 +127,7 @@ def nightly(
         if cache is not None and cache.off:  # no key it can trust: say so, analyse everything
             err.print(f"note: {cache.off}", markup=False)
         analyze = isolated_analyze(settings, memory.per_worker_bytes)
-        command_line = " ".join(["neuronprobe", *sys.argv[1:]])
+        line = command_line()
         with _night_progress(len(models)) as on_done:
             if shard is not None:
                 from neuronprobe.nightly.run import analyse_models
@@ -137,7 +137,7 @@ def nightly(
                     settings,
                     models,
                     require_backend=require_backend,
-                    command_line=command_line,
+                    command_line=line,
                     analyze=analyze,
                     jobs=count,
                     memory=memory,
@@ -150,7 +150,7 @@ def nightly(
                     output_dir,
                     night,
                     require_backend=require_backend,
-                    command_line=command_line,
+                    command_line=line,
                     analyze=analyze,
                     jobs=count,
                     memory=memory,

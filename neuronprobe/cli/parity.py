@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,48 +11,17 @@ from neuronprobe import defaults
 from neuronprobe.cli.common import (
     analyze_outputs,
     app,
+    command_line,
     exit_on_gates,
-    fail,
     guarded,
     import_paths,
     out_console,
-    rule_table,
     split_csv,
     write,
 )
 from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt
 
 # --- parity (issue 25) ---------------------------------------------------------------
-
-
-def _parity_options(
-    set_: list[str] | None,
-    auto_cast: str | None,
-    auto_cast_type: str | None,
-    dtype: str | None,
-    mpa: str | None,
-    sdk: list[str] | None,
-    precision: list[str] | None,
-    tolerance: float,
-    seed: int,
-    backend: str,
-    timeout: float,
-) -> Any:
-    """The ParityOptions the flags ask for; a bad flag is one sentence, exit 2."""
-    import math
-
-    from neuronprobe.parity.drift import Tolerance
-    from neuronprobe.parity.precision import requested_precisions
-    from neuronprobe.parity.run import ParityOptions
-
-    if not math.isfinite(tolerance) or tolerance <= 0:
-        raise fail(f"--tolerance {tolerance:g}: give a relative tolerance above 0, e.g. 0.05")
-    if backend not in ("cpu", "xla-cpu"):
-        raise fail(f"--backend {backend!r}: parity runs on cpu (the emulation) or xla-cpu (also torch-xla 2.9 in bf16)")
-    precisions = requested_precisions(
-        auto_cast=auto_cast, auto_cast_type=auto_cast_type, dtype=dtype, mixed_precision_accumulation=mpa, sdk=sdk or (), precision=precision or ()
-    )
-    return ParityOptions(precisions, seed, Tolerance(rtol=tolerance), list(set_ or []), backend == "xla-cpu", timeout)
 
 
 @app.command()
@@ -137,33 +105,35 @@ def parity(
         from neuronprobe.files import check_outputs
         from neuronprobe.options import check_seconds
         from neuronprobe.process.worker import analyze_in_worker, limits_from_options
-        from neuronprobe.support import check_target
+        from neuronprobe.request.api import check_parity_stack, check_train_flags, frozen_options, parity_options
 
-        check_target(target)
-        from neuronprobe.support.native.stack import NATIVE, check_stack
-
-        stack = check_stack(stack, target)  # parity's --sdk lists precisions to emulate, not the release the stack runs
-        if stack == NATIVE and backend == "xla-cpu":
-            raise fail("--backend xla-cpu runs torch-xla, the XLA stack; with --stack native use --backend cpu or neuron")
+        stack = check_parity_stack(stack, target, backend)
         check_seconds(timeout, "--timeout")
-        frozen_options, gates, live = _frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, fail_on, backend)
-        options = _parity_options(set_, auto_cast, auto_cast_type, dtype, mpa, sdk, precision, tolerance, seed, "cpu" if live else backend, timeout)
+        references, gates, live = frozen_options(save_reference, per_module, reference, cross_backend, rtol, atol, split_csv(fail_on), backend)
+        options = parity_options(
+            list(set_ or ()),
+            auto_cast,
+            auto_cast_type,
+            dtype,
+            mpa,
+            list(sdk or ()),
+            list(precision or ()),
+            tolerance,
+            seed,
+            "cpu" if live else backend,
+            timeout,
+        )
         options.paths = import_paths(import_path)
-        reads, saves, folders = [model, *frozen_options.reads()], frozen_options.outputs(), _reference_folder(frozen_options)
+        reads, saves, folders = [model, *references.reads()], references.outputs(), _reference_folder(references)
         if json_path is not None:
             check_outputs([*analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
         else:
             check_outputs(saves, reads, folders=[("--output-dir", output_dir), *folders])
         from neuronprobe.parity.frozen import parity_with_references, prepare
-        from neuronprobe.training import TrainOptions, check_options
 
-        frozen = prepare(frozen_options, model)  # a missing or mismatched reference: exit 2 before the run
-        if not train and (train_tolerance is not None or optimizer != "adamw" or optimizer_impl != "for-loop"):
-            raise fail("--optimizer, --optimizer-impl and --train-tolerance describe the training step: add --train")
-        if train_tolerance is not None and not (train_tolerance >= 0 and train_tolerance != float("inf")):
-            raise fail(f"--train-tolerance {train_tolerance:g}: give a relative error >= 0, e.g. 0.01")
-        train_options = check_options(TrainOptions(optimizer, optimizer_impl)) if train else None
-        command_line = " ".join(["neuronprobe", *sys.argv[1:]])
+        frozen = prepare(references, model)  # a missing or mismatched reference: exit 2 before the run
+        train_options = check_train_flags(train, optimizer, optimizer_impl, train_tolerance)
+        line = command_line()
         from neuronprobe.console_io import stage_display
 
         with stage_display(model) as on_stage:
@@ -172,13 +142,13 @@ def parity(
                 lambda: parity_with_references(
                     model,
                     options,
-                    frozen_options,
+                    references,
                     frozen,
                     live=live,
                     train=train_options,
                     train_tolerance=train_tolerance,
                     target=target,
-                    command_line=command_line,
+                    command_line=line,
                 ),
                 limits_from_options(timeout, max_memory),
                 on_stage,
@@ -201,7 +171,7 @@ def parity(
         if reference_files:  # first, and for this run only: a concurrent run into the same folder writes nothing (exit 2)
             from neuronprobe.parity.frozen import write_reference
 
-            write_reference(frozen_options.save_reference, reference_files)
+            write_reference(references.save_reference, reference_files)
         write(outputs[0][1], report.to_json())
         _print_frozen_and_train(console, report.parity)  # below the parity (and risky) sections
         written = [str(outputs[0][1])]
@@ -211,43 +181,9 @@ def parity(
             write(outputs[1][1], render_html(report))
             written.append(str(outputs[1][1]))
         if reference_files:
-            written.append(f"reference {frozen_options.save_reference}")
+            written.append(f"reference {references.save_reference}")
         console.print(f"reports: {', '.join(written)}", markup=False)
         exit_on_gates(failures)
-
-
-def _frozen_options(
-    save_reference: Path | None,
-    per_module: bool,
-    reference: Path | None,
-    cross_backend: bool,
-    rtol: float | None,
-    atol: float | None,
-    fail_on: str | None,
-    backend: str,
-) -> tuple[Any, Any, Any]:
-    """parity's frozen-reference options, its gates and (``--backend neuron``) the live backend; exit 2 for a bad combination."""
-    from neuronprobe.gates import PARITY_GATE, Gates, check_gates, known_rule_ids
-    from neuronprobe.parity.frozen import ReferenceOptions
-
-    options = ReferenceOptions(save_reference, per_module, reference, cross_backend, rtol, atol)
-    gates = check_gates(Gates(tuple(split_csv(fail_on))), lambda: known_rule_ids(rule_table(None)))
-    if PARITY_GATE in gates.fail_on and reference is None:
-        from neuronprobe.gates import NEEDS_REFERENCE
-
-        raise fail(NEEDS_REFERENCE)
-    live = None
-    if backend == "neuron":
-        if not options.any:
-            raise fail("--backend neuron runs the model on the device for a frozen reference: give --reference DIR or --save-reference DIR")
-        from neuronprobe.backends import resolve_backend
-
-        live = resolve_backend("neuron").live  # BackendUnavailable (exit 2) off a Neuron host
-        if per_module:
-            from neuronprobe.parity.frozen import DEVICE_PER_MODULE
-
-            raise fail(DEVICE_PER_MODULE)  # before the run, not after it
-    return options, gates, live
 
 
 def _reference_folder(options: Any) -> list[tuple[str, Path]]:
