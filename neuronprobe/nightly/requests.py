@@ -52,9 +52,9 @@ def request_values(table: dict[str, Any], path: Path, where: str) -> dict[str, A
             raise ConfigError(f"{path}: {str(exc).lstrip('.')}") from None
         if name in FILE_KEYS and value is not None:
             file = (path.parent / value).expanduser()
-            if not file.exists():
+            if not file.exists() and name != "audit":  # a missing audit root: the request's own sentence (check_request)
                 raise ConfigError(f"{path}: {where + '.' if where else ''}{name}: {file} does not exist (relative paths are relative to the config file)")
-            value = file.resolve()
+            value = file.resolve() if file.exists() else file
         values[name] = value
     return values
 

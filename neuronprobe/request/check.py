@@ -102,10 +102,28 @@ def request_limits(request: AnalyzeRequest) -> WorkerLimits:
     return limits_from_options(request.timeout, request.max_memory)
 
 
+def check_stack_options(request: AnalyzeRequest) -> None:
+    """The target, its stack, the release and the backend: the sentences the pipeline would give, before any work."""
+    from neuronprobe.backends import BACKEND_CHOICES
+    from neuronprobe.support import check_target, load_table
+    from neuronprobe.support.native.compile import check_native_mode
+    from neuronprobe.support.native.stack import NATIVE, check_native_sdk, check_stack
+
+    check_target(request.target)
+    stack = check_stack(request.stack, request.target, request.sdk)
+    check_native_mode(request.native_mode, stack)
+    if request.sdk is not None:
+        check_native_sdk(request.sdk) if stack == NATIVE else load_table().check_sdk(request.sdk)
+    if request.backend not in BACKEND_CHOICES:
+        raise InputError(f"--backend {request.backend!r}: use one of {', '.join(BACKEND_CHOICES)}")
+    if request.require_backend not in (None, "neuron", "static", "xla-cpu"):
+        raise InputError(f"--require-backend {request.require_backend!r}: use neuron, xla-cpu (or static, which is always there)")
+
+
 def check_request(request: AnalyzeRequest) -> AnalyzeRequest:
     """``request`` with its folders resolved, when every field is usable; else one InputError naming the first bad field.
 
-    The order is the command line's: the gates, the import folders, training, the time limits,
+    The order is the command line's: the target, stack, release and backend, the gates, the import folders, training, the time limits,
     the epoch, the recompile gate's traffic, the audit path, the worker's limits and environment.
     """
     from neuronprobe.loaders.resolve import check_import_paths
@@ -113,6 +131,7 @@ def check_request(request: AnalyzeRequest) -> AnalyzeRequest:
 
     if not isinstance(request.model, str) or not request.model.strip():
         raise InputError("give a MODEL: a model file, hf:<model_type>, tv:<name> or timm:<name>")
+    check_stack_options(request)
     request_gates(request)
     paths = tuple(check_import_paths(list(request.path)))
     if request.train:
@@ -137,4 +156,4 @@ def check_request(request: AnalyzeRequest) -> AnalyzeRequest:
     return dataclasses.replace(request, path=paths)
 
 
-__all__ = ["build_request", "check_request", "int_list", "request_gates", "request_limits", "rule_table", "split_csv"]
+__all__ = ["build_request", "check_request", "check_stack_options", "int_list", "request_gates", "request_limits", "rule_table", "split_csv"]
