@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -42,7 +42,6 @@ def doctor(
         except NeuronprobeError as exc:  # auto never raises today; say so if it ever does
             chosen = None
             err_console().print(f"warning: --backend auto: {exc}", markup=False)
-        from rich.text import Text
 
         from neuronprobe._torch import degraded, self_checks
         from neuronprobe.backends.xla_env import find_env
@@ -69,42 +68,8 @@ def doctor(
             }
             out_console().print_json(json.dumps(data))
         else:
-            table = _doctor_table(detection, chosen)
-            table.add_row("xla-cpu environment", Text(xla.summary()))  # a path: data, not markup
-            table.add_row("native table", Text(native.label()))
-            for check in checks:
-                status = "ok     " if check.ok else "MISSING"
-                value = f"{status} {check.internal}" + ("" if check.ok else f" ({check.detail}): degrades {check.degrades}")
-                table.add_row("torch internal", Text(value, style="" if check.ok else "red"))
-            table.add_row("degraded features", Text("; ".join(degraded(checks)) or "none"))
-            out_console().print(table)
+            from neuronprobe.backends.detect import PACKAGES
+            from neuronprobe.report.console_tables import render_doctor_table
+
+            out_console().print(render_doctor_table(detection, chosen, PACKAGES, xla.summary(), native.label(), checks, degraded(checks)))
         resolve_backend("auto", require_backend)  # BackendUnavailable -> one line, exit 2
-
-
-def _doctor_table(detection: Any, chosen: Any) -> Any:
-    from rich.table import Table
-    from rich.text import Text
-
-    from neuronprobe.backends.detect import PACKAGES
-
-    table = Table(title="neuronprobe doctor", title_justify="left", show_header=False, show_edge=False)
-    table.add_column("what", style="bold")
-    table.add_column("value", overflow="fold")
-    stack = detection.kind_label + (" — THE TEST FAKE, not hardware" if detection.fake else "")
-    table.add_row("Neuron stack", Text(stack))
-    for module, dist in PACKAGES.items():
-        version = detection.versions.get(dist)
-        path = detection.paths.get(module)
-        value = f"{version or '(version unknown)'}  {path}" if path else "not installed"
-        table.add_row(dist, Text(value))
-    table.add_row("Neuron devices", Text(f"{detection.devices} (/dev/neuron*)"))
-    if detection.problem:
-        table.add_row("live backend", Text(f"unavailable: {detection.problem}", style="red"))
-        table.add_row("what to do", Text(detection.hint))
-    else:
-        table.add_row("live backend", Text("available" + (" (tests only: NEURONPROBE_ALLOW_FAKE_SDK=1)" if detection.fake else "")))
-    if chosen is not None:
-        table.add_row("--backend auto", Text(f"{chosen.name}: {chosen.detail}"))
-    for note in detection.notes:
-        table.add_row("note", Text(note))
-    return table

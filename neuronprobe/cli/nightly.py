@@ -231,18 +231,10 @@ def _finish_nightly(result: Any, index: Path) -> None:
 
 def _print_nightly(result: Any, index: Path) -> None:
     """A table of tonight's models, then every regression, failure and warning on a line of its own."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from neuronprobe.report.nightly_html import STATUS_TEXT
+    from neuronprobe.report.console_tables import render_nightly_table
 
     console, err = out_console(), err_console()
-    table = Table(title=f"nightly {result.date}", title_justify="left", show_edge=False)
-    for column in ("model", "status", "baseline"):
-        table.add_column(column)
-    for o in result.outcomes:
-        table.add_row(Text(o.name), Text(STATUS_TEXT[o.status]), Text(o.baseline_date or "-"))
-    console.print(table)
+    console.print(render_nightly_table(result))
     for o in result.outcomes:
         if o.diff is not None and not o.diff.comparable:
             console.print(f"{o.name}: not comparable, not gated: {o.diff.not_comparable_reason}", markup=False)

@@ -34,14 +34,6 @@ def list_rules(
         if as_json:
             out_console().print_json(json.dumps([r.as_json() for r in entries]))
             return
-        from rich.table import Table
-        from rich.text import Text
+        from neuronprobe.report.console_tables import render_rules_table
 
-        table = Table(title=f"{len(entries)} rules", title_justify="left", show_edge=False)
-        for column in ("id", "verdict", "severity", "catalogue"):
-            table.add_column(column, no_wrap=True)
-        table.add_column("provenance", overflow="fold")
-        for r in entries:
-            verdicts = f"{r.verdicts[0]} +{len(r.verdicts) - 1}" if len(r.verdicts) > 1 else (r.verdict or "-")  # all in --json
-            table.add_row(Text(r.id), Text(verdicts), Text(str(r.severity)), Text(str(r.kind)), Text(r.provenance))
-        out_console().print(table)
+        out_console().print(render_rules_table(entries))
