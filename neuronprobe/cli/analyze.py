@@ -21,7 +21,7 @@ from neuronprobe.cli.common import (
     tuple_or_none,
     write,
 )
-from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt, SupportTableOpt
+from neuronprobe.cli.options import DebugOpt, HtmlOpt, JsonReportOpt, OptimizerImplOpt, OptimizerOpt, OutputDirOpt, PathOpt, SetOpt, StackOpt, SupportTableOpt
 from neuronprobe.errors import EXIT_COULD_NOT_ANALYSE
 from neuronprobe.vocabulary import CaptureStrategy
 
@@ -29,10 +29,7 @@ from neuronprobe.vocabulary import CaptureStrategy
 @app.command()
 def analyze(
     model: Annotated[str, typer.Argument(help="A model file (get_model, get_example_inputs) or hf:<model_type>.")],
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable)."),
-    ] = None,
+    set_: SetOpt = None,
     target: Annotated[str, typer.Option(help="Neuron target: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     backend: Annotated[
         str,
@@ -62,9 +59,9 @@ def analyze(
         str | None,
         typer.Option("--require-backend", help="Fail with exit 2, before any work, unless this backend is really there."),
     ] = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
-    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
+    json_path: JsonReportOpt = None,
+    output_dir: OutputDirOpt = Path("reports"),
+    html: HtmlOpt = True,
     fail_on: Annotated[
         str | None,
         typer.Option("--fail-on", help="Exit 1 when a finding has one of these verdicts or rule ids, e.g. cpu_fallback,compile_error."),
@@ -123,8 +120,8 @@ def analyze(
         bool,
         typer.Option("--train", help="Analyse one training step: forward, loss, backward, optimizer step and the loop."),
     ] = False,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")] = "adamw",
-    optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
+    optimizer: OptimizerOpt = "adamw",
+    optimizer_impl: OptimizerImplOpt = "for-loop",
     dataset_size: Annotated[int | None, typer.Option("--dataset-size", help="--train: examples per epoch (with --batch-size).")] = None,
     batch_size: Annotated[int | None, typer.Option("--batch-size", help="--train: batch size; a short last batch is one more graph.")] = None,
     parity_: Annotated[

@@ -23,3 +23,11 @@ SupportTableOpt = Annotated[
     Path | None,
     typer.Option("--support-table", help="--stack native: a release's torch_api_compatibility.md (or a table from `setup native-table`)."),
 ]
+
+# The options analyze and parity share: the model's config overrides, the report files, the training step's optimizer.
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable).")]
+JsonReportOpt = Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")]
+OutputDirOpt = Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")]
+HtmlOpt = Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")]
+OptimizerOpt = Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")]
+OptimizerImplOpt = Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")]

@@ -19,7 +19,7 @@ from neuronprobe.cli.common import (
     split_csv,
     write,
 )
-from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt
+from neuronprobe.cli.options import DebugOpt, HtmlOpt, JsonReportOpt, OptimizerImplOpt, OptimizerOpt, OutputDirOpt, PathOpt, SetOpt, StackOpt
 
 # --- parity (issue 25) ---------------------------------------------------------------
 
@@ -27,7 +27,7 @@ from neuronprobe.cli.options import DebugOpt, PathOpt, StackOpt
 @app.command()
 def parity(
     model: Annotated[str, typer.Argument(help="A model file, hf:<model_type>, tv:<name> or timm:<name>.")],
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a config field of an hf: model, KEY=VALUE (repeatable).")] = None,
+    set_: SetOpt = None,
     auto_cast: Annotated[str | None, typer.Option("--auto-cast", help="neuronx-cc --auto-cast: none, matmult, all (a comma list runs each).")] = None,
     auto_cast_type: Annotated[
         str | None, typer.Option("--auto-cast-type", help="neuronx-cc --auto-cast-type: bf16, fp16, tf32, fp8_e4m3 (a comma list runs each).")
@@ -59,9 +59,9 @@ def parity(
     ] = "cpu",
     target: Annotated[str, typer.Option(help="Neuron target the report names: trn1, trn2 or inf2.")] = defaults.DEFAULT_TARGET,
     stack: StackOpt = None,
-    json_path: Annotated[Path | None, typer.Option("--json", help="Where to write the JSON report.")] = None,
-    output_dir: Annotated[Path, typer.Option("--output-dir", "-o", help="Folder for the JSON and HTML reports.")] = Path("reports"),
-    html: Annotated[bool, typer.Option("--html/--no-html", help="Also write the self-contained HTML report.")] = True,
+    json_path: JsonReportOpt = None,
+    output_dir: OutputDirOpt = Path("reports"),
+    html: HtmlOpt = True,
     timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock limit of the run (the model code runs in a worker), seconds.")] = (
         defaults.DEFAULT_TIMEOUT_S
     ),
@@ -87,8 +87,8 @@ def parity(
         str | None, typer.Option("--fail-on", help="Exit 1 on these gates: parity (a mismatch or a top-1 change against --reference), verdicts or rule ids.")
     ] = None,
     train: Annotated[bool, typer.Option("--train", help="Also one training step in fp32 and under each precision, compared per parameter group.")] = False,
-    optimizer: Annotated[str, typer.Option("--optimizer", help="--train without get_optimizer(): adamw, adam or sgd.")] = "adamw",
-    optimizer_impl: Annotated[str, typer.Option("--optimizer-impl", help="--train without get_optimizer(): for-loop, foreach or fused.")] = "for-loop",
+    optimizer: OptimizerOpt = "adamw",
+    optimizer_impl: OptimizerImplOpt = "for-loop",
     train_tolerance: Annotated[
         float | None, typer.Option("--train-tolerance", help="--train: relative L2 error of a group's gradient that differs (default by low type: bf16 1e-2).")
     ] = None,
