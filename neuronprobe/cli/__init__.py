@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import importlib
 
-from neuronprobe.cli.common import app
+from neuronprobe.cli.common import COMMANDS, app
 
-# Importing a command's module registers it; this order is the order `neuronprobe --help` lists them in.
-COMMANDS = ("analyze", "parity", "audit", "report", "diff", "nightly", "buckets", "doctor", "cache", "rules", "setup")
 for _command in COMMANDS:
     importlib.import_module(f"neuronprobe.cli.{_command}")
 

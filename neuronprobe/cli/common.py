@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from neuronprobe.errors import BUG_REPORT_URL, EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE, NeuronprobeError
 from neuronprobe.request.check import int_list, rule_table, split_csv
@@ -20,7 +21,20 @@ if TYPE_CHECKING:  # pragma: no cover
 
 BUG_SENTENCE = f"this is a bug in neuronprobe, please report it at {BUG_REPORT_URL}"
 
+# The commands, in the order `neuronprobe --help` lists them (cli/__init__.py imports each module, which registers it).
+COMMANDS = ("analyze", "parity", "audit", "report", "diff", "nightly", "buckets", "doctor", "cache", "rules", "setup")
+
+
+class _InOrder(TyperGroup):
+    """Lists the commands in :data:`COMMANDS` order (a sub-app such as ``nightly`` would otherwise come after every command)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: COMMANDS.index(n) if n in COMMANDS else len(COMMANDS))
+
+
 app = typer.Typer(
+    cls=_InOrder,
     name="neuronprobe",
     help="Neuron compile-and-fallback profiler: which ops will not lower on Trainium/Inferentia2, "
     "why your traffic recompiles, and which buckets minimise padding.",
@@ -186,6 +200,7 @@ def exit_on_gates(failures: list[GateFailure]) -> None:
 
 __all__ = [
     "BUG_SENTENCE",
+    "COMMANDS",
     "analyze_outputs",
     "app",
     "audit_reads",

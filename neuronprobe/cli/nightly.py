@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from neuronprobe.cli.common import (
     BUG_SENTENCE,
@@ -22,18 +23,39 @@ from neuronprobe.cli.common import (
 from neuronprobe.cli.options import DebugOpt
 from neuronprobe.errors import EXIT_GATE_FAILED, EXIT_INTERNAL, EXIT_UNUSABLE
 
+RUN, MERGE = "run", "merge"
+HELP = "Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page."
 
-@app.command()
+
+class NightlyGroup(TyperGroup):
+    """``nightly CONFIG ...`` is ``nightly run CONFIG ...`` (the night); ``nightly merge SHARD_DIR...`` merges shard folders.
+
+    A first argument that names no sub-command (a config file, or an option of the run) goes to ``run``,
+    so the command line of every existing night keeps working.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = [RUN, *args]
+        return super().parse_args(ctx, args)
+
+
+nightly_app = typer.Typer(cls=NightlyGroup, help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(nightly_app, name="nightly")
+
+DateOpt = Annotated[str | None, typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")]
+
+
+@nightly_app.command(RUN)
 def nightly(
     config: Annotated[
         Path,
         typer.Argument(help="The nightly CONFIG.toml: defaults, and one \\[\\[models]] table per model. `nightly merge SHARD_DIR...` merges shard folders."),
     ],
-    shard_dirs: Annotated[list[Path] | None, typer.Argument(help="With `merge`: the shard folders of one nightly run.", show_default=False)] = None,
     output_dir: Annotated[
         Path, typer.Option("--output-dir", "-o", help="The reports folder: <date>/<model>.{json,html} and index.html (with --shard: the shard folder).")
     ] = Path("reports"),
-    date: Annotated[str | None, typer.Option("--date", help="The night's name, YYYY-MM-DD (default: today in UTC); for reruns and tests.")] = None,
+    date: DateOpt = None,
     require_backend: Annotated[
         str | None,
         typer.Option("--require-backend", help="Fail with exit 2 unless this backend is really there (overrides the config)."),
@@ -52,7 +74,7 @@ def nightly(
     ] = None,
     history: Annotated[
         Path | None,
-        typer.Option("--history", help="The reports folder: with --shard, balance shards by its last durations; with `merge`, write the night there."),
+        typer.Option("--history", help="The reports folder: with --shard, balance shards by its last durations."),
     ] = None,
     cache_dir: Annotated[
         Path | None,
@@ -63,7 +85,8 @@ def nightly(
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Analyse every model, whatever the cache holds.")] = False,
     debug: DebugOpt = False,
 ) -> None:
-    """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page.
+    """Analyse every model of CONFIG, diff each against its last run on the same backend, update the history page
+    (the default: `nightly CONFIG` is `nightly run CONFIG`).
 
     Exit 1 on a regression; 2 when the config is unusable, a model cannot be analysed or a required backend is missing;
     3 when a model's analysis hit a bug in neuronprobe.
@@ -84,20 +107,6 @@ def nightly(
             write_night,
         )
 
-        if str(config) == "merge":
-            from neuronprobe.nightly.shards import merge_output_files, merge_shards
-
-            if not shard_dirs or history is None:
-                raise fail("nightly merge SHARD_DIR... --history DIR: give the shard folders and the reports folder")
-            night, outputs = merge_output_files(shard_dirs, date)
-            shard_inputs = [p for folder in shard_dirs for p in Path(folder).iterdir() if p.is_file()]  # merge reads them: never an output
-            check_outputs([("the nightly output", history / f) for f in outputs], shard_inputs, folders=[("--history", history)])
-            result = merge_shards(shard_dirs, history, date)
-            write_night(result, history, write)
-            _finish_nightly(result, history / INDEX_FILE)
-            return
-        if shard_dirs:
-            raise fail(f"nightly: unexpected argument {str(shard_dirs[0])!r} (only `nightly merge` takes shard folders)")
         night = check_date(date) if date else today_utc()
         settings = load_config(config)
         count, memory = plan_workers(settings, jobs, total_memory)
@@ -180,6 +189,36 @@ def nightly(
             for line in cache.notes:
                 err.print(f"note: {line}", markup=False)
         _finish_nightly(result, output_dir / INDEX_FILE)
+
+
+@nightly_app.command(MERGE)
+def merge(
+    shard_dirs: Annotated[
+        list[Path] | None, typer.Argument(help="The shard folders of one nightly run (`nightly CONFIG --shard I/N`).", show_default=False)
+    ] = None,
+    history: Annotated[
+        Path | None, typer.Option("--history", help="The reports folder to write the night into (reports, diffs, index), as a whole night would.")
+    ] = None,
+    date: DateOpt = None,
+    debug: DebugOpt = False,
+) -> None:
+    """Merge the shard folders of one night into the history: reports, diffs and index, then the night's gate.
+
+    Exit codes as a whole night: 1 on a regression, 2 when a shard is missing, foreign or unreadable, 3 for a bug.
+    """
+    with guarded(debug):
+        from neuronprobe.files import check_outputs
+        from neuronprobe.nightly.run import INDEX_FILE, write_night
+        from neuronprobe.nightly.shards import merge_output_files, merge_shards
+
+        if not shard_dirs or history is None:
+            raise fail("nightly merge SHARD_DIR... --history DIR: give the shard folders and the reports folder")
+        _night, outputs = merge_output_files(shard_dirs, date)
+        shard_inputs = [p for folder in shard_dirs for p in Path(folder).iterdir() if p.is_file()]  # merge reads them: never an output
+        check_outputs([("the nightly output", history / f) for f in outputs], shard_inputs, folders=[("--history", history)])
+        result = merge_shards(shard_dirs, history, date)
+        write_night(result, history, write)
+        _finish_nightly(result, history / INDEX_FILE)
 
 
 @contextlib.contextmanager
