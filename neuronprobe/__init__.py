@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from neuronprobe.gates import GateFailure, Gates, evaluate_gates
     from neuronprobe.report.model import Report, load_report
     from neuronprobe.request import AnalyzeRequest, run_request
-    from neuronprobe.request.api import GateFailed, analyze, audit, parity
-    from neuronprobe.shape_buckets import propose_buckets, propose_decode_buckets
+    from neuronprobe.request.api import GateFailed, analyze, audit, parity, propose_buckets, propose_decode_buckets
     from neuronprobe.shape_buckets.serving import propose_serving_plan
     from neuronprobe.version import __version__
 
@@ -47,8 +46,8 @@ _LAZY = {
     "GateFailed": ("neuronprobe.request.api", "GateFailed"),
     "AnalyzeRequest": ("neuronprobe.request", "AnalyzeRequest"),
     "run_request": ("neuronprobe.request", "run_request"),
-    "propose_buckets": ("neuronprobe.shape_buckets", "propose_buckets"),
-    "propose_decode_buckets": ("neuronprobe.shape_buckets", "propose_decode_buckets"),
+    "propose_buckets": ("neuronprobe.request.api", "propose_buckets"),  # the command's files and keywords, then shape_buckets'
+    "propose_decode_buckets": ("neuronprobe.request.api", "propose_decode_buckets"),
     "propose_serving_plan": ("neuronprobe.shape_buckets.serving", "propose_serving_plan"),
     "load_report": ("neuronprobe.report.model", "load_report"),
     "Report": ("neuronprobe.report.model", "Report"),

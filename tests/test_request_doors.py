@@ -215,3 +215,18 @@ def test_the_nightly_refuses_the_commands_outputs_and_a_per_model_limit(tmp_path
     config.write_text(f'json = "x.json"\n[[models]]\nmodel = "{MLP}"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match=r"unknown key 'json' in the top level"):
         load_config(config)
+
+
+def test_the_bucket_functions_take_the_commands_files_and_options(tmp_path: Path, inputs: dict[str, Path]) -> None:
+    out = tmp_path / "b.json"
+    result = runner.invoke(app, ["buckets", str(inputs["lengths"]), "-k", "3", "--multiple-of", "4", "--json", str(out), "--config", "none"])
+    assert result.exit_code == 0, result.output
+    proposal = neuronprobe.propose_buckets(inputs["lengths"], 3, multiple_of=4)
+    assert proposal.edges == json.loads(out.read_text())["edges"]
+
+    decoded = tmp_path / "d.json"
+    result = runner.invoke(app, ["buckets", str(inputs["trace"]), "--decode", "-k", "2", "--json", str(decoded), "--config", "none"])
+    assert result.exit_code == 0, result.output
+    assert neuronprobe.propose_decode_buckets(inputs["trace"], 2).edges == json.loads(decoded.read_text())["edges"]
+    with pytest.raises(InputError, match="--column and --field name the lengths in a file"):
+        neuronprobe.propose_buckets([3, 5, 8], 2, column="n")

@@ -287,6 +287,69 @@ def audit(
     return section
 
 
+# --- buckets ------------------------------------------------------------------------------
+
+
+def propose_buckets(
+    lengths: Any,
+    max_buckets: int = defaults.DEFAULT_MAX_BUCKETS,
+    *,
+    column: str | None = None,
+    field: str | None = None,
+    step_times: Any = None,
+    **options: Any,
+) -> Any:
+    """``neuronprobe buckets FILE``'s options as keywords: ``lengths`` a file (read as the command reads it, with
+    ``column=``/``field=``) or the lengths themselves; ``step_times`` the command's ``--step-times`` CSV (length,seconds),
+    which fits the cost. Every other keyword is :func:`neuronprobe.shape_buckets.propose_buckets`'s (``cost``, ``max_len``,
+    ``multiple_of``, ``min_bucket``, ``fit``, ``compile_seconds``, ``compile_weight``, ``holdout``)."""
+    from neuronprobe.shape_buckets import fit_step_times, read_lengths, read_step_times
+    from neuronprobe.shape_buckets import propose_buckets as propose
+
+    if isinstance(lengths, (str, os.PathLike)):
+        lengths = read_lengths(Path(lengths), column=column, field=field)
+    elif column is not None or field is not None:
+        raise InputError("--column and --field name the lengths in a file: give lengths as a file")
+    if step_times is not None:
+        if options.get("cost", "tokens") != "tokens":
+            raise InputError("give either --cost or --step-times, not both")
+        options["cost"] = fit_step_times(*read_step_times(Path(step_times))) if isinstance(step_times, (str, os.PathLike)) else step_times
+    return propose(lengths, max_buckets, **options)
+
+
+def propose_decode_buckets(
+    trace: Any,
+    max_buckets: int = defaults.DEFAULT_MAX_BUCKETS,
+    *,
+    prompt_column: str | None = None,
+    output_column: str | None = None,
+    time_column: str | None = None,
+    step_times: Any = None,
+    set: Sequence[str] = (),
+    path: Sequence[str | os.PathLike[str]] = (),
+    **options: Any,
+) -> Any:
+    """``neuronprobe buckets TRACE --decode``'s options as keywords: ``trace`` a file of prompt and output lengths (read
+    as the command reads it, with the column keywords) or a DecodeTrace, DataFrame or (prompts, outputs) pair;
+    ``step_times`` the ``--step-times`` CSV; ``set``/``path`` the ``--model``'s ``--set`` and ``--path``. Every other keyword
+    is :func:`neuronprobe.shape_buckets.propose_decode_buckets`'s (``runtime``, ``model``, ``target``, ``tp_degree``, ...)."""
+    from neuronprobe.shape_buckets import fit_step_times, read_step_times
+    from neuronprobe.shape_buckets import propose_decode_buckets as propose
+    from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+
+    if isinstance(trace, (str, os.PathLike)):
+        trace = read_decode_trace(Path(trace), prompt_column, output_column, time_column)
+    elif any(c is not None for c in (prompt_column, output_column, time_column)):
+        raise InputError("--prompt-column, --output-column and --time-column name the columns of a trace file: give the trace as a file")
+    if step_times is not None:
+        options["step_times"] = fit_step_times(*read_step_times(Path(step_times))) if isinstance(step_times, (str, os.PathLike)) else step_times
+    if set:
+        options["model_overrides"] = tuple(set)
+    if path:
+        options["model_paths"] = tuple(str(p) for p in path)
+    return propose(trace, max_buckets, **options)
+
+
 __all__ = [
     "GateFailed",
     "analyze",
@@ -298,4 +361,6 @@ __all__ = [
     "frozen_options",
     "parity",
     "parity_options",
+    "propose_buckets",
+    "propose_decode_buckets",
 ]
