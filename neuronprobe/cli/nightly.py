@@ -92,103 +92,37 @@ def nightly(
     3 when a model's analysis hit a bug in neuronprobe.
     """
     with guarded(debug):
-        from neuronprobe.files import check_outputs
-        from neuronprobe.nightly.run import (
-            INDEX_FILE,
-            check_date,
-            check_required_backend,
-            input_files,
-            isolated_analyze,
-            load_config,
-            output_files,
-            plan_workers,
-            run_nightly,
-            today_utc,
-            write_night,
+        from neuronprobe.nightly.night import plan_night, run_night, save_night
+        from neuronprobe.nightly.run import INDEX_FILE
+
+        night = plan_night(
+            config,
+            output_dir,
+            date=date,
+            require_backend=require_backend,
+            jobs=jobs,
+            total_memory=total_memory,
+            shard=shard,
+            history=history,
+            cache_dir=cache_dir,
+            no_cache=no_cache,
         )
-
-        night = check_date(date) if date else today_utc()
-        settings = load_config(config)
-        count, memory = plan_workers(settings, jobs, total_memory)
-        # Every option before the first model: the backend, the outputs against the inputs.
-        check_required_backend(settings, require_backend)
-        models = settings.models
-        if shard is not None:
-            from neuronprobe.nightly.shards import parse_shard, shard_models, shard_output_files
-
-            index, of = parse_shard(shard)
-            from neuronprobe.nightly.shards import check_shard_folder
-
-            check_shard_folder(output_dir)
-            mine = set(shard_models(settings, index, of, history))
-            models = [m for m in settings.models if m.name in mine]
-            outputs = shard_output_files([m.name for m in models])
-        else:
-            outputs = output_files(settings, night)
-        cache = None
-        if not no_cache and (cache_dir is not None or shard is None):
-            from neuronprobe.nightly.cache import DEFAULT_CACHE_DIR, ResultCache
-
-            cache = ResultCache(cache_dir if cache_dir is not None else output_dir / DEFAULT_CACHE_DIR, settings, require_backend, night)
-        folders = [("--output-dir", output_dir), *([("--cache", cache.folder)] if cache is not None else [])]
-        check_outputs([("the nightly output", output_dir / f) for f in outputs], input_files(settings), folders=folders)
         err = err_console()
-        if cache is not None and cache.off:  # no key it can trust: say so, analyse everything
-            err.print(f"note: {cache.off}", markup=False)
-        analyze = isolated_analyze(settings, memory.per_worker_bytes)
-        line = command_line()
-        with _night_progress(len(models)) as on_done:
-            if shard is not None:
-                from neuronprobe.nightly.run import analyse_models
-                from neuronprobe.nightly.shards import shard_files
-
-                analysed = analyse_models(
-                    settings,
-                    models,
-                    require_backend=require_backend,
-                    command_line=line,
-                    analyze=analyze,
-                    jobs=count,
-                    memory=memory,
-                    on_done=on_done,
-                    cache=cache,
-                )
-            else:
-                result = run_nightly(
-                    settings,
-                    output_dir,
-                    night,
-                    require_backend=require_backend,
-                    command_line=line,
-                    analyze=analyze,
-                    jobs=count,
-                    memory=memory,
-                    on_done=on_done,
-                    cache=cache,
-                )
-        if shard is not None:
-            # The manifest goes last: a shard folder with a manifest is complete (a killed shard has none and cannot be merged).
-            # For this run only: a second shard run into the same folder writes nothing (exit 2).
-            from neuronprobe.nightly.shards import write_shard
-
-            write_shard(output_dir, shard_files(settings, index, of, night, require_backend, analysed))
-            if cache is not None:
-                cache.commit()
-                for line in cache.notes:
-                    err.print(f"note: {line}", markup=False)
-            failed = [a for a in analysed if a.report is None]
+        if night.cache is not None and night.cache.off:  # no key it can trust: say so, analyse everything
+            err.print(f"note: {night.cache.off}", markup=False)
+        with _night_progress(len(night.models)) as on_done:
+            done = run_night(night, command_line=command_line(), on_done=on_done)
+        save_night(night, done, write)
+        for note in done.notes:
+            err.print(f"note: {note}", markup=False)
+        if night.shard is not None:
+            failed = done.failed()
             for a in failed:
                 err.print(f"error: {a.name}: {a.error}", markup=False, style="red")
-            out_console().print(f"shard {index}/{of}: {len(analysed)} model(s), {len(failed)} failed: {output_dir}", markup=False)
+            index, of = night.shard
+            out_console().print(f"shard {index}/{of}: {len(done.analysed)} model(s), {len(failed)} failed: {output_dir}", markup=False)
             return  # a shard gates nothing: the merge gives the night's exit code
-        # Each file is complete or absent (write_atomic); the index goes last, so a run
-        # killed while writing leaves the previous index, which links only complete reports.
-        write_night(result, output_dir, write)
-        if cache is not None:  # only now: a run killed earlier leaves no cache entry
-            cache.commit()
-            for line in cache.notes:
-                err.print(f"note: {line}", markup=False)
-        _finish_nightly(result, output_dir / INDEX_FILE)
+        _finish_nightly(done.result, output_dir / INDEX_FILE)
 
 
 @nightly_app.command(MERGE)
