@@ -230,3 +230,24 @@ def test_the_bucket_functions_take_the_commands_files_and_options(tmp_path: Path
     assert neuronprobe.propose_decode_buckets(inputs["trace"], 2).edges == json.loads(decoded.read_text())["edges"]
     with pytest.raises(InputError, match="--column and --field name the lengths in a file"):
         neuronprobe.propose_buckets([3, 5, 8], 2, column="n")
+
+
+def test_nightly_merge_is_a_sub_command_and_a_config_still_runs_the_night() -> None:
+    merge = runner.invoke(app, ["nightly", "merge", "--help"], env={"COLUMNS": "200"})
+    assert merge.exit_code == 0 and "--history" in merge.output and "--no-cache" not in merge.output  # the run's options are not merge's
+    assert runner.invoke(app, ["nightly", "x.toml", "extra"]).exit_code == 2  # a shard folder is merge's, not the night's
+    missing = runner.invoke(app, ["nightly", "--date", NIGHT, "/no/such.toml"])
+    assert missing.exit_code == 2 and missing.output.strip() == "error: /no/such.toml: no such config file"
+    refused = runner.invoke(app, ["nightly", "merge"])
+    assert refused.exit_code == 2 and "give the shard folders and the reports folder" in refused.output
+
+
+def test_the_commands_are_listed_in_their_order() -> None:
+    from neuronprobe.cli.common import COMMANDS
+
+    listed = [
+        line.split()[1]
+        for line in runner.invoke(app, ["--help"], env={"COLUMNS": "200"}).output.splitlines()
+        if line.startswith("│ ") and line.split()[1].isalpha()
+    ]
+    assert [c for c in listed if c in COMMANDS] == list(COMMANDS)
