@@ -39,6 +39,17 @@ class ConfigError(InputError):
     """An unusable configuration file (nightly TOML) or combination of options."""
 
 
+class GateFailed(NeuronprobeError):
+    """A gate a Python call asked for failed (the command would exit 1): ``result`` is the report or audit, ``failures`` what failed."""
+
+    exit_code: int = EXIT_GATE_FAILED
+
+    def __init__(self, message: str, result: object = None, failures: list[object] | tuple[object, ...] = ()) -> None:
+        super().__init__(message)
+        self.result = result
+        self.failures = list(failures)
+
+
 class BackendUnavailable(NeuronprobeError):
     """A required backend (the real Neuron SDK) is missing, a placeholder or a fake."""
 

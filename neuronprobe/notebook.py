@@ -187,8 +187,7 @@ def _json_path(args: list[str]) -> str | None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%neuronprobe`` and ``%%neuronprobe`` (``%load_ext neuronprobe``)."""
-    from neuronprobe.errors import NeuronprobeError
-    from neuronprobe.request.api import GateFailed
+    from neuronprobe.errors import GateFailed, NeuronprobeError
 
     def magic(line: str, cell: str | None = None) -> Any:
         try:

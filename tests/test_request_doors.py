@@ -251,3 +251,22 @@ def test_the_commands_are_listed_in_their_order() -> None:
         if line.startswith("│ ") and line.split()[1].isalpha()
     ]
     assert [c for c in listed if c in COMMANDS] == list(COMMANDS)
+
+
+def test_the_parity_and_audit_functions_give_what_their_commands_write(tmp_path: Path) -> None:
+    out = tmp_path / "parity.json"
+    cli = runner.invoke(app, ["parity", str(MLP), "--auto-cast", "matmult", "--auto-cast-type", "bf16", "--json", str(out), "--no-html"])
+    assert cli.exit_code == 0, cli.output
+    api = neuronprobe.parity(MLP, auto_cast="matmult", auto_cast_type="bf16")
+    assert _comparable(json.loads(api.to_json())) == _comparable(json.loads(out.read_text()))
+
+    audited = tmp_path / "audit.json"
+    cli = runner.invoke(app, ["audit", str(AUDIT_REPO), "--json", str(audited)])
+    assert cli.exit_code == 0, cli.output
+    import dataclasses
+
+    assert json.loads(json.dumps(dataclasses.asdict(neuronprobe.audit(AUDIT_REPO)))) == json.loads(audited.read_text())
+    with pytest.raises(neuronprobe.GateFailed, match=r"new finding\(s\) at --fail-on error"):
+        neuronprobe.audit(AUDIT_REPO, fail_on="error")
+    with pytest.raises(InputError, match=r"^--tolerance 0: give a relative tolerance above 0"):
+        neuronprobe.parity(MLP, tolerance=0)

@@ -47,9 +47,9 @@ def audit(
 ) -> None:
     """Find the CUDA assumptions in a repository and its CI that fail, or fail silently, on Trainium/Inferentia2."""
     with guarded(debug):
+        from neuronprobe.audit.api import check_audit_options, check_audit_target
         from neuronprobe.audit.console import render_audit, render_rules
         from neuronprobe.audit.engine import gate
-        from neuronprobe.request.api import check_audit_options, check_audit_target
 
         chosen = check_audit_target(stack, target)
         console = out_console()

@@ -104,8 +104,8 @@ def parity(
     with guarded(debug):
         from neuronprobe.files import check_outputs
         from neuronprobe.options import check_seconds
+        from neuronprobe.parity.api import check_parity_stack, check_train_flags, frozen_options, parity_options
         from neuronprobe.process.worker import analyze_in_worker, limits_from_options
-        from neuronprobe.request.api import check_parity_stack, check_train_flags, frozen_options, parity_options
 
         stack = check_parity_stack(stack, target, backend)
         check_seconds(timeout, "--timeout")
