@@ -7,6 +7,8 @@ neuronprobe itself (:class:`InternalError`, or any exception that is not one of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_UNUSABLE = 2
@@ -44,7 +46,7 @@ class GateFailed(NeuronprobeError):
 
     exit_code: int = EXIT_GATE_FAILED
 
-    def __init__(self, message: str, result: object = None, failures: list[object] | tuple[object, ...] = ()) -> None:
+    def __init__(self, message: str, result: object = None, failures: Sequence[object] = ()) -> None:
         super().__init__(message)
         self.result = result
         self.failures = list(failures)
