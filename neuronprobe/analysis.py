@@ -209,11 +209,16 @@ def analyze(
         options.train = check_options(TrainOptions(optimizer=optimizer, optimizer_impl=optimizer_impl))
     if isinstance(model, (str, os.PathLike)):
         return analyze_spec(str(model), options, traffic or TrafficOptions())
+    return analyze_module(model, example_inputs, options, traffic, name)
+
+
+def analyze_module(model: Any, example_inputs: Any, options: AnalyzeOptions, traffic: TrafficOptions | None = None, name: str | None = None) -> Report:
+    """Analyse a ``torch.nn.Module`` object in this process (the Python API and the notebook's cell magic)."""
     resolved = _resolve(options)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
-    if entry is not None and entry != "forward":
-        loaded = _entry_of(loaded, entry)
+    if options.entry is not None and options.entry != "forward":
+        loaded = _entry_of(loaded, options.entry)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
         report = quiet_report(_analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved))
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
@@ -1132,4 +1137,4 @@ def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions,
     report.not_analysed.extend(result.limitations)
 
 
-__all__ = ["AnalyzeOptions", "InputError", "TrafficOptions", "analyze", "analyze_spec"]
+__all__ = ["AnalyzeOptions", "InputError", "TrafficOptions", "analyze", "analyze_module", "analyze_spec"]

@@ -7,6 +7,8 @@ neuronprobe itself (:class:`InternalError`, or any exception that is not one of 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 EXIT_OK = 0
 EXIT_GATE_FAILED = 1
 EXIT_UNUSABLE = 2
@@ -37,6 +39,17 @@ class ReportFormatError(InputError):
 
 class ConfigError(InputError):
     """An unusable configuration file (nightly TOML) or combination of options."""
+
+
+class GateFailed(NeuronprobeError):
+    """A gate a Python call asked for failed (the command would exit 1): ``result`` is the report or audit, ``failures`` what failed."""
+
+    exit_code: int = EXIT_GATE_FAILED
+
+    def __init__(self, message: str, result: object = None, failures: Sequence[object] = ()) -> None:
+        super().__init__(message)
+        self.result = result
+        self.failures = list(failures)
 
 
 class BackendUnavailable(NeuronprobeError):

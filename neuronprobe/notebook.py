@@ -29,8 +29,9 @@ from typing import Any
 
 from neuronprobe.cells import execution_count, is_cell_file
 
-# What the cell magic accepts: the analyze options that apply to a model object.
-CELL_OPTIONS = ("--target", "--backend", "--require-backend", "--sdk", "--train", "--optimizer", "--optimizer-impl", "--name")
+# What the cell magic does not take of `analyze`'s options: the model is the cell's (no file, no --set,
+# no --path), parity rebuilds a model from its seed, the library writes no file, and env is the worker's.
+NOT_IN_A_CELL = frozenset({"model", "set", "path", "env", "parity", "json", "output_dir", "html", "command_line"})
 # The command-line subcommand whose report the line magic shows inline.
 ANALYZE = "analyze"
 
@@ -39,17 +40,34 @@ class MagicUsageError(ValueError):
     """A magic line neuronprobe cannot use: one sentence, no traceback."""
 
 
+def cell_fields() -> list[str]:
+    """The request fields a ``%%neuronprobe`` line takes: every analyze option that applies to a model object."""
+    from neuronprobe.request.model import FIELDS
+
+    return [n for n in FIELDS if n not in NOT_IN_A_CELL]
+
+
+def cell_options() -> tuple[str, ...]:
+    """The flags of :func:`cell_fields`, and ``--name`` (the report's name for the cell's model)."""
+    from neuronprobe.request.model import flag_of
+
+    return (*(flag_of(n) for n in cell_fields()), "--name")
+
+
 def _cell_parser() -> argparse.ArgumentParser:
-    from neuronprobe import defaults
+    """The analyze flags as the one request (:mod:`neuronprobe.request`) defines them: a comma list stays a string (the API splits it)."""
+    from neuronprobe.request.model import FIELDS
 
     parser = argparse.ArgumentParser(prog="%%neuronprobe", add_help=False, exit_on_error=False)
-    parser.add_argument("--target", default=defaults.DEFAULT_TARGET)
-    parser.add_argument("--backend", default=defaults.DEFAULT_BACKEND)
-    parser.add_argument("--require-backend", dest="require_backend", default=None)
-    parser.add_argument("--sdk", default=None)
-    parser.add_argument("--train", action="store_true")
-    parser.add_argument("--optimizer", default="adamw")
-    parser.add_argument("--optimizer-impl", dest="optimizer_impl", default="for-loop")
+    for name in cell_fields():
+        spec = FIELDS[name]
+        flag, hint = spec.metadata["flag"], str(spec.type)
+        default = spec.default
+        if hint == "bool":
+            parser.add_argument(flag, dest=name, action="store_true", default=default)
+            continue
+        kind: Any = int if hint.startswith("int") else float if hint.startswith("float") else str
+        parser.add_argument(flag, dest=name, default=None if isinstance(default, tuple) and not default else default, type=kind)
     parser.add_argument("--name", default=None)
     return parser
 
@@ -61,8 +79,8 @@ def parse_cell_options(line: str) -> dict[str, Any]:
     except (argparse.ArgumentError, ValueError) as exc:
         raise MagicUsageError(f"%%neuronprobe {line.strip()}: {exc}") from None
     if unknown:
-        raise MagicUsageError(f"%%neuronprobe does not take {' '.join(unknown)}; it takes {', '.join(CELL_OPTIONS)}")
-    return vars(known)
+        raise MagicUsageError(f"%%neuronprobe does not take {' '.join(unknown)}; it takes {', '.join(cell_options())}")
+    return {k: v for k, v in vars(known).items() if v is not None or k == "name"}
 
 
 def model_from_namespace(ns: dict[str, Any]) -> tuple[Any, Any]:
@@ -169,11 +187,14 @@ def _json_path(args: list[str]) -> str | None:
 
 def load_ipython_extension(ipython: Any) -> None:
     """Register ``%neuronprobe`` and ``%%neuronprobe`` (``%load_ext neuronprobe``)."""
-    from neuronprobe.errors import NeuronprobeError
+    from neuronprobe.errors import GateFailed, NeuronprobeError
 
     def magic(line: str, cell: str | None = None) -> Any:
         try:
             return run_line(line) if cell is None else run_cell(ipython, line, cell)
+        except GateFailed as exc:  # --fail-on in a cell: the report still shows, the failed gate on stderr (the CLI's exit 1)
+            print(f"neuronprobe: gate failed: {exc}", file=sys.stderr)
+            return exc.result
         except (MagicUsageError, NeuronprobeError) as exc:
             print(f"neuronprobe: {exc}", file=sys.stderr)
             return None

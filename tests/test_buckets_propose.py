@@ -19,8 +19,9 @@ rng = np.random.default_rng(7)
 TRAFFIC = np.concatenate([rng.integers(100, 600, 3000), rng.integers(1025, 1190, 2500), rng.integers(2000, 9000, 800)]).astype(int)
 
 
-def test_the_public_lazy_export_is_this_function():
-    assert lazy_propose is propose_buckets
+def test_the_public_export_gives_this_functions_proposal():
+    """neuronprobe.propose_buckets reads the command's files too (tests/test_request_doors.py); given lengths, it is this function."""
+    assert lazy_propose(TRAFFIC, 4, cost="attention") == propose_buckets(TRAFFIC, 4, cost="attention")
 
 
 def test_any_iterable_of_lengths_is_accepted():

@@ -179,14 +179,25 @@ NOT_PATHS = {
 }
 
 
+def _commands() -> list[tuple[str, object]]:
+    """(command name, callback) of every command; a group's sub-commands (`nightly run`, `nightly merge`) under the group's name."""
+    out = []
+    for info in app.registered_commands:
+        assert info.callback is not None
+        out.append((info.name or info.callback.__name__, info.callback))
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        for info in group.typer_instance.registered_commands:
+            assert info.callback is not None
+            out.append((str(group.name), info.callback))
+    return out
+
+
 def _path_params() -> set[tuple[str, str]]:
     import typing
 
     found = set()
-    for info in app.registered_commands:
-        callback = info.callback
-        assert callback is not None
-        name = info.name or callback.__name__
+    for name, callback in _commands():
         for param, hint in typing.get_type_hints(callback, include_extras=True).items():
             if "Path" in repr(hint) or (name, param) in STR_FILE_PARAMS:
                 found.add((name, param))
@@ -202,10 +213,7 @@ def _text_params() -> set[tuple[str, str]]:
     import typing
 
     found = set()
-    for info in app.registered_commands:
-        callback = info.callback
-        assert callback is not None
-        name = info.name or callback.__name__
+    for name, callback in _commands():
         for param, hint in typing.get_type_hints(callback, include_extras=True).items():
             if param != "return" and ("str" in repr(hint) or "Path" in repr(hint)):
                 found.add((name, param))

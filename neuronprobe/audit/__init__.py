@@ -12,6 +12,8 @@ and must stay light.
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import Any
 
 from neuronprobe.audit.model import AuditFinding, AuditProblem, AuditSection
@@ -35,3 +37,16 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["AuditFinding", "AuditProblem", "AuditSection", *_LAZY]
+
+
+class _CallablePackage(types.ModuleType):
+    """``neuronprobe.audit(...)`` is the command as a function (:func:`neuronprobe.audit.api.audit`): the package and the
+    function share the name, and a package imported once is what ``neuronprobe.audit`` is, so the package is callable."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from neuronprobe.audit.api import audit
+
+        return audit(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

@@ -50,7 +50,7 @@ from typing import Any
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.file_reads import FileReads, file_sha256
 from neuronprobe.files import folder_lock, read_input, write_atomic, write_new
-from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec
+from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec, request_of
 from neuronprobe.report.model import Report
 
 CACHE_FORMAT = 2  # 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses)
@@ -207,6 +207,7 @@ def _content_hash(path: Path) -> dict[str, str | None]:
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
     """What one model's analysis depends on, as JSON-able data (its hash is the cache key)."""
     from neuronprobe.loaders.resolve import pythonpath_entries
+    from neuronprobe.nightly.requests import key_values
     from neuronprobe.nightly.shards import rules_version
     from neuronprobe.version import __version__
 
@@ -241,6 +242,7 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "neuronprobe": __version__,
         "rules": rules_version(),
         "stack": stack,
+        "options": key_values(request_of(model, config)),  # every other option of the request (sdk, rules, decode_trace, env, ...)
     }
 
 

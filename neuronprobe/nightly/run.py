@@ -59,6 +59,7 @@ from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
 from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
+from neuronprobe.request.model import AnalyzeRequest
 from neuronprobe.support import TARGETS
 from neuronprobe.support.native.stack import STACKS, check_stack
 
@@ -105,11 +106,16 @@ class ModelConfig:
     # the top-level `path = [...]` comes first for every model.
     path: list[str] = dataclasses.field(default_factory=list)
     traffic: TrafficOptions = dataclasses.field(default_factory=TrafficOptions)
+    # The whole analysis request (every option `analyze` has; nightly/requests.py), built and checked
+    # from the top-level defaults and this table; None for a ModelConfig made in code (built from the fields above).
+    request: AnalyzeRequest | None = None
 
 
 # The [[models]] keys that are traffic options, and those that are the model's own.
 TRAFFIC_KEYS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(TrafficOptions))
-MODEL_KEYS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ModelConfig)) - {"traffic"}
+MODEL_KEYS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ModelConfig)) - {"traffic", "request"}
+# Request keys only the top level takes: the worker's limits are the night's, and --require-backend overrides the config's.
+TOP_ONLY_KEYS = frozenset({"timeout", "op_timeout", "max_memory", "require_backend"})
 
 
 @dataclass(frozen=True)
@@ -166,14 +172,20 @@ def load_config(path: str | Path) -> NightlyConfig:
 
 def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
     """Validate parsed TOML into a NightlyConfig; one ConfigError sentence for the first problem."""
-    top_keys = {f.name for f in dataclasses.fields(NightlyConfig)}  # `path`: import folders (the field is the config file)
-    _check_keys(data, top_keys, path, "the top level")
+    from neuronprobe.nightly.requests import REQUEST_KEYS, request_values
+
+    night_keys = {f.name for f in dataclasses.fields(NightlyConfig)}  # `path`: import folders (the field is the config file)
+    # A key a [[models]] table owns (set, train, the traffic keys) is per model; the other request keys are defaults for every model.
+    _check_keys(data, night_keys | (REQUEST_KEYS - MODEL_KEYS - TRAFFIC_KEYS), path, "the top level")
+    top_request = request_values({k: v for k, v in data.items() if k != "path"}, path, "")
     tables = data.get("models")
     if not isinstance(tables, list) or not tables or not all(isinstance(t, dict) for t in tables):
         raise ConfigError(f"{path}: needs at least one [[models]] table with a `model = ...` entry")
     top_paths = _import_folders(data.get("path", []), path, "path")
     data = {k: v for k, v in data.items() if k != "path"}
-    models = [_model_config(t, i, path, top_paths) for i, t in enumerate(tables)]
+    data = {k: v for k, v in data.items() if k in night_keys}  # the rest are the models' request defaults
+    parsed = [_model_config(t, i, path, top_paths) for i, t in enumerate(tables)]  # each model and its own request keys
+    models = [m for m, _ in parsed]
     seen: set[str] = set()
     for m in models:
         if m.name in seen:
@@ -198,7 +210,42 @@ def parse_config(data: dict[str, Any], path: Path) -> NightlyConfig:
             raise ConfigError(f"{path}: `{name}` must be positive{' and at most a week (604800 s)' if name != 'history' else ''}, got {value}")
     if config.max_memory is not None:
         worker_limits(config)
-    return config
+    from neuronprobe.nightly.requests import build, merged
+
+    models = []
+    for i, (m, own) in enumerate(parsed):  # every option checked as `analyze` checks it, naming the entry (after the night's own keys)
+        values = {**merged(top_request, own), **_model_fields(m, config)}
+        models.append(dataclasses.replace(m, request=build(m.model, values, path, f"models[{i}] ({m.name})")))
+    return dataclasses.replace(config, models=models)
+
+
+def _model_fields(model: ModelConfig, config: NightlyConfig) -> dict[str, Any]:
+    """The request values a ModelConfig's own fields give (resolved against the config's folder, the top level's defaults applied)."""
+    traffic = {f.name: getattr(model.traffic, f.name) for f in dataclasses.fields(TrafficOptions)}
+    for key in ("batch_sizes", "buckets"):
+        if traffic[key] is not None:
+            traffic[key] = tuple(traffic[key])
+    return {
+        **traffic,
+        "set": tuple(model.set),
+        "path": tuple(Path(p) for p in model.path),
+        "train": model.train,
+        "target": config.target_of(model),
+        "backend": config.backend_of(model),
+        "stack": config.stack_of(model),
+        "timeout": config.timeout,
+        "op_timeout": config.op_timeout,
+        "max_memory": config.max_memory,
+    }
+
+
+def request_of(model: ModelConfig, config: NightlyConfig) -> AnalyzeRequest:
+    """The analysis request of one configured model (built from its fields when it was made in code)."""
+    if model.request is not None:
+        return model.request
+    from neuronprobe.request.check import build_request
+
+    return build_request(model.model, **_model_fields(model, config))
 
 
 def worker_limits(config: NightlyConfig) -> Any:
@@ -240,9 +287,12 @@ def _import_folders(value: Any, path: Path, key: str) -> list[str]:
     return folders
 
 
-def _model_config(table: dict[str, Any], index: int, path: Path, top_paths: list[str] | None = None) -> ModelConfig:
+def _model_config(table: dict[str, Any], index: int, path: Path, top_paths: list[str] | None = None) -> tuple[ModelConfig, dict[str, Any]]:
+    """One [[models]] table: its ModelConfig, and the request keys it sets beyond the ModelConfig's own (sdk, rules, ...)."""
+    from neuronprobe.nightly.requests import REQUEST_KEYS, request_values
+
     where = f"models[{index}]"
-    _check_keys(table, set(MODEL_KEYS | TRAFFIC_KEYS), path, where)
+    _check_keys(table, set(MODEL_KEYS | TRAFFIC_KEYS | (REQUEST_KEYS - TOP_ONLY_KEYS)), path, where)
     spec = table.get("model")
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f'{path}: {where} needs `model = "<model file or hf:<model_type>>"`')
@@ -279,7 +329,8 @@ def _model_config(table: dict[str, Any], index: int, path: Path, top_paths: list
         if value is not None:
             files[key] = _existing(base / value, path, f"{where}.{key}")
     resolved["cache_inputs"] = [str(_existing(base / p, path, f"{where}.cache_inputs")) for p in model.cache_inputs]
-    return dataclasses.replace(model, **resolved, traffic=dataclasses.replace(traffic, **files))
+    values = request_values({k: v for k, v in table.items() if k not in MODEL_KEYS and k not in TRAFFIC_KEYS}, path, where)
+    return dataclasses.replace(model, **resolved, traffic=dataclasses.replace(traffic, **files)), values
 
 
 def _default_name(spec: str) -> str:
@@ -638,26 +689,11 @@ def assemble_night(analysed: list[Analysed], reports_dir: Path, date: str, histo
 
 
 def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: str | None, command_line: str) -> Report:
-    """Run the real analysis for one configured model (imports torch)."""
-    from neuronprobe.analysis import AnalyzeOptions, analyze_spec
+    """Run the real analysis for one configured model (imports torch): the request `analyze` would run, in this process."""
+    from neuronprobe.request.run import run_request
 
-    options = AnalyzeOptions(
-        target=config.target_of(model),
-        backend=config.backend_of(model),
-        require_backend=require_backend,
-        overrides=list(model.set),
-        timeout=config.timeout,
-        op_timeout=config.op_timeout,
-        command_line=command_line,
-        max_memory=worker_limits(config).max_memory_bytes if config.max_memory is not None else None,  # what auto's observation must fit
-        paths=[Path(p) for p in model.path],
-        stack=config.stack_of(model),
-    )
-    if model.train:
-        from neuronprobe.training import TrainOptions
-
-        options.train = TrainOptions()
-    return analyze_spec(model.model, options, model.traffic)
+    request = dataclasses.replace(request_of(model, config), require_backend=require_backend, command_line=command_line)
+    return run_request(request, isolate=False).report
 
 
 def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None) -> AnalyzeFn:
@@ -694,6 +730,8 @@ def input_files(config: NightlyConfig) -> list[str]:
     for m in config.models:
         traffic = [str(p) for p in (m.traffic.shapes, m.traffic.lengths) if p is not None]
         files += [p for p in (None if is_named_spec(m.model) else m.model, *traffic, *m.cache_inputs) if p]
+        if m.request is not None:  # what the request reads besides (rules, decode trace, support table, serving trace, audit root)
+            files += [str(p) for p in (m.request.rules, m.request.decode_trace, m.request.support_table, m.request.serving_trace, m.request.audit) if p]
     return files
 
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from neuronprobe.cli import _err_console, _out_console, app
+from neuronprobe.cli import app
+from neuronprobe.cli.common import err_console, out_console
 from neuronprobe.console_io import inert
 
 runner = CliRunner()
@@ -36,7 +37,7 @@ def test_fuzz_inert_leaves_no_control_character(text):
 
 
 def test_every_console_of_the_cli_is_inert(capsys):
-    for console in (_out_console(), _err_console()):
+    for console in (out_console(), err_console()):
         console.print(f"path {CLEAR}x", markup=False)
     captured = capsys.readouterr()
     assert captured.out == "path \\x1b[2Jx\n" and captured.err == "path \\x1b[2Jx\n"
