@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation, forward_only
+from neuronprobe.backends import Capabilities, Observation, forward_only
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation
 from neuronprobe.vocabulary import Origin, SourceLocation, Verdict
@@ -281,6 +281,9 @@ class NativeCpuBackend:
             versions={"torch": torch.__version__},
             detail=f"observed: the forward ran on a CPU stand-in for TorchNeuron's neuron device (eager dispatch of the native table){ran}",
         )
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities()  # the forward only: no compile count, no line-matched diff
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         from neuronprobe.process.isolation import run_isolated

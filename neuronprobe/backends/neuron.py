@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation, ResolvedBackend, forward_only, static_info
+from neuronprobe.backends import Capabilities, Observation, ResolvedBackend, forward_only, static_info
 from neuronprobe.backends.detect import STACK_NATIVE, STACK_XLA, Detection, detect
 from neuronprobe.backends.neuron_steps import (
     step_analyze,
@@ -492,6 +492,9 @@ class NeuronLiveBackend:
             observed_support_percentage=self._support,
         )
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(count_compiles=self.count_compiles)
+
     def _env(self, workdir: Path) -> dict[str, str]:
         return {} if self.use_user_cache else isolated_cache_env(workdir / "neuron-compile-cache")
 
@@ -584,7 +587,7 @@ class NeuronLiveBackend:
 
         return load(result.value)
 
-    def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
+    def count_compiles(self, loaded: Any, inputs_per_call: list[Any], *, timeout: float) -> ObservedCompiles:
         """Real compiles for a stream of inputs: torch-xla's UncachedCompile and new MODULE_* cache entries,
         or the native backend's dynamo metrics. A timeout or failure is a note, with what was counted so far."""
         native = self.kind == STACK_NATIVE

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation
+from neuronprobe.backends import Capabilities, Observation
 from neuronprobe.backends.hlo_checks import load_rules
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
@@ -307,6 +307,18 @@ class XlaCpuBackend:
             detail = f"auto: no Neuron SDK, so {detail}"
         return BackendInfo(name=BACKEND_NAME, kind=BACKEND_NAME, versions=versions, detail=detail, steps=dict(self._steps))
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            count_compiles=self.count_compiles,
+            refine_diff=self.refine_diff,
+            observe_shrunk=self._observe_shrunk,
+            falls_back_to_static=self.chosen_by_auto,
+        )
+
+    def _observe_shrunk(self, shrink: bool) -> None:
+        """``auto``'s choice: build a shrunken copy of an ``hf:`` model in the worker (see :mod:`xla_auto`)."""
+        self.shrink = shrink
+
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
         from neuronprobe.backends.xla_auto import built_shrunk
         from neuronprobe.loaders.resolve import worker_import_paths
@@ -434,7 +446,7 @@ class XlaCpuBackend:
 
         refine_diff(report, observation, calls)
 
-    def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
+    def count_compiles(self, loaded: Any, inputs_per_call: list[Any], *, timeout: float) -> ObservedCompiles:
         """Real torch-xla compiles for a stream of inputs (UncachedCompile), one call per input."""
         import torch
 
