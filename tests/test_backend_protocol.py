@@ -11,6 +11,7 @@ from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_cpu import XlaCpuBackend
 from neuronprobe.report.model import BackendInfo
 from neuronprobe.training import TrainOptions, observe_training
+from neuronprobe.vocabulary import StepStatus
 
 
 class ForwardOnly:
@@ -57,7 +58,9 @@ def test_the_xla_cpu_backend_names_the_program_that_failed_on_the_device():
     text is the backend's own, not a rewrite of the forward's by the training analysis)."""
     from neuronprobe.backends.xla_cpu import StepOutcome, WorkerRun
 
-    run = WorkerRun(steps={"load": StepOutcome("ok"), "observe": StepOutcome("error", error="RuntimeError: no lowering", extra={"cpu_ok": True})})
+    run = WorkerRun(
+        steps={"load": StepOutcome(StepStatus.OK), "observe": StepOutcome(StepStatus.FAILED, error="RuntimeError: no lowering", extra={"cpu_ok": True})}
+    )
     backend = XlaCpuBackend(env=SimpleNamespace())  # type: ignore[arg-type]
     loaded = SimpleNamespace(source="m.py")
     forward, train = (backend._observation(run, "trn1", loaded, program).findings for program in ("forward", "train"))

@@ -35,7 +35,7 @@ from typing import Any
 from neuronprobe.backends import Capabilities, Observation, forward_only
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation
-from neuronprobe.vocabulary import Origin, SourceLocation, Verdict
+from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus, Verdict
 
 BACKEND_NAME = "native-cpu"
 # Kernels torch picks because the tensors are on the CPU (scaled_dot_product_attention's flash kernel for the CPU):
@@ -303,7 +303,7 @@ class NativeCpuBackend:
         if not step.ok:
             why = (
                 f"{step.error}"
-                if step.status == "error"
+                if step.status is StepStatus.FAILED
                 else f"the worker was stopped ({step.status}) after {step.seconds:.0f} s (--op-timeout {min(op_timeout, timeout):g} s)"
             )
             raise InputError(f"--backend native-cpu: the model's forward did not finish on the stand-in: {why}")
