@@ -230,7 +230,7 @@ class ForkedChild:
 
     def exit_code(self) -> int | None:
         if self._reaped:
-            return self.process.exitcode  # type: ignore[no-any-return]
+            return self.process.exitcode
         return exit_code_of(self.pid)  # not reaped: its id stays ours until kill() is done with it
 
     def kill(self) -> None:
