@@ -46,14 +46,38 @@ from typing import Any
 from neuronprobe.process.isolation import ChildSetup, PipeReader, child_main, fork_child
 from neuronprobe.process.supervisor import POLL_SECONDS, REAP_SECONDS, Child, exit_code_of, kill_tree
 
-# What the server imports before it forks anyone: torch (most of a small model's time) and the
-# analysis pipeline, which imports capture, loading, classification and the report model.
-PRELOAD: tuple[str, ...] = ("torch", "neuronprobe.analysis", "neuronprobe.file_reads")
+# What the server imports before it forks anyone: torch, the parts of torch an analysis imports on
+# first use (export, dynamo, functorch, inductor's decompositions, sympy, networkx: about 1,200
+# modules), and neuronprobe's pipeline with the modules it imports lazily. Measured on a small
+# encoder (benchmarks/bench_nightly.py's zoo), loaded two-core machine: after torch and the pipeline
+# only, the analysis took 9.2 s and imported 1,282 more modules; after this list, 1.6 s and 31.
+# Imports only: no op runs in the server, so nothing of torch's state but its modules is shared.
+PRELOAD: tuple[str, ...] = (
+    "torch",
+    "torch.export",
+    "torch._dynamo",
+    "torch._functorch.aot_autograd",
+    "torch._inductor.decomposition",
+    "torch.onnx",
+    "sympy",
+    "networkx",
+    "neuronprobe.analysis",
+    "neuronprobe.file_reads",
+    "neuronprobe.capture.strategies",
+    "neuronprobe.training",
+    "neuronprobe.decoding",
+    "neuronprobe.loaders.hf",
+    "neuronprobe.backends.neuron",
+    "neuronprobe.backends.xla_diff",
+)
 FORK_SERVER_ENV = "NEURONPROBE_FORK_SERVER"
 # The server's loop: how often it looks for a worker that ended (and its control socket).
 SERVER_POLL_SECONDS = POLL_SECONDS
 # How long the server waits for a new worker's setsid() before it answers with its pid.
 SETSID_WAIT_SECONDS = 5.0
+# How long a launch waits for the server's answer (its first one follows PRELOAD's imports: seconds,
+# a minute on a loaded machine); past it the server is dropped and the step is forked from the command.
+ANSWER_WAIT_SECONDS = 300.0
 # How long close() waits for the server to end after its socket closed.
 CLOSE_WAIT_SECONDS = 5.0
 _START, _RELEASE = b"S", b"R"
@@ -189,8 +213,10 @@ class ForkServer:
                 control = self._process.control
                 control.send_bytes(_START + request)
                 reduction.send_handle(control, writer.fileno(), self._process.pid)
+                if not control.poll(ANSWER_WAIT_SECONDS):
+                    raise TimeoutError(f"the fork server did not answer within {ANSWER_WAIT_SECONDS:g} s")
                 answer = control.recv()
-        except (EOFError, OSError) as exc:  # the server is gone: this step runs as before, forked from here
+        except (EOFError, OSError) as exc:  # the server is gone or stuck: this step runs as before, forked from here
             reader.close()
             self._lost(exc)
             return fork_child(fn, args, setup, name=name, daemon=daemon)
@@ -211,7 +237,7 @@ class ForkServer:
                 self._process.control.send_bytes(_RELEASE + str(pid).encode())
 
     def _lost(self, exc: BaseException) -> None:
-        """The server ended (killed from outside): forget it; the next launch starts a new one."""
+        """The server ended (killed from outside) or is stuck: end it; the next launch starts a new one."""
         with self._lock:
             if self._finalizer is not None:
                 self._finalizer()

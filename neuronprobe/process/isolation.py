@@ -314,8 +314,8 @@ def run_isolated(
         str(tmpdir) if tmpdir is not None else None,
     )
     start = time.monotonic()
-    deadline = fixed_deadline(limit_s)  # from before the start: a fork server's answer counts against the limit too
     child = (launcher or fork_child)(fn, args, setup, name=name, daemon=daemon)
+    deadline = fixed_deadline(limit_s)  # from the child's start: a fork server still importing torch is not the step's time
     progress: list[Any] = []
     replies: list[tuple[str, Any]] = []
 
