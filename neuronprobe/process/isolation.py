@@ -56,6 +56,7 @@ from neuronprobe.process.supervisor import (
     StackFiles,
     exit_code_of,
     fixed_deadline,
+    kill_tree,
     supervise,
 )
 from neuronprobe.vocabulary import StepStatus
@@ -234,8 +235,6 @@ class ForkedChild:
         return exit_code_of(self.pid)  # not reaped: its id stays ours until kill() is done with it
 
     def kill(self) -> None:
-        from neuronprobe.process.supervisor import kill_tree
-
         kill_tree(self.pid)
         with contextlib.suppress(Exception):
             self.process.kill()
