@@ -1,6 +1,7 @@
-"""Benchmark the nightly's scale-out: parallel workers, the result cache, and sharding.
+"""Benchmark the nightly's scale-out: the fork server, parallel workers, the result cache, and sharding.
 
     python benchmarks/bench_nightly.py [--models 40] [--output FILE.md]
+    python benchmarks/bench_nightly.py --only fork-server [--models 16] [--rounds 2]
 
 A config of ``--models`` small architectures (model files written to a temporary
 folder: MLPs, small CNNs and one-layer transformer encoders of different widths,
@@ -12,6 +13,12 @@ every one a real torch model analysed by a real worker) is run as a user runs it
    Goal: the second night <= 10% of the first.
 3. Sharding, n = 4: the sum of the four shard runs' wall times plus the merge vs the
    serial run (``--jobs 1`` each). Goal: overhead <= 5% of the total work.
+4. The fork server (issue 35.5): workers forked from a server that imported torch once
+   vs workers forked from the command (``NEURONPROBE_FORK_SERVER=0``, what every worker
+   did before), at ``--jobs 1`` and ``--jobs 2``, no cache. The two are run interleaved
+   (A, B, A, B, ... for ``--rounds`` rounds) in this one process, so that the load of a
+   shared machine falls on both alike; a model's cost is the night's wall time over its
+   models. Goal: at least 40% less per model at every ``--jobs``.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+FORK_SERVER_GOAL = 0.40
 CACHE_GOAL = 0.10
 SHARD_OVERHEAD_GOAL = 0.05
 SHARDS = 4
@@ -108,22 +116,73 @@ def write_zoo(folder: Path, count: int) -> Path:
     return config
 
 
-def nightly(*args: str) -> float:
+def nightly(*args: str, env: dict[str, str] | None = None) -> float:
     """One nightly command in a fresh process; its wall time (an unexpected exit code stops the benchmark)."""
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "neuronprobe.cli", "nightly", *args], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "neuronprobe.cli", "nightly", *args], capture_output=True, text=True, env={**os.environ, **(env or {})})
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"nightly {' '.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
     return seconds
 
 
+def fork_server_rows(models: int, rounds: int) -> list[str]:
+    """Section 4: per-model cost with and without the fork server, interleaved, at --jobs 1 and 2."""
+    from neuronprobe.process.forkserver import FORK_SERVER_ENV
+
+    modes = {"forked from the command": {FORK_SERVER_ENV: "0"}, "fork server": {FORK_SERVER_ENV: "1"}}
+    seconds: dict[tuple[str, int], list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-nightly-fs-") as tmp:
+        root = Path(tmp)
+        config = write_zoo(root, models)
+        for r in range(rounds):
+            for jobs in (1, 2):
+                for mode, env in modes.items():
+                    out = root / f"{mode.split()[0]}-{jobs}-{r}"
+                    wall = nightly(str(config), "-o", str(out), "--jobs", str(jobs), "--no-cache", "--date", "2026-01-01", env=env)
+                    seconds.setdefault((mode, jobs), []).append(wall)
+                    print(f"round {r + 1}, --jobs {jobs}, {mode}: {wall:.1f} s", file=sys.stderr, flush=True)
+    rows = []
+    for jobs in (1, 2):
+        before, after = (min(seconds[(mode, jobs)]) / models for mode in modes)
+        saved = 1 - after / before
+        runs = " / ".join(f"{s:.1f}" for s in seconds[("fork server", jobs)])
+        old_runs = " / ".join(f"{s:.1f}" for s in seconds[("forked from the command", jobs)])
+        rows.append(
+            f"| fork server vs workers forked from the command, `--jobs {jobs}`, {models} models, per model | "
+            f">= {FORK_SERVER_GOAL:.0%} less | {saved:.0%} less: {after:.2f} s vs {before:.2f} s (ratio {after / before:.2f}; "
+            f"nights {runs} s vs {old_runs} s, best of {rounds}) |"
+        )
+    return rows
+
+
+def _header(args: argparse.Namespace) -> list[str]:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    only = f" --only {args.only} --rounds {args.rounds}" if args.only else ""
+    return [
+        f"`python benchmarks/bench_nightly.py --models {args.models}{only}` ({cores} cores, load average {os.getloadavg()[0]:.1f} at the end, "
+        f"Python {platform.python_version()}; each run a fresh `python -m neuronprobe.cli nightly` process):",
+        "",
+        "| what | goal | measured |",
+        "|---|---|---|",
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=2, help="fork-server section: interleaved A/B rounds (the best of each is reported)")
+    parser.add_argument("--only", choices=["fork-server"], default=None, help="run only this section")
     parser.add_argument("--output", type=Path, default=None)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.only == "fork-server":
+        text = "\n".join([*_header(args), *fork_server_rows(args.models, args.rounds)]) + "\n"
+        print(text)
+        if args.output is not None:
+            args.output.write_text(text)
+        return
+    forked = fork_server_rows(min(args.models, 16), args.rounds)
     with tempfile.TemporaryDirectory(prefix="bench-nightly-") as tmp:
         root = Path(tmp)
         config = write_zoo(root, args.models)
@@ -136,13 +195,9 @@ def main() -> None:
         merge = nightly("merge", *(str(root / f"shard-{i}") for i in range(1, SHARDS + 1)), "--history", str(root / "merged"))
     sharded = sum(shards) + merge
     overhead = (sharded - serial) / serial
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     lines = [
-        f"`python benchmarks/bench_nightly.py --models {args.models}` ({cores} cores, load average {os.getloadavg()[0]:.1f} at the end, "
-        f"Python {platform.python_version()}; each run a fresh `python -m neuronprobe.cli nightly` process):",
-        "",
-        "| what | goal | measured |",
-        "|---|---|---|",
+        *_header(args),
+        *forked,
         f"| `--jobs 2` vs `--jobs 1`, {args.models} models, no cache | faster | {parallel / serial:.2f}x ({parallel:.1f} s vs {serial:.1f} s) |",
         f"| second night, nothing changed (cache) vs the first | <= {CACHE_GOAL:.0%} | {second / first:.1%} ({second:.1f} s vs {first:.1f} s) |",
         f"| {SHARDS} shards + merge vs the serial run (`--jobs 1`) | overhead <= {SHARD_OVERHEAD_GOAL:.0%} | "

@@ -912,7 +912,7 @@ def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
 
 
 def _chosen_by_auto(resolved: ResolvedBackend) -> bool:
-    return bool(getattr(resolved.live, "chosen_by_auto", False))
+    return resolved.live is not None and resolved.live.capabilities().falls_back_to_static
 
 
 def _stay_static(report: Report, reason: str, observer: str = "xla-cpu") -> ResolvedBackend:
@@ -946,7 +946,12 @@ def _auto_choice(report: Report, loaded: LoadedModel, options: AnalyzeOptions, r
     choice = xla_auto.choose(loaded, [c.call for c in calls], max_memory=budget, train=options.train is not None)
     if not choice.observe:
         return _stay_static(report, choice.reason)
-    resolved.live.shrink = choice.shrink  # type: ignore[union-attr]  # an XlaCpuBackend: chosen_by_auto says so
+    shrink = resolved.live.capabilities().observe_shrunk if resolved.live is not None else None
+    if shrink is None:  # only a backend that can build a shrunken copy is auto's to shrink
+        if choice.shrink:
+            return _stay_static(report, choice.reason)
+    else:
+        shrink(choice.shrink)
     if choice.shrink:
         report.not_analysed.append(
             Limitation(
@@ -987,8 +992,8 @@ def _apply_observation(
     report.not_analysed.extend(observation.limitations)
     report.backend = resolved.live.info()  # now with the steps that ran and analyze's own support %
     report.prediction_diff = prediction_diff(report, observation.op_verdicts)
-    refine = getattr(resolved.live, "refine_diff", None)  # a backend that can also match by line (xla-cpu)
-    if callable(refine):
+    refine = resolved.live.capabilities().refine_diff  # a backend that can also match by line (xla-cpu)
+    if refine is not None:
         refine(report, observation, calls)
     from neuronprobe.backends.xla_diff import count_uncaptured
 
@@ -1129,7 +1134,7 @@ def prediction_diff(report: Report, observed: dict[str, str]) -> PredictionDiff:
 def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions, resolved: ResolvedBackend, options: AnalyzeOptions) -> None:
     from neuronprobe.recompiles import analyze_traffic
 
-    # The live backend (a Neuron host) counts real compiles when it has count_compiles().
+    # The live backend (a Neuron host) counts real compiles when it declares count_compiles (Capabilities).
     result = analyze_traffic(loaded, traffic, live=resolved.live, timeout=options.timeout)
     report.recompiles = result.recompiles
     if result.buckets is not None:

@@ -231,13 +231,24 @@ class CauseKind(Word):
 
 
 class StepStatus(Word):
-    """How one live-backend SDK step (analyze, trace, run) ended."""
+    """How one step of a worker ended: the one vocabulary of every worker and of the report.
+
+    Every supervised process (the analysis and nightly workers, the live backend's SDK
+    steps, the xla-cpu and parity workers) ends its steps with one of these; the report's
+    backend steps (``BackendStep``) hold the first five (see :data:`REPORTED_STEP_STATUSES`).
+    """
 
     OK = "ok"
     FAILED = "failed"  # the step raised or the compiler rejected the model
     TIMEOUT = "timeout"  # stopped at --op-timeout / --timeout
     DIED = "died"  # the step's process died (a signal, out of memory)
     SKIPPED = "skipped"  # not run, because an earlier step made it pointless
+    MEMORY = "memory"  # stopped: the resident memory of its process group passed --max-memory
+    EXIT = "exit"  # the model's own code ended it (sys.exit(), KeyboardInterrupt): the model's failure, not the device's
+
+
+# The statuses a report's backend step may hold (what a report of schema 6 can say).
+REPORTED_STEP_STATUSES = frozenset({StepStatus.OK, StepStatus.FAILED, StepStatus.TIMEOUT, StepStatus.DIED, StepStatus.SKIPPED})
 
 
 class CaptureStrategy(Word):

@@ -23,6 +23,7 @@ from neuronprobe.backends.neuron import (
 )
 from neuronprobe.process.isolation import StepResult
 from neuronprobe.report.model import Finding, OpSummary, Report
+from neuronprobe.vocabulary import StepStatus
 
 # The docs' example for a model whose only op fails (torch.fft.fft).
 FFT_REPORT = {
@@ -127,7 +128,7 @@ def test_a_diagnostic_is_tied_to_the_op_it_names():
 def test_compile_failure_without_an_op_is_one_whole_graph_finding():
     builder = _Builder(model_file="model.py")
     failure = StepResult(
-        "error",
+        StepStatus.FAILED,
         error="RuntimeError: neuronx-cc failed with 1",
         log="[NCC_EVRF009] Size of total input and output tensors exceeds HBM limit of Trn1\n",
     )

@@ -11,6 +11,7 @@ from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_cpu import XlaCpuBackend
 from neuronprobe.report.model import BackendInfo
 from neuronprobe.training import TrainOptions, observe_training
+from neuronprobe.vocabulary import StepStatus
 
 
 class ForwardOnly:
@@ -57,7 +58,9 @@ def test_the_xla_cpu_backend_names_the_program_that_failed_on_the_device():
     text is the backend's own, not a rewrite of the forward's by the training analysis)."""
     from neuronprobe.backends.xla_cpu import StepOutcome, WorkerRun
 
-    run = WorkerRun(steps={"load": StepOutcome("ok"), "observe": StepOutcome("error", error="RuntimeError: no lowering", extra={"cpu_ok": True})})
+    run = WorkerRun(
+        steps={"load": StepOutcome(StepStatus.OK), "observe": StepOutcome(StepStatus.FAILED, error="RuntimeError: no lowering", extra={"cpu_ok": True})}
+    )
     backend = XlaCpuBackend(env=SimpleNamespace())  # type: ignore[arg-type]
     loaded = SimpleNamespace(source="m.py")
     forward, train = (backend._observation(run, "trn1", loaded, program).findings for program in ("forward", "train"))
@@ -65,3 +68,22 @@ def test_the_xla_cpu_backend_names_the_program_that_failed_on_the_device():
         ("<forward on the XLA device>", "the forward runs on torch 2.9's CPU but fails on the XLA device: RuntimeError: no lowering")
     ]
     assert [(f.op, f.message) for f in train] == [("<training step on the XLA device>", "the training step fails on the XLA device: RuntimeError: no lowering")]
+
+
+def test_each_backend_declares_its_capabilities_and_the_pipeline_reads_only_the_declaration():
+    """Typed capabilities instead of getattr (issue 35.3): what each live backend can do beyond observing."""
+    from neuronprobe.backends import Capabilities
+    from neuronprobe.backends.native_cpu import NativeCpuBackend
+    from neuronprobe.backends.neuron import NeuronLiveBackend
+
+    xla = XlaCpuBackend(env=SimpleNamespace(), chosen_by_auto=True)  # type: ignore[arg-type]
+    declared = xla.capabilities()
+    assert declared.count_compiles == xla.count_compiles and declared.refine_diff == xla.refine_diff
+    assert declared.falls_back_to_static is True
+    assert XlaCpuBackend(env=SimpleNamespace()).capabilities().falls_back_to_static is False  # type: ignore[arg-type]
+    assert declared.observe_shrunk is not None
+    declared.observe_shrunk(True)
+    assert xla.shrink is True
+    neuron = NeuronLiveBackend(detection=SimpleNamespace())  # type: ignore[arg-type]
+    assert neuron.capabilities() == Capabilities(count_compiles=neuron.count_compiles)
+    assert NativeCpuBackend().capabilities() == Capabilities()

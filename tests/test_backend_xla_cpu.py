@@ -317,10 +317,13 @@ def test_a_vision_spec_under_auto_is_analysed_statically_with_the_reason(xla_env
 class _Observer:
     """A live backend that returns a given observation (what torch-xla would have reported)."""
 
-    chosen_by_auto = False
-
     def __init__(self, observation):
         self.observation = observation
+
+    def capabilities(self):
+        from neuronprobe.backends import Capabilities
+
+        return Capabilities(refine_diff=self.refine_diff)
 
     def info(self):
         from neuronprobe.report.model import BackendInfo

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from neuronprobe.analysis import TrafficOptions
+from neuronprobe.backends import Capabilities
 from neuronprobe.loaders.resolve import load_hf, load_model
-from neuronprobe.recompiles import LIVE_HOOK, analyze_traffic
-from neuronprobe.report.model import ObservedCompiles, RecompileCause
+from neuronprobe.recompiles import analyze_traffic
+from neuronprobe.report.model import BackendInfo, ObservedCompiles, RecompileCause
 
 TESTS = Path(__file__).parent
 MODELS = TESTS / "models"
@@ -191,8 +192,15 @@ def test_hf_models_on_the_meta_device_are_compiled_without_weights(tmp_path: Pat
 class FakeLive:
     """A stand-in for the Neuron live backend: records what it was asked to compile."""
 
-    def __init__(self) -> None:
+    def __init__(self, declares: bool = True) -> None:
         self.calls: list = []
+        self.declares = declares
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(name="fake-live", kind="neuron")
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities(count_compiles=self.count_compiles) if self.declares else Capabilities()
 
     def count_compiles(self, loaded: object, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
         self.calls = list(inputs_per_call)
@@ -201,7 +209,6 @@ class FakeLive:
 
 def test_a_live_backend_counts_real_compiles_and_its_timing_is_used() -> None:
     live = FakeLive()
-    assert hasattr(live, LIVE_HOOK)
     loaded = load_model(str(MODELS / "recompile_static.py"))
     section = analyze_traffic(loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl"), live=live, timeout=60.0).recompiles
     # one call per distinct shape, in stream order, in get_example_inputs() form (here: keyword inputs)
@@ -214,11 +221,17 @@ def test_a_live_backend_counts_real_compiles_and_its_timing_is_used() -> None:
     assert section.predicted["static"].compile_seconds == 300.0
 
 
-def test_a_live_backend_without_the_hook_leaves_the_cpu_count_and_says_so() -> None:
+def test_a_live_backend_that_declares_no_compile_count_is_not_probed_and_the_report_says_so() -> None:
+    """The capability is read from the backend's declaration, never found with getattr: a method of
+    that name on a backend that does not declare it is not called."""
+    live = FakeLive(declares=False)
     loaded = load_model(str(MODELS / "recompile_static.py"))
-    result = analyze_traffic(loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl", max_compiles=2), live=object())
+    result = analyze_traffic(loaded, TrafficOptions(shapes=DATA / "recompile_static_shapes.jsonl", max_compiles=2), live=live)
+    assert live.calls == []
     assert result.recompiles.observed is not None and result.recompiles.observed.source == "dynamo-cpu"
-    assert any(LIVE_HOOK in lim.why for lim in result.limitations)
+    assert [lim.why for lim in result.limitations if lim.what == "recompiles on Neuron"] == [
+        "the fake-live backend declares no count_compiles; the counts are from dynamo on CPU"
+    ]
 
 
 # --- traffic that does not fit the model ------------------------------------------------------------------------

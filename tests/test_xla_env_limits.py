@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from neuronprobe.backends import xla_cpu, xla_env
 from neuronprobe.backends.xla_env import MARKER, inspect_managed, inspect_python
 from neuronprobe.cli import app
+from neuronprobe.vocabulary import StepStatus
 
 runner = CliRunner()
 
@@ -148,7 +149,7 @@ def test_lines_in_the_event_file_that_are_not_the_workers_events_are_ignored(tmp
 )
 def test_a_malformed_step_value_is_a_failed_step_not_a_crash(step, value, bad):
     outcome = xla_cpu._outcome(step, {"event": "done", "step": step, "status": "ok", "seconds": "soon", "line": "x", "value": value})
-    assert (outcome.status, outcome.error) == ("error", f"the xla-cpu worker's reply for {step} is malformed ({bad})")
+    assert (outcome.status, outcome.error) == (StepStatus.FAILED, f"the xla-cpu worker's reply for {step} is malformed ({bad})")
     assert outcome.seconds == 0.0 and outcome.line is None
 
 

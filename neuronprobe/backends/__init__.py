@@ -8,18 +8,22 @@
 * ``native-cpu`` runs the model under a CPU stand-in for TorchNeuron's ``neuron`` device
   (``--stack native``) and reports the fallbacks and narrowing it observed.
 
-A live backend implements :class:`LiveBackend`. :func:`resolve_backend` picks
-one for ``--backend auto|static|neuron`` and enforces ``--require-backend``
-before any work is done.
+A live backend implements :class:`LiveBackend`, and declares what more it can do
+in its :class:`Capabilities` (counting real compiles, refining the prediction diff
+by line, observing a shrunken copy): the pipeline reads the declaration, never
+probes the object for methods. :func:`resolve_backend` picks one for
+``--backend auto|static|neuron`` and enforces ``--require-backend`` before any
+work is done.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from neuronprobe.errors import InputError
-from neuronprobe.report.model import BackendInfo, Finding, Limitation
+from neuronprobe.report.model import BackendInfo, Finding, Limitation, ObservedCompiles
 
 if TYPE_CHECKING:
     from neuronprobe.backends.train_program import TrainProgramOptions
@@ -38,8 +42,45 @@ class Observation:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class CompileCounter(Protocol):
+    """Counts the real compiles of a stream of inputs on the device (the recompile section's evidence).
+
+    ``inputs_per_call`` holds one call's inputs per distinct shape, in stream order (at most
+    ``--max-compiles``), each in ``get_example_inputs()`` form: a tuple of positional arguments or
+    a dict of keyword arguments. The tensors are on the CPU, or on the meta device for ``hf:``
+    models (which have no weights: materialise them first).
+    """
+
+    def __call__(self, loaded: Any, inputs_per_call: list[Any], *, timeout: float) -> ObservedCompiles: ...
+
+
+class DiffRefiner(Protocol):
+    """Matches the observation to the capture by line where op names differ (torch-xla names decomposed ops)."""
+
+    def __call__(self, report: Any, observation: Observation, calls: list[Any]) -> None: ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a live backend can do beyond :class:`LiveBackend`'s methods, declared by the backend.
+
+    The pipeline asks for these by name (typed, checked by mypy) instead of probing the backend
+    object with ``getattr``: a capability a backend lacks is ``None`` (or False), and the pipeline
+    says what it did instead.
+    """
+
+    count_compiles: CompileCounter | None = None  # real compiles per traffic shape (Neuron host, xla-cpu)
+    refine_diff: DiffRefiner | None = None  # line-matched prediction diff (xla-cpu)
+    observe_shrunk: Callable[[bool], None] | None = None  # observe a shrunken copy of an hf: model instead (xla-cpu)
+    falls_back_to_static: bool = False  # picked by --backend auto: an observation that fails or does not fit keeps the static report
+
+
 class LiveBackend(Protocol):
     def info(self) -> BackendInfo: ...
+
+    def capabilities(self) -> Capabilities:
+        """What else this backend can do (see :class:`Capabilities`)."""
+        ...
 
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         """What the backend saw of one forward of ``loaded``."""

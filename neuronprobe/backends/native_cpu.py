@@ -46,10 +46,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation
+from neuronprobe.backends import Capabilities, Observation
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import BackendInfo, Finding, Limitation
-from neuronprobe.vocabulary import Origin, Phase, SourceLocation, Verdict
+from neuronprobe.vocabulary import Origin, Phase, SourceLocation, StepStatus, Verdict
 
 BACKEND_NAME = "native-cpu"
 # Kernels torch picks because the tensors are on the CPU (scaled_dot_product_attention's flash kernel for the CPU):
@@ -375,6 +375,10 @@ class NativeCpuBackend:
             detail=f"observed: the forward ran on a CPU stand-in for TorchNeuron's neuron device (eager dispatch of the native table){ran}",
         )
 
+    def capabilities(self) -> Capabilities:
+        # no compile count (eager); line-matched diff; picked by auto, a failed observation keeps the static report
+        return Capabilities(refine_diff=self.refine_diff, falls_back_to_static=self.chosen_by_auto)
+
     def observe(self, loaded: Any, target: str, *, timeout: float, op_timeout: float) -> Observation:
         return self._observe(loaded, None, timeout=timeout, op_timeout=op_timeout)
 
@@ -408,7 +412,7 @@ class NativeCpuBackend:
         if not step.ok:
             why = (
                 f"{step.error}"
-                if step.status == "error"
+                if step.status is StepStatus.FAILED
                 else f"the worker was stopped ({step.status}) after {step.seconds:.0f} s (--op-timeout {min(op_timeout, timeout):g} s)"
             )
             raise InputError(f"--backend native-cpu: the model's forward did not finish on the stand-in: {why}")

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation, ResolvedBackend, forward_only, static_info
+from neuronprobe.backends import Capabilities, Observation, ResolvedBackend, forward_only, static_info
 from neuronprobe.backends.detect import STACK_NATIVE, STACK_XLA, Detection, detect
 from neuronprobe.backends.neuron_steps import (
     step_analyze,
@@ -53,7 +53,7 @@ from neuronprobe.backends.neuron_steps import (
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.capture.graph import relative_path
 from neuronprobe.errors import BackendUnavailable, InputError
-from neuronprobe.process.isolation import STATUS_DIED, STATUS_ERROR, STATUS_OK, STATUS_TIMEOUT, StepResult, run_isolated
+from neuronprobe.process.isolation import StepResult, run_isolated
 from neuronprobe.report.model import BackendInfo, BackendStep, CompiledGraph, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.usercode import is_library
@@ -305,9 +305,9 @@ class _Builder:
     def record(self, name: str, result: StepResult, limit: float) -> None:
         if result.log.strip():
             self.logs.append(f"===== {name} ({result.status}, {result.seconds:.1f}s) =====\n{result.log}")
-        if result.status == STATUS_OK:
+        if result.status is StepStatus.OK:
             self.steps[name] = BackendStep(StepStatus.OK, round(result.seconds, 1))
-        elif result.status == STATUS_TIMEOUT:
+        elif result.status is StepStatus.TIMEOUT:
             self.steps[name] = BackendStep(StepStatus.TIMEOUT, limit)
             last = next((ln.strip() for ln in reversed(result.log.splitlines()) if ln.strip()), "")
             self.limitations.append(
@@ -317,7 +317,7 @@ class _Builder:
                     f"compiler processes, so its ops are only predicted" + (f" (last output: {last[:200]})" if last else ""),
                 )
             )
-        elif result.status == STATUS_DIED:
+        elif result.status is StepStatus.DIED:
             self.steps[name] = BackendStep(StepStatus.DIED, detail=result.error)
             self.limitations.append(Limitation(f"neuron backend: {name}", f"{result.error}; its ops are only predicted"))
         else:
@@ -514,6 +514,9 @@ class NeuronLiveBackend:
             compiled_graphs=list(self._graphs),
         )
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(count_compiles=self.count_compiles)
+
     def _env(self, workdir: Path) -> dict[str, str]:
         return {} if self.use_user_cache else isolated_cache_env(workdir / "neuron-compile-cache")
 
@@ -560,22 +563,22 @@ class NeuronLiveBackend:
 
     def _apply(self, builder: _Builder, name: str, result: StepResult) -> None:
         if name == "analyze":
-            if result.status == STATUS_OK:
+            if result.status is StepStatus.OK:
                 apply_analyze(builder, result.value)
-            elif result.status == STATUS_ERROR:
+            elif result.status is StepStatus.FAILED:
                 builder.limitations.append(Limitation("neuron backend: analyze", f"torch_neuronx.analyze failed: {result.error[:500]}"))
         elif name == "trace":
-            if result.status == STATUS_ERROR:
+            if result.status is StepStatus.FAILED:
                 builder.compile_failure("trace", result, "torch_neuronx.trace")
         elif name == "run" and self.kind == STACK_XLA:
-            if result.status == STATUS_OK:
+            if result.status is StepStatus.OK:
                 apply_xla_observation(builder, result.value)
-            elif result.status == STATUS_ERROR:
+            elif result.status is StepStatus.FAILED:
                 builder.compile_failure("run", result, "a forward on the XLA device", DEVICE_RUN_OP)
         elif name == "run":
-            if result.status == STATUS_OK:
+            if result.status is StepStatus.OK:
                 apply_native(builder, result.value)
-            elif result.status == STATUS_ERROR:
+            elif result.status is StepStatus.FAILED:
                 builder.compile_failure("run", result, "a forward on the Neuron device", DEVICE_RUN_OP)
 
     def run_outputs(self, loaded: Any, target: str, *, timeout: float) -> Any:
@@ -598,16 +601,16 @@ class NeuronLiveBackend:
                 env=self._env(workdir),
             )
         fake = " (the test fake)" if self.detection.fake else ""
-        if result.status == STATUS_TIMEOUT:
+        if result.status is StepStatus.TIMEOUT:
             raise InputError(f"the forward on the Neuron device{fake} was stopped after {timeout:g} s; no device outputs to compare")
-        if result.status != STATUS_OK:
+        if result.status is not StepStatus.OK:
             why = result.error.strip().splitlines()[0] if result.error.strip() else result.status
             raise InputError(f"the forward on the Neuron device{fake} failed ({why[:300]}); no device outputs to compare")
         from safetensors.torch import load
 
         return load(result.value)
 
-    def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
+    def count_compiles(self, loaded: Any, inputs_per_call: list[Any], *, timeout: float) -> ObservedCompiles:
         """Real compiles for a stream of inputs: torch-xla's UncachedCompile and new MODULE_* cache entries,
         or the native backend's dynamo metrics. A timeout or failure is a note, with what was counted so far."""
         native = self.kind == STACK_NATIVE
@@ -628,8 +631,8 @@ class NeuronLiveBackend:
             modules = sorted(p.name for p in cache.glob("*/MODULE_*")) if not self.use_user_cache else []
         last = result.progress[-1] if result.progress else {"calls": 0, "compiles": 0}
         fake = " (test fake)" if self.detection.fake else ""
-        if result.status != STATUS_OK:
-            what = f"stopped after {timeout:g} s" if result.status == STATUS_TIMEOUT else f"failed: {result.error[:300]}"
+        if result.status is not StepStatus.OK:
+            what = f"stopped after {timeout:g} s" if result.status is StepStatus.TIMEOUT else f"failed: {result.error[:300]}"
             return ObservedCompiles(
                 compiles=int(last["compiles"]),
                 graph_hashes=[m.removeprefix("MODULE_") for m in modules],

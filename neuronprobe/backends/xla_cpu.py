@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from neuronprobe.backends import Observation
+from neuronprobe.backends import Capabilities, Observation
 from neuronprobe.backends.hlo_checks import load_rules
 from neuronprobe.backends.train_program import TrainProgramOptions
 from neuronprobe.backends.xla_env import XlaEnv
@@ -49,7 +49,7 @@ from neuronprobe.errors import InputError, ModelLoadError
 from neuronprobe.process.lifeline import PARENT_PID_ENV
 from neuronprobe.report.model import BackendInfo, BackendStep, Finding, Limitation, ObservedCompiles
 from neuronprobe.support.device_dtypes import device_dtypes
-from neuronprobe.vocabulary import Origin, SourceLocation, StepStatus
+from neuronprobe.vocabulary import REPORTED_STEP_STATUSES, Origin, SourceLocation, StepStatus
 
 BACKEND_NAME = "xla-cpu"
 # The worker's programs (xla_worker.PROGRAMS), and how a finding names each one's failure on the device.
@@ -72,7 +72,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # neuronprobe/, imported by t
 
 @dataclass
 class StepOutcome:
-    status: str  # ok | error | timeout | died | not run
+    status: StepStatus  # OK | FAILED | EXIT (the model's own sys.exit) | TIMEOUT | DIED
     seconds: float = 0.0
     value: Any = None
     error: str = ""
@@ -138,18 +138,43 @@ def _read_events(path: Path, offset: int) -> tuple[list[dict[str, Any]], int]:
     return events, offset + len(complete.encode("utf-8")) + 1
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    """The worker and every process it started (in any session), before it is reaped."""
-    from neuronprobe.process.isolation import kill_tree
+class _WorkerProcess:
+    """The xla-cpu worker as a supervised :class:`~neuronprobe.process.supervisor.Child`: a process started
+    with exec in torch-xla's interpreter, whose messages are the JSON lines it appends to its events file."""
 
-    kill_tree(proc.pid)
-    with contextlib.suppress(subprocess.TimeoutExpired):  # a process that survives SIGKILL
-        proc.wait(REAP_S)
+    def __init__(self, proc: subprocess.Popen, events_path: Path) -> None:
+        self.proc = proc
+        self.events_path = events_path
+        self.offset = 0
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def receive(self, wait: float) -> list[Any] | None:
+        time.sleep(wait)
+        events, self.offset = _read_events(self.events_path, self.offset)
+        return events
+
+    def exit_code(self) -> int | None:
+        from neuronprobe.process.supervisor import exit_code_of
+
+        return self.proc.returncode if self.proc.returncode is not None else exit_code_of(self.proc.pid)
+
+    def kill(self) -> None:
+        """The worker and every process it started (in any session), before it is reaped."""
+        from neuronprobe.process.supervisor import kill_tree
+
+        kill_tree(self.proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # a process that survives SIGKILL
+            self.proc.wait(REAP_S)
 
 
 def run_worker(python: str, request: dict[str, Any], workdir: Path, *, timeout: float, op_timeout: float, save_graphs: bool = True) -> WorkerRun:
-    """Run the worker; kill its process group when an observation step exceeds ``op_timeout``
-    or the whole run ``timeout``."""
+    """Run the worker under the one supervisor (:func:`neuronprobe.process.supervisor.supervise`); kill its
+    process tree when an observation step exceeds ``op_timeout`` or the whole run ``timeout``."""
+    from neuronprobe.process.supervisor import Deadline, supervise
+
     events_path = workdir / "events.jsonl"
     request = {**request, "events": str(events_path)}
     request_path = workdir / "request.json"
@@ -157,6 +182,18 @@ def run_worker(python: str, request: dict[str, Any], workdir: Path, *, timeout: 
     log_path = workdir / "worker.log"
     run = WorkerRun()
     start = time.monotonic()
+    current: list[Any] = [None, start]  # the step running now, and when it started
+
+    def on_event(event: Any) -> bool:
+        current[0], current[1] = _apply_event(run, event, current[0], current[1])
+        return False  # the conversation ends when the worker does
+
+    def deadline() -> Deadline:
+        whole = Deadline(start + timeout, f"--timeout {timeout:g} s")
+        if current[0] in TIMED_STEPS and current[1] + op_timeout < whole.at:
+            return Deadline(current[1] + op_timeout, f"--op-timeout {op_timeout:g} s")
+        return whole
+
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             [python, "-m", "neuronprobe.backends.xla_worker", str(request_path)],
@@ -167,36 +204,16 @@ def run_worker(python: str, request: dict[str, Any], workdir: Path, *, timeout: 
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
-        offset = 0
-        current: str | None = None
-        step_start = start
-        try:
-            while True:
-                finished = proc.poll() is not None
-                events, offset = _read_events(events_path, offset)
-                for e in events:
-                    current, step_start = _apply_event(run, e, current, step_start)
-                if finished:
-                    break
-                now = time.monotonic()
-                over_step = current in TIMED_STEPS and now - step_start > op_timeout
-                over_run = now - start > timeout
-                if over_step or over_run:
-                    _kill(proc)
-                    limit = f"--op-timeout {op_timeout:g} s" if over_step else f"--timeout {timeout:g} s"
-                    name = current or "start"
-                    run.steps[name] = StepOutcome("timeout", now - step_start, error=f"stopped after {limit}")
-                    break
-                time.sleep(POLL_S)
-        finally:
-            if proc.poll() is None:
-                _kill(proc)
-    run.seconds = time.monotonic() - start
+        ending = supervise(_WorkerProcess(proc, events_path), on_event, deadline=deadline, poll_s=POLL_S)
+    now = time.monotonic()
+    if ending.status is StepStatus.TIMEOUT:
+        run.steps[current[0] or "start"] = StepOutcome(StepStatus.TIMEOUT, now - current[1], error=f"stopped after {ending.limit}")
+    run.seconds = now - start
     run.log = _tail(log_path)
-    if current is not None and current not in run.steps:
-        code = proc.returncode
+    if current[0] is not None and current[0] not in run.steps:
+        code = ending.exit_code
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        run.steps[current] = StepOutcome("died", time.monotonic() - step_start, error=f"the worker died ({how})")
+        run.steps[current[0]] = StepOutcome(StepStatus.DIED, now - current[1], error=f"the worker died ({how})")
     return run
 
 
@@ -231,7 +248,7 @@ def _outcome(step: str, e: dict[str, Any]) -> StepOutcome:
     status = e.get("status")
     file, line = e.get("file"), e.get("line")
     outcome = StepOutcome(
-        status if isinstance(status, str) else "error",
+        StepStatus(status) if status in StepStatus.values() else StepStatus.FAILED,
         float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else 0.0,
         e.get("value"),
         str(e.get("error", "")),
@@ -240,7 +257,7 @@ def _outcome(step: str, e: dict[str, Any]) -> StepOutcome:
         {"traceback": str(e.get("traceback", "")), "error_type": str(e.get("error_type", "")), "exit_code": e.get("exit_code")},
     )
     fields = _VALUE_FIELDS.get(step)
-    if outcome.status == "ok" and fields is not None:
+    if outcome.status is StepStatus.OK and fields is not None:
         value = outcome.value
         required = step == "compiles"  # read field by field below; the observation's fields all have defaults
         bad = (
@@ -249,7 +266,7 @@ def _outcome(step: str, e: dict[str, Any]) -> StepOutcome:
             else next((k for k, t in fields.items() if (k in value or required) and not isinstance(value.get(k), t)), None)
         )
         if bad is not None:
-            return StepOutcome("error", outcome.seconds, error=f"the xla-cpu worker's reply for {step} is malformed ({bad})")
+            return StepOutcome(StepStatus.FAILED, outcome.seconds, error=f"the xla-cpu worker's reply for {step} is malformed ({bad})")
     return outcome
 
 
@@ -258,7 +275,7 @@ def model_exit(run: WorkerRun, loaded: Any) -> ModelLoadError | None:
     from neuronprobe.usercode import exit_text, where
 
     for step in run.steps.values():
-        if step.status != "exit":
+        if step.status is not StepStatus.EXIT:
             continue
         kind = step.extra.get("error_type")
         what = f"called {exit_text(step.extra.get('exit_code'))}; a model file must return, not exit" if kind == "SystemExit" else f"raised {kind}"
@@ -307,6 +324,18 @@ class XlaCpuBackend:
             detail = f"auto: no Neuron SDK, so {detail}"
         return BackendInfo(name=BACKEND_NAME, kind=BACKEND_NAME, versions=versions, detail=detail, steps=dict(self._steps))
 
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            count_compiles=self.count_compiles,
+            refine_diff=self.refine_diff,
+            observe_shrunk=self._observe_shrunk,
+            falls_back_to_static=self.chosen_by_auto,
+        )
+
+    def _observe_shrunk(self, shrink: bool) -> None:
+        """``auto``'s choice: build a shrunken copy of an ``hf:`` model in the worker (see :mod:`xla_auto`)."""
+        self.shrink = shrink
+
     def _request(self, loaded: Any, steps: list[str]) -> dict[str, Any]:
         from neuronprobe.backends.xla_auto import built_shrunk
         from neuronprobe.loaders.resolve import worker_import_paths
@@ -352,9 +381,9 @@ class XlaCpuBackend:
         load = run.steps.get("load") or run.steps.get("import")
         for name in ("import", "load"):
             step = run.steps.get(name)
-            if step is None or step.status == "ok":
+            if step is None or step.status is StepStatus.OK:
                 continue
-            if step.status == "error" and name == "load":
+            if step.status is StepStatus.FAILED and name == "load":
                 raise ModelLoadError(f"{_where(step, loaded)}cannot be loaded under torch 2.9 (the xla-cpu backend's torch): {step.error}")
             obs.limitations.append(Limitation(f"xla-cpu backend: {name}", f"{step.error or step.status}; nothing was observed"))
             return obs
@@ -362,7 +391,7 @@ class XlaCpuBackend:
             obs.limitations.append(Limitation("xla-cpu backend", f"the worker reported nothing; its log ends: {run.log[-300:]}"))
             return obs
         move = run.steps.get("move")
-        if move is not None and move.status == "ok" and move.value:  # a tensor the device refused: nothing else could run
+        if move is not None and move.status is StepStatus.OK and move.value:  # a tensor the device refused: nothing else could run
             obs.findings = move_findings(move.value)
             obs.limitations.append(
                 Limitation("xla-cpu backend: observe", "not run: the model cannot move to the XLA device (the findings name the tensors and their lines)")
@@ -374,7 +403,7 @@ class XlaCpuBackend:
             obs.limitations.append(Limitation("xla-cpu backend: observe", "did not run"))
             return obs
         defects = defect_findings(step.extra.get("defects"))
-        if step.status == "error":
+        if step.status is StepStatus.FAILED:
             if step.extra.get("cpu_ok") is False:
                 raise ModelLoadError(
                     f"{_where(step, loaded)}the model does not run under torch 2.9 (the xla-cpu backend's torch), "
@@ -383,7 +412,7 @@ class XlaCpuBackend:
             obs.findings = [*defects, device_error_finding(step, program, defects)]
             obs.op_verdicts = observed_verdicts(obs.findings)
             return obs
-        if step.status != "ok":
+        if step.status is not StepStatus.OK:
             last = next((ln.strip() for ln in reversed(run.log.splitlines()) if ln.strip()), "")
             obs.limitations.append(
                 Limitation(
@@ -434,7 +463,7 @@ class XlaCpuBackend:
 
         refine_diff(report, observation, calls)
 
-    def count_compiles(self, loaded: Any, inputs_per_call: list, *, timeout: float) -> ObservedCompiles:
+    def count_compiles(self, loaded: Any, inputs_per_call: list[Any], *, timeout: float) -> ObservedCompiles:
         """Real torch-xla compiles for a stream of inputs (UncachedCompile), one call per input."""
         import torch
 
@@ -452,7 +481,7 @@ class XlaCpuBackend:
             raise exited
         step = run.steps.get("compiles")
         last = run.progress[-1] if run.progress else {"calls": 0, "compiles": 0}
-        if step is None or step.status != "ok":
+        if step is None or step.status is not StepStatus.OK:
             what = (step.error if step else None) or next((s.error for s in run.steps.values() if s.error), "did not run")
             return ObservedCompiles(
                 compiles=int(last["compiles"]),
@@ -522,12 +551,9 @@ def _where(step: StepOutcome, loaded: Any) -> str:
     return f"{source}: " if source else ""
 
 
-# The worker's step statuses as the report's closed set.
-_STEP_STATUS = {"ok": StepStatus.OK, "error": StepStatus.FAILED, "timeout": StepStatus.TIMEOUT, "died": StepStatus.DIED}
-
-
 def _step_record(step: StepOutcome) -> BackendStep:
-    status = _STEP_STATUS.get(step.status, StepStatus.SKIPPED)
+    """A worker step as the report's backend step: a status the report does not hold (the model's exit) is ``skipped``."""
+    status = step.status if step.status in REPORTED_STEP_STATUSES else StepStatus.SKIPPED
     if status is StepStatus.OK:
         return BackendStep(status, round(step.seconds, 1))
     return BackendStep(status, detail=step.error[:300])

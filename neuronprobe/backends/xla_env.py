@@ -207,7 +207,7 @@ def _probe(python: str, code: str, timeout: float) -> tuple[dict | None, str]:
     The interpreter runs in a session of its own: at the timeout it is killed with every
     process it started (a wrapper script's children would otherwise hold its pipes open).
     """
-    from neuronprobe.process.isolation import kill_tree
+    from neuronprobe.process.supervisor import kill_tree
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.setdefault("PJRT_DEVICE", "CPU")

@@ -20,7 +20,7 @@ earlier steps' results intact. Nothing is pickled back.
 The worker ends with ``os._exit`` once its last event is written: a thread the model
 started and never ended must not keep it alive (a plain interpreter exit waits for
 every non-daemon thread). A ``SystemExit`` or ``KeyboardInterrupt`` the model raises
-is reported as the model's own ending (``status`` ``exit``), never as a failure of the
+is reported as the model's own ending (``StepStatus.EXIT``), never as a failure of the
 XLA device. When the analysis worker runs it (``STACKS_DIR_ENV`` set), ``SIGUSR1``
 dumps every thread's stack to ``<dir>/<pid>.stacks``, so that a kill for ``--timeout``
 or ``--max-memory`` can name the model's line that was running here.
@@ -40,13 +40,14 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.backends.xla_tensors import DefectWatch, move_problems, real_tensors, registrations, to_device
-from neuronprobe.process.isolation import STACKS_DIR_ENV, STACKS_SUFFIX
+from neuronprobe.process.supervisor import STACKS_DIR_ENV, STACKS_SUFFIX
 from neuronprobe.usercode import is_library
+from neuronprobe.vocabulary import StepStatus
 
 # What a program factory gets: the loaded model (on the CPU) and the XLA device; it
 # returns the zero-argument callable that observe() runs.
 ProgramFactory = Callable[..., Callable[[], Any]]  # (loaded, device[, options])
-# The model's own ways of ending the process, reported as such (status "exit"), not as a device failure.
+# The model's own ways of ending the process, reported as such (StepStatus.EXIT), not as a device failure.
 _MODEL_EXITS = (SystemExit, KeyboardInterrupt)
 
 
@@ -116,7 +117,7 @@ def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, An
         events.emit(
             event="done",
             step=name,
-            status="exit" if isinstance(exc, _MODEL_EXITS) else "error",
+            status=str(StepStatus.EXIT if isinstance(exc, _MODEL_EXITS) else StepStatus.FAILED),
             exit_code=_exit_code(exc),
             seconds=round(time.monotonic() - start, 3),
             error=f"{type(exc).__name__}: {exc}"[:4000],
@@ -126,7 +127,7 @@ def run_step(events: Events, name: str, fn: Callable[[], Any]) -> tuple[bool, An
             traceback=traceback.format_exc()[-8000:],
         )
         return False, exc
-    events.emit(event="done", step=name, status="ok", seconds=round(time.monotonic() - start, 3), value=value)
+    events.emit(event="done", step=name, status=str(StepStatus.OK), seconds=round(time.monotonic() - start, 3), value=value)
     return True, value
 
 

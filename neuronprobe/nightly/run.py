@@ -31,6 +31,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
+import functools
 import json
 import os
 import re
@@ -696,32 +697,60 @@ def analyze_model(model: ModelConfig, config: NightlyConfig, require_backend: st
     return run_request(request, isolate=False).report
 
 
-def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None) -> AnalyzeFn:
+def isolated_analyze(config: NightlyConfig, max_memory_bytes: int | None = None) -> IsolatedAnalyze:
     """analyze_model with each model in its own killable worker (what `neuronprobe nightly` runs).
 
     A model that exits, hangs, dies or runs out of memory becomes that model's
     failure (a WorkerFailure sentence); the other models and the index are unaffected.
+    The workers are forked by one fork server for the night, which imported torch once
+    (:mod:`neuronprobe.process.forkserver`; ``NEURONPROBE_FORK_SERVER=0``: forked from here).
     """
-    from neuronprobe.process.worker import analyze_in_worker
-
     limits = worker_limits(config)
     if max_memory_bytes is not None:  # a parallel night's share of the total (see plan_workers)
         limits = dataclasses.replace(limits, max_memory_bytes=max_memory_bytes)
+    return IsolatedAnalyze(limits)
 
-    def run(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Observed:
-        def recorded() -> tuple[Report, Any]:
-            import tempfile
 
-            from neuronprobe.file_reads import ReadRecorder
+class IsolatedAnalyze:
+    """An :data:`AnalyzeFn` that runs each model in a worker from the night's fork server (started on the first model).
 
-            recorder = ReadRecorder(private_tmp=tempfile.gettempdir()).start()  # in the worker: its hook ends with it
-            report = analyze_model(model, cfg, require_backend, command_line)
-            return report, recorder.snapshot()
+    Closed with :meth:`close` or as a context manager; when garbage-collected otherwise (the server also
+    ends with this process in any case).
+    """
 
-        report, reads = analyze_in_worker(model.model, recorded, limits)
+    def __init__(self, limits: Any) -> None:
+        from neuronprobe.process.forkserver import ForkServer, fork_server_enabled
+
+        self.limits = limits
+        self.server = ForkServer() if fork_server_enabled() else None
+
+    def __call__(self, model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> Observed:
+        from neuronprobe.process.worker import analyze_in_worker
+
+        call = functools.partial(_recorded_analysis, model, cfg, require_backend, command_line)  # picklable: the server forks the worker
+        report, reads = analyze_in_worker(model.model, call, self.limits, server=self.server)
         return Observed(report, reads)
 
-    return run
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def __enter__(self) -> IsolatedAnalyze:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _recorded_analysis(model: ModelConfig, cfg: NightlyConfig, require_backend: str | None, command_line: str) -> tuple[Report, Any]:
+    """In the worker: the model's analysis and the files it read (for the result cache)."""
+    import tempfile
+
+    from neuronprobe.file_reads import ReadRecorder
+
+    recorder = ReadRecorder(private_tmp=tempfile.gettempdir()).start()  # in the worker: its hook ends with it
+    report = analyze_model(model, cfg, require_backend, command_line)
+    return report, recorder.snapshot()
 
 
 def input_files(config: NightlyConfig) -> list[str]:

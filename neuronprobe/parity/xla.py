@@ -18,7 +18,7 @@ from neuronprobe.loaders.resolve import HF_PREFIX, LoadedModel
 from neuronprobe.parity import drift, metrics
 from neuronprobe.parity.precision import Precision
 from neuronprobe.report.model import ModuleDrift, PrecisionRun
-from neuronprobe.vocabulary import AutoCast, LowType, ParityRun, ServedDtype
+from neuronprobe.vocabulary import AutoCast, LowType, ParityRun, ServedDtype, StepStatus
 
 # What the xla-cpu run computes: the model served in bf16 (the emulation's matching precision).
 XLA_PRECISION = Precision(AutoCast.NONE, LowType.BF16, ServedDtype.BF16, True)
@@ -80,10 +80,10 @@ def run_xla_bf16(
             "program_options": {"weights": str(folder / "weights.pt"), "inputs": str(folder / "inputs.pt"), "out": str(out)},
         }
         run = run_worker(str(env.python), request, folder, timeout=timeout, op_timeout=timeout, save_graphs=False)
-        failed = next((s for s in run.steps.values() if s.status != "ok"), None)
+        failed = next((s for s in run.steps.values() if s.status is not StepStatus.OK), None)
         step = run.steps.get(XLA_STEP)
         move = run.steps.get("move")
-        if move is not None and move.status == "ok" and move.value:  # a tensor the device refused (issue 33.7)
+        if move is not None and move.status is StepStatus.OK and move.value:  # a tensor the device refused (issue 33.7)
             from neuronprobe.backends.xla_findings import move_sentence
 
             row.error = f"the xla-cpu run could not start: {move_sentence(move.value)}"

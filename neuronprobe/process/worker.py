@@ -28,13 +28,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuronprobe import errors as _errors
 from neuronprobe.defaults import DEFAULT_MEMORY_FRACTION, DEFAULT_TIMEOUT_S, MIN_MEMORY_BYTES
 from neuronprobe.errors import InputError, InternalError, ModelLoadError, NeuronprobeError
 from neuronprobe.formatting import format_memory
 from neuronprobe.usercode import deepest_frame_file, exit_text, is_neuronprobe, line_in_stack_dump, line_in_traceback, where
+from neuronprobe.vocabulary import StepStatus
+
+if TYPE_CHECKING:
+    from neuronprobe.process.forkserver import ForkServer
 
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 _SIZE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
@@ -189,18 +193,16 @@ def _is_internal(traceback_text: str) -> bool:
 
 
 def _failure_message(result: Any, label: str, model_file: Path | None, limits: WorkerLimits, memory: int) -> str:
-    from neuronprobe.process.isolation import STATUS_DIED, STATUS_MEMORY, STATUS_TIMEOUT
-
-    if result.status == STATUS_TIMEOUT:
+    if result.status is StepStatus.TIMEOUT:
         line = line_in_stack_dump(result.stacks, model_file)
         return f"{where(label, line)}: the analysis did not finish within --timeout {limits.timeout_s:g} s and was stopped; fix the loop, or raise --timeout"
-    if result.status == STATUS_MEMORY:
+    if result.status is StepStatus.MEMORY:
         line = line_in_stack_dump(result.stacks, model_file)
         return (
             f"{where(label, line)}: the analysis used more than --max-memory {format_memory(memory)} "
             "(resident memory of the worker and every process it started) and was stopped; make the model or its inputs smaller, or raise --max-memory"
         )
-    if result.status == STATUS_DIED:
+    if result.status is StepStatus.DIED:
         code = result.exit_code
         if code is not None and code < 0:
             return f"{label}: the analysis was killed by {_signal_name(-code)} (the model code or the system ended it)"
@@ -227,6 +229,7 @@ def run_in_worker(
     model_file: str | os.PathLike[str] | None = None,
     limits: WorkerLimits = WorkerLimits(),
     on_stage: Callable[[str], None] | None = None,
+    server: ForkServer | None = None,
 ) -> Any:
     """Run ``call()`` (which returns a Report) in a killable child; return the Report rebuilt from its JSON.
 
@@ -238,8 +241,10 @@ def run_in_worker(
     child's own NeuronprobeError (same class, same exit code), a WorkerFailure
     for any other ending, or a WorkerInternalError (an :class:`InternalError`,
     exit 3) for a bug in neuronprobe. ``on_stage`` hears each stage the analysis enters (a status line).
+    ``server``: a fork server that forks the child from a process that has already imported torch
+    (``call`` must then be picklable, or it is forked from here as without one).
     """
-    from neuronprobe.process.isolation import STATUS_ERROR, STATUS_OK, run_isolated
+    from neuronprobe.process.isolation import run_isolated
     from neuronprobe.report.model import Report
 
     memory = limits.max_memory_bytes if limits.max_memory_bytes is not None else default_max_memory()
@@ -260,8 +265,9 @@ def run_in_worker(
             daemon=False,
             tmpdir=own_tmp,
             on_progress=_stage_forwarder(on_stage),
+            launcher=server.launch if server is not None else None,
         )
-    if result.status == STATUS_OK:
+    if result.status is StepStatus.OK:
         value = result.value
         if "error" in value:
             raise _reraise(value["error"])
@@ -272,7 +278,7 @@ def run_in_worker(
         return Report.from_json(value["report"])
     failure: Exception = WorkerFailure(_failure_message(result, label, file, limits, memory))
     if (
-        result.status == STATUS_ERROR
+        result.status is StepStatus.FAILED
         and result.error_type not in ("SystemExit", "KeyboardInterrupt", "MemoryError")
         and line_in_traceback(result.traceback, file) is None
         and _is_internal(result.traceback)
@@ -310,9 +316,11 @@ def spec_model_file(spec: str) -> Path | None:
     return path if ":" not in spec.split("/", 1)[0] and path.is_file() else None
 
 
-def analyze_in_worker(spec: str, call: Callable[[], Any], limits: WorkerLimits, on_stage: Callable[[str], None] | None = None) -> Any:
+def analyze_in_worker(
+    spec: str, call: Callable[[], Any], limits: WorkerLimits, on_stage: Callable[[str], None] | None = None, server: ForkServer | None = None
+) -> Any:
     """``call()`` (an analysis of ``spec`` returning a Report) in the worker, messages naming ``spec``."""
-    return run_in_worker(call, label=spec, model_file=spec_model_file(spec), limits=limits, on_stage=on_stage)
+    return run_in_worker(call, label=spec, model_file=spec_model_file(spec), limits=limits, on_stage=on_stage, server=server)
 
 
 __all__ = [

@@ -11,8 +11,8 @@ however it is padded. :func:`analyze_traffic` answers both in advance:
 * :mod:`.evidence` compiles the distinct shapes with dynamo on CPU and records each
   recompile's guard failure, a hash of each graph, and the source line of every
   guard that makes the graph itself change with the shape;
-* on a Neuron host, a live backend that has ``count_compiles`` counts real compiles
-  (see :data:`LIVE_HOOK`).
+* on a Neuron host, a live backend that declares ``count_compiles`` in its
+  :class:`~neuronprobe.backends.Capabilities` counts real compiles.
 
 Pure: it returns a :class:`TrafficResult` and never prints, exits or writes.
 """
@@ -23,7 +23,7 @@ import inspect
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from neuronprobe.defaults import DEFAULT_TIMEOUT_S, MIN_MAX_BUCKETS, MIN_MAX_COMPILES
 from neuronprobe.errors import InputError
@@ -44,13 +44,9 @@ from neuronprobe.recompiles.traffic import (
 from neuronprobe.report.model import BucketProposal, Limitation, ObservedCompiles, RecompileCause, RecompileSection
 from neuronprobe.usercode import is_library
 
-# The optional method a live backend implements to count real compiles on a Neuron host:
-#   count_compiles(loaded, inputs_per_call, *, timeout) -> ObservedCompiles
-# ``inputs_per_call`` holds one call's inputs per distinct shape, in stream order (at most
-# --max-compiles), each in get_example_inputs() form: a tuple of positional arguments or a
-# dict of keyword arguments. The tensors are on CPU, or on the meta device for hf: models
-# (which have no weights: materialise them first).
-LIVE_HOOK = "count_compiles"
+if TYPE_CHECKING:
+    from neuronprobe.backends import LiveBackend
+
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1,)
 
 
@@ -207,14 +203,14 @@ def call_inputs(args: tuple[Any, ...], kwargs: dict[str, Any], params: list[str]
     return {**{params[i]: a for i, a in enumerate(args)}, **kwargs}
 
 
-def _run_live(live: Any, loaded: Any, inputs: list[Any], timeout: float) -> tuple[ObservedCompiles | None, list[Limitation]]:
-    hook = getattr(live, LIVE_HOOK, None) if live is not None else None
-    if hook is None or not callable(hook):
-        if live is not None:
-            return None, [Limitation("recompiles on Neuron", f"the live backend cannot count compiles (no {LIVE_HOOK}); the counts are from dynamo on CPU")]
+def _run_live(live: LiveBackend | None, loaded: Any, inputs: list[Any], timeout: float) -> tuple[ObservedCompiles | None, list[Limitation]]:
+    if live is None:
         return None, []
+    count = live.capabilities().count_compiles
+    if count is None:
+        return None, [Limitation("recompiles on Neuron", f"the {live.info().name} backend declares no count_compiles; the counts are from dynamo on CPU")]
     try:
-        observed = hook(loaded, inputs, timeout=timeout)
+        observed = count(loaded, inputs, timeout=timeout)
     except Exception as exc:  # the hardware run is evidence, not a precondition
         return None, [Limitation("recompiles on Neuron", f"counting compiles failed: {type(exc).__name__}: {exc}")]
     if observed.matches_static is None:
@@ -223,7 +219,7 @@ def _run_live(live: Any, loaded: Any, inputs: list[Any], timeout: float) -> tupl
     return observed, []
 
 
-def analyze_traffic(loaded: Any, options: Any, *, live: Any = None, timeout: float = DEFAULT_TIMEOUT_S) -> TrafficResult:
+def analyze_traffic(loaded: Any, options: Any, *, live: LiveBackend | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> TrafficResult:
     """Predict graphs per policy for the traffic, and prove the causes on CPU (and on Neuron when live)."""
     check_options(options, loaded)
     traffic = load_traffic(loaded, options)
@@ -298,7 +294,6 @@ def analyze_traffic(loaded: Any, options: Any, *, live: Any = None, timeout: flo
 
 __all__ = [
     "DEFAULT_COMPILE_SECONDS",
-    "LIVE_HOOK",
     "POLICIES",
     "TrafficResult",
     "analyze_traffic",

@@ -132,3 +132,18 @@ def test_a_killed_cli_takes_its_analysis_worker_with_it(tmp_path):
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     _kill_cli_and_watch(cli, lambda pid: True, wait_s=120)
+
+
+def test_a_killed_nightly_takes_its_fork_server_and_the_worker_it_forked_with_it(tmp_path):
+    """The nightly's workers are forked by its fork server (a child of the command): both go with the command."""
+    config = tmp_path / "nightly.toml"
+    config.write_text(f'backend = "static"\ntimeout = 300\n\n[[models]]\nmodel = "{HOSTILE / "loop_forever.py"}"\n')
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "neuronprobe", "nightly", str(config), "-o", str(tmp_path / "r"), "--jobs", "1", "--no-cache"],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    # The worker is the server's child (the command's grandchild): wait for it, not only for the server.
+    _kill_cli_and_watch(cli, lambda pid: pid not in _children(cli.pid), wait_s=180)
