@@ -86,4 +86,6 @@ def test_each_backend_declares_its_capabilities_and_the_pipeline_reads_only_the_
     assert xla.shrink is True
     neuron = NeuronLiveBackend(detection=SimpleNamespace())  # type: ignore[arg-type]
     assert neuron.capabilities() == Capabilities(count_compiles=neuron.count_compiles)
-    assert NativeCpuBackend().capabilities() == Capabilities()
+    native = NativeCpuBackend()  # eager: no compile count; the line-matched diff as xla-cpu's (issue 36.5)
+    assert native.capabilities() == Capabilities(refine_diff=native.refine_diff)
+    assert NativeCpuBackend(chosen_by_auto=True).capabilities().falls_back_to_static is True
