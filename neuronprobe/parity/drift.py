@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,9 +98,18 @@ def ulp(magnitude: float, low: str) -> float:
 
 
 def _max_abs(t: Any) -> float:
+    """max |t| (NaN if any element is NaN, inf if any is infinite): one pass, no temporary.
+
+    ``aminmax`` rather than ``vector_norm(ord=inf)``: on torch 2.13's CPU kernels the norm took
+    5 ms on a [1, 32, 3072] tensor against 0.03 ms (measured), and the reference and every
+    precision take it on each module call's output.
+    """
     import torch
 
-    return float(torch.linalg.vector_norm(t, ord=math.inf)) if t.numel() else 0.0  # one pass, no temporary
+    if not t.numel():
+        return 0.0
+    low, high = (float(v) for v in torch.aminmax(t))
+    return math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
 
 
 def reference_scale(tensors: list[Any]) -> float:
@@ -231,8 +240,20 @@ class Comparison:
     final_value: Any
 
 
-def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: str, tolerance: Tolerance = DEFAULT_TOLERANCE, strip: str = "") -> Comparison:
-    """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns."""
+def compare(
+    module: Any,
+    forward: Callable[[], Any],
+    reference: Reference,
+    low: str,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    strip: str = "",
+    measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Comparison:
+    """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns.
+
+    ``measuring``: entered around each comparison inside the forward (the emulator's ``paused``), so
+    that the statistics are computed in fp32 as torch computes them, not emulated like the model's ops.
+    """
     names = _Names(module, strip)
     by_key = reference.by_key()
     rows: list[ModuleDrift] = []
@@ -242,12 +263,14 @@ def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: 
         ref = by_key.get(key)
         if ref is None:
             return  # a call the reference did not make (a branch on values): nothing to compare with
-        stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
+        with measuring():
+            stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
         rows.append(ModuleDrift(key, ref.module_type, ref.file, ref.line, *stats))
 
     with _hooks(module, None, exit_):
         value = forward()
-    final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
+    with measuring():
+        final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
     output = ModuleDrift("", type(module).__name__, None, None, *final)
     return Comparison(rows, output, value)
 

@@ -132,6 +132,18 @@ class Emulator:
         self._param_storages = {p.untyped_storage().data_ptr() for p in parameters if _is_float(p)}
         self._cache: dict[tuple[Any, ...], Any] = {}  # rounded weight storages (a tied weight once), per dtype and low type
         self.observer: Callable[[str, Any, Any], None] | None = None
+        self._paused = 0  # > 0 while neuronprobe's own measuring code runs inside the forward (see paused())
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Ops run exactly as torch runs them inside: the comparison's statistics, computed in a module hook
+        during the emulated forward, are measurements, not part of the model (a norm of the error would
+        otherwise be rounded like the model's own reductions)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
 
     # -- rounding -----------------------------------------------------------------------------
     def _rounded(self, t: Any, low: str) -> Any:
@@ -155,6 +167,8 @@ class Emulator:
 
     # -- dispatch -----------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._paused:
+            return func(*args, **kwargs)
         name = func._schema.name.split("::", 1)[-1]
         plan = self.plan
         if name in MATMUL_OPS and plan.matmul_type:

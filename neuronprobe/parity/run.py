@@ -157,8 +157,8 @@ def run_precision(
     state = emulate.served_state(module, precision)  # the weights cast when served in bf16/fp16 (the model is not copied)
     for (args, kwargs), ref in zip(inputs, references, strict=True):
         a, k = emulate.served_inputs(args, kwargs, precision)
-        with emulate.emulated(precision, module, state):
-            got = drift.compare(module, _call(module, a, k, seed, state), ref, low, tolerance, strip)
+        with emulate.emulated(precision, module, state) as emulator:
+            got = drift.compare(module, _call(module, a, k, seed, state), ref, low, tolerance, strip, measuring=emulator.paused)
         if first_output is not None and not first_output:
             first_output.extend(t.detach().float() for t in drift.float_tensors(got.final_value))
         rows_per_input.append(got.modules)
