@@ -770,9 +770,9 @@ def audit(
         for part in render_audit(section):
             console.print(part)
         if json_path is not None:
-            import dataclasses
+            from neuronprobe.audit.model import AUDIT_DOCUMENT
 
-            _write(json_path, _json_text(dataclasses.asdict(section), indent=2) + "\n")
+            _write(json_path, AUDIT_DOCUMENT.dumps(section))  # versioned: schema_version first
             console.print(f"json: {json_path}", markup=False)
         if sarif_path is not None:
             from neuronprobe.audit.sarif import sarif_json
