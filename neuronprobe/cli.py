@@ -847,10 +847,8 @@ def diff(
 ) -> None:
     """Compare two reports: new and removed findings, support %, graphs, padding and versions."""
     with _errors(debug):
-        import dataclasses
-
         from neuronprobe.files import check_outputs
-        from neuronprobe.report.diff import diff_reports, run_label
+        from neuronprobe.report.diff import DIFF_DOCUMENT, diff_reports, run_label
         from neuronprobe.report.diff_console import render_diff
         from neuronprobe.report.model import load_report
 
@@ -868,7 +866,7 @@ def diff(
         )
         _out_console().print(render_diff(result))
         if json_path is not None:
-            _write(json_path, _json_text(dataclasses.asdict(result), indent=2) + "\n")
+            _write(json_path, DIFF_DOCUMENT.dumps(result))  # versioned: schema_version first
         if html_path is not None:
             from neuronprobe.report.html import render_html
 
@@ -1236,8 +1234,6 @@ def buckets(
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with _errors(debug):
-        import dataclasses
-
         if metrics or (decode and runtime == "vllm-neuron"):
             from neuronprobe.shape_buckets.serving_cli import ServingOptions, run_serving
             from neuronprobe.shape_buckets.serving_console import render_serving
@@ -1255,7 +1251,9 @@ def buckets(
             for line in render_serving(served):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
             if json_path is not None:
-                _write(json_path, _json_text(dataclasses.asdict(served), indent=2) + "\n")
+                from neuronprobe.shape_buckets.documents import buckets_json
+
+                _write(json_path, buckets_json(served))  # versioned: schema_version first
                 console.print(f"json: {json_path}", markup=False)
             return
         if any(v is not None for v in (max_num_batched_tokens, max_num_seqs, max_model_len, compile_budget, compile_times)):
@@ -1309,7 +1307,9 @@ def buckets(
             for part in render_decode(decoded, config=options.config):
                 console.print(part)
             if json_path is not None:
-                _write(json_path, _json_text(dataclasses.asdict(decoded), indent=2) + "\n")
+                from neuronprobe.shape_buckets.documents import buckets_json
+
+                _write(json_path, buckets_json(decoded))  # versioned: schema_version first
                 console.print(f"json: {json_path}", markup=False)
             return
 
@@ -1343,7 +1343,9 @@ def buckets(
         for part in render_proposal(proposal, config=config):
             console.print(part)
         if json_path is not None:
-            _write(json_path, _json_text(dataclasses.asdict(proposal), indent=2) + "\n")
+            from neuronprobe.shape_buckets.documents import buckets_json
+
+            _write(json_path, buckets_json(proposal))  # versioned: schema_version first
             console.print(f"json: {json_path}", markup=False)
 
 

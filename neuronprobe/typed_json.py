@@ -187,7 +187,8 @@ class DocumentSchema(Generic[T]):
     marker: str  # a key every such document has: without it the file is some other JSON
     hint: str  # what writes one: "`neuronprobe audit --json`"
     upgrade: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
-    where: str = ""  # the root's name in field paths ("audit.findings[0].line"); default: the marker's document
+    where: str = ""  # the root's name in field paths ("audit.findings[0].line"); default: the dataclass's name
+    legacy_version_key: str | None = None  # where files written before ``schema_version`` kept their version, if anywhere
 
     def to_dict(self, value: T) -> dict[str, Any]:
         """The file's object: ``schema_version`` first, then the dataclass's fields."""
@@ -207,7 +208,12 @@ class DocumentSchema(Generic[T]):
             raise ReportFormatError(f"not {_a(self.name)} (a JSON {_json_kind(data)}, not an object); write one with {self.hint}")
         if self.marker not in data:
             raise ReportFormatError(f"not {_a(self.name)} (no '{self.marker}' field); write one with {self.hint}")
-        version = data.get(VERSION_KEY, 1)  # written before the version was: schema 1's shape
+        legacy = self.legacy_version_key
+        if VERSION_KEY not in data and legacy is not None and legacy in data:
+            data = dict(data)
+            version = data.pop(legacy)  # an older file's own version key
+        else:
+            version = data.get(VERSION_KEY, 1)  # written before the version was: schema 1's shape
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ReportFormatError(f"{VERSION_KEY} {json.dumps(version)[:40]} is no {self.name} schema version (a whole number from 1)")
         if version > self.version:
