@@ -59,14 +59,15 @@ def _parity_work(module, inputs, precisions) -> tuple[float, list]:
     """What run_parity_full does once the model is built: the reference, then each precision."""
     import torch
 
-    from neuronprobe.parity import drift
+    from neuronprobe.parity import drift, emulate
     from neuronprobe.parity.run import _call, run_precision
 
     strip = "model."  # hf:'s wrapper, as run_parity_full strips it
     t = time.perf_counter()
     with torch.no_grad():
         refs = [drift.record_reference(module, _call(module, a, k, 0), strip=strip) for a, k in inputs]
-    runs = [run_precision(module, inputs, refs, p, strip=strip) for p in precisions]
+    casts = emulate.WeightCasts()  # shared by the precisions, as run_parity_full shares them
+    runs = [run_precision(module, inputs, refs, p, strip=strip, casts=casts) for p in precisions]
     return time.perf_counter() - t, runs
 
 

@@ -15,8 +15,10 @@ order is the order in which calls return, so a block comes after its children, a
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-import traceback
+import os
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -172,15 +174,42 @@ class _Names:
 
 
 def _caller() -> tuple[str | None, int | None]:
-    """The user's line that called the module being entered (the project's frame rule, capture.py)."""
-    from neuronprobe.capture.graph import _model_frame_from_stack, relative_path
+    """The user's line that called the module being entered (the project's frame rule, ``capture/graph.py``):
+    walking out from the innermost frame past this module's own, the first frame of neither a library nor
+    neuronprobe; reaching neuronprobe first means no model code asked.
 
-    frames = list(traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False))
-    while frames and frames[0].filename == __file__:  # this helper and the hooks: not the caller
-        frames.pop(0)
-    frames.reverse()  # walk_stack goes innermost first; the rule walks out from the last
-    file, line, _ = _model_frame_from_stack(traceback.StackSummary.from_list(frames))
-    return relative_path(file), line
+    The frames are walked as they are (no ``traceback.StackSummary`` of the whole stack per module call,
+    which cost the reference about half a forward of GPT-2) and each file is classified once.
+    """
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code.co_filename == __file__:  # this helper and the hooks: not the caller
+        frame = frame.f_back
+    while frame is not None:
+        kind = _file_kind(frame.f_code.co_filename)
+        if kind == "neuronprobe":
+            return None, None
+        if kind == "model":
+            return _relative(frame.f_code.co_filename, os.getcwd()), frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_kind(filename: str) -> str:
+    """``neuronprobe``, ``library`` or ``model``: what the frame rule makes of a file."""
+    from neuronprobe.usercode import is_library, is_neuronprobe
+
+    if is_neuronprobe(filename):
+        return "neuronprobe"
+    return "library" if is_library(filename) else "model"
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative(filename: str, cwd: str) -> str | None:
+    """The file as the report names it (relative to ``cwd``, the working folder, when inside it)."""
+    from neuronprobe.capture.graph import relative_path
+
+    return relative_path(filename)
 
 
 @contextmanager

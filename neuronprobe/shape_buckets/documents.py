@@ -47,11 +47,11 @@ def buckets_json(value: BucketProposal | DecodeProposal | ServingPlan) -> str:
 
 
 __all__ = [
-    "buckets_json",
     "BUCKETS_DOCUMENT",
     "BUCKETS_SCHEMA_VERSION",
     "DECODE_BUCKETS_DOCUMENT",
     "DECODE_BUCKETS_SCHEMA_VERSION",
     "SERVING_PLAN_DOCUMENT",
     "SERVING_PLAN_SCHEMA_VERSION",
+    "buckets_json",
 ]
