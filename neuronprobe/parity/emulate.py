@@ -182,7 +182,6 @@ class Emulator:
             return t
         storage = t.untyped_storage()
         if storage.data_ptr() in self._param_storages:  # a weight: its whole storage rounded once, every view of it shared
-
             key = (storage.data_ptr(), t.dtype, t._version, low)  # views share the version counter of their base
             flat = self._cache.get(key)
             if flat is None:
