@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from diff_fixtures import finding, make_report
 from typer.testing import CliRunner
 
 from neuronprobe.audit.engine import audit_paths
@@ -28,7 +29,6 @@ from neuronprobe.shape_buckets.documents import BUCKETS_DOCUMENT, DECODE_BUCKETS
 from neuronprobe.shape_buckets.propose import propose_buckets
 from neuronprobe.shape_buckets.serving import propose_serving_plan
 from neuronprobe.typed_json import DocumentSchema
-from diff_fixtures import finding, make_report
 
 TESTS = Path(__file__).parent
 runner = CliRunner()
