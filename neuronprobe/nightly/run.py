@@ -56,10 +56,11 @@ from neuronprobe.defaults import (
 from neuronprobe.errors import BackendUnavailable, ConfigError, InputError, InternalError, NeuronprobeError, ReportFormatError
 from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
-from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
+from neuronprobe.report.model import Report, RunDiff, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.support import TARGETS
 from neuronprobe.support.native.stack import STACKS, check_stack
+from neuronprobe.typed_json import build_typed
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -24,7 +24,7 @@ from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.registry import UnknownRule, lookup
 from neuronprobe.report.reference_model import ReferenceComparison, TrainParity
 from neuronprobe.report.serving_model import ServingPlan
-from neuronprobe.typed_json import build_typed  # the one strict reader (re-exported: older imports name it here)
+from neuronprobe.typed_json import build_typed  # the one strict reader of every JSON file
 from neuronprobe.vocabulary import (
     AutoCast,
     CaptureStrategy,
