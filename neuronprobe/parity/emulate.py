@@ -181,22 +181,20 @@ class Emulator:
         if not _is_float(t):
             return t
         storage = t.untyped_storage()
-        if storage.data_ptr() in self._param_storages:  # a weight: its whole storage rounded once, every view of it shared
+        if storage.data_ptr() in self._param_storages:  # a weight
+            import torch
+
+            low_dtype = None if low == str(LowType.TF32) else torch_dtype(low)
+            if low_dtype is not None and low_dtype != t.dtype:
+                # Its storage cast once for the whole parity run (shared with the other precisions and inputs);
+                # the view this op reads is widened back on the spot, so no fp32 copy of every weight is kept.
+                return self._casts.flat(t, low_dtype).as_strided(t.shape, t.stride(), t.storage_offset()).to(t.dtype)
             key = (storage.data_ptr(), t.dtype, t._version, low)  # views share the version counter of their base
             flat = self._cache.get(key)
-            if flat is None:
-                flat = self._cache[key] = self._round_storage(t, low)
+            if flat is None:  # tf32, or a weight already in the low type: rounded in its own dtype, once
+                flat = self._cache[key] = round_to(torch.empty(0, dtype=t.dtype).set_(storage), low)
             return flat.as_strided(t.shape, t.stride(), t.storage_offset())
         return round_to(t, low)
-
-    def _round_storage(self, t: Any, low: str) -> Any:
-        """``t``'s whole storage rounded to ``low`` in ``t``'s dtype; through the shared cast where ``low`` is a torch dtype."""
-        import torch
-
-        low_dtype = None if low == str(LowType.TF32) else torch_dtype(low)
-        if low_dtype is None or low_dtype == t.dtype:
-            return round_to(torch.empty(0, dtype=t.dtype).set_(t.untyped_storage()), low)
-        return self._casts.flat(t, low_dtype).to(t.dtype)
 
     def _map(self, value: Any, fn: Callable[[Any], Any]) -> Any:
         if isinstance(value, (list, tuple)):
