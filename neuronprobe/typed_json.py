@@ -24,7 +24,6 @@ import dataclasses
 import json
 import types
 import typing
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar, Union
@@ -177,8 +176,9 @@ def _noun(tp: type[Word]) -> str:
 class DocumentSchema(Generic[T]):
     """One kind of JSON document: its dataclass, its schema version and how messages name it.
 
-    ``upgrade`` turns an older version's object into this version's shape (a copy);
-    without one, every version from 1 up is read as it is (changes were additive).
+    Every version from 1 up to ``version`` is read as it is: so far each change was additive (new
+    fields with defaults). A change of shape bumps ``version`` and adds the rewrite of the older
+    shape here, as ``report/model.py``'s ``_upgrade`` does for reports.
     """
 
     name: str  # how a message names the file: "audit JSON"
@@ -186,7 +186,6 @@ class DocumentSchema(Generic[T]):
     version: int  # the schema version this neuronprobe writes, and the newest it reads
     marker: str  # a key every such document has: without it the file is some other JSON
     hint: str  # what writes one: "`neuronprobe audit --json`"
-    upgrade: Callable[[dict[str, Any], int], dict[str, Any]] | None = None
     where: str = ""  # the root's name in field paths ("audit.findings[0].line"); default: the dataclass's name
     legacy_version_key: str | None = None  # where files written before ``schema_version`` kept their version, if anywhere
 
@@ -221,8 +220,6 @@ class DocumentSchema(Generic[T]):
                 f"written by a newer neuronprobe ({self.name} schema_version {version}; this neuronprobe reads 1 to {self.version}); upgrade neuronprobe to read it"
             )
         body = {k: v for k, v in data.items() if k != VERSION_KEY}
-        if self.upgrade is not None and version < self.version:
-            body = self.upgrade(body, version)
         result: T = build_typed(self.root, body, self.where or self.root.__name__, strict=True)
         return result
 
