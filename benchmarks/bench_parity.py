@@ -56,18 +56,26 @@ def _gpt2() -> tuple:
 
 
 def _parity_work(module, inputs, precisions) -> tuple[float, list]:
-    """What run_parity_full does once the model is built: the reference, then each precision."""
+    """What run_parity_full does once the model is built: the reference, then each precision (wall seconds, runs)."""
+    seconds, _, runs = _parity_work_timed(module, inputs, precisions)
+    return seconds, runs
+
+
+def _parity_work_timed(module, inputs, precisions) -> tuple[float, float, list]:
+    """:func:`_parity_work` with the process's CPU seconds too (every thread): on a shared machine the CPU time
+    is what the work costs, the wall time also counts the waits for a core."""
     import torch
 
-    from neuronprobe.parity import drift
+    from neuronprobe.parity import drift, emulate
     from neuronprobe.parity.run import _call, run_precision
 
     strip = "model."  # hf:'s wrapper, as run_parity_full strips it
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     with torch.no_grad():
         refs = [drift.record_reference(module, _call(module, a, k, 0), strip=strip) for a, k in inputs]
-    runs = [run_precision(module, inputs, refs, p, strip=strip) for p in precisions]
-    return time.perf_counter() - t, runs
+    casts = emulate.WeightCasts()  # shared by the precisions, as run_parity_full shares them
+    runs = [run_precision(module, inputs, refs, p, strip=strip, casts=casts) for p in precisions]
+    return time.perf_counter() - t, time.process_time() - cpu, runs
 
 
 def gpt2_ratio(repeats: int, precisions_name: str) -> dict:
@@ -77,23 +85,28 @@ def gpt2_ratio(repeats: int, precisions_name: str) -> dict:
     module = real.module
     precisions = _precisions(precisions_name)
     args, kwargs = inputs[0]
-    forwards, parities = [], []
+    forwards, parities, forwards_cpu, parities_cpu = [], [], [], []
     runs: list = []
     with torch.no_grad():
         module(*args, **kwargs)  # warm-up
     for _ in range(repeats):
         with torch.no_grad():
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             module(*args, **kwargs)
             forwards.append(time.perf_counter() - t)
-        seconds, runs = _parity_work(module, inputs, precisions)
+            forwards_cpu.append(time.process_time() - cpu)
+        seconds, cpu_seconds, runs = _parity_work_timed(module, inputs, precisions)
         parities.append(seconds)
+        parities_cpu.append(cpu_seconds)
     best_forward, best_parity = min(forwards), min(parities)
     return {
         "build_s": round(build, 2),
         "forward_s": round(best_forward, 4),
         "parity_s": round(best_parity, 3),
         "ratio": round(best_parity / best_forward, 2),
+        "forward_cpu_s": round(min(forwards_cpu), 4),
+        "parity_cpu_s": round(min(parities_cpu), 3),
+        "cpu_ratio": round(min(parities_cpu) / min(forwards_cpu), 2),
         "modules": len(runs[0].modules),
         "per_precision": {
             r.precision.label: {

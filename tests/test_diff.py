@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from neuronprobe.cli import app
 from neuronprobe.report.diff import diff_reports
-from neuronprobe.report.model import Report, RunDiff, build_typed
+from neuronprobe.report.model import Report, RunDiff
+from neuronprobe.typed_json import build_typed
 from neuronprobe.vocabulary import Verdict
 
 runner = CliRunner()

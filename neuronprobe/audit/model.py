@@ -2,12 +2,14 @@
 
 ``AuditSection`` is what ``neuronprobe audit --json`` writes, what ``--baseline``
 reads back, and what ``Report.audit`` holds when ``analyze --audit PATH`` ran.
-This module imports nothing from neuronprobe, so the report model can import it.
+It imports only the typed JSON reader (below it), so the report model can import it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from neuronprobe.typed_json import DocumentSchema
 
 SEVERITIES: tuple[str, ...] = ("error", "warning", "info")  # worst first
 SEVERITY_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
@@ -70,3 +72,11 @@ class AuditSection:
     def worst_first(self) -> list[AuditFinding]:
         """Errors first, then warnings, then info; by file and line within each."""
         return sorted(self.findings, key=lambda f: (SEVERITY_RANK[f.severity], f.file, f.line, f.column))
+
+
+# The ``audit --json`` file: ``schema_version`` then the section's fields. 1: the shape written since the
+# audit has had --json (files without a version are read as 1).
+AUDIT_SCHEMA_VERSION = 1
+AUDIT_DOCUMENT: DocumentSchema[AuditSection] = DocumentSchema(
+    "audit JSON", AuditSection, AUDIT_SCHEMA_VERSION, marker="findings", hint="`neuronprobe audit --json`", where="audit"
+)

@@ -11,14 +11,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from pathlib import Path
 
-from neuronprobe.audit.model import AuditFinding, AuditSection
+from neuronprobe.audit.model import AUDIT_DOCUMENT, AuditFinding, AuditSection
 from neuronprobe.audit.reading import NotRegularFile, TooLarge, read_regular
-from neuronprobe.errors import InputError
+from neuronprobe.errors import InputError, ReportFormatError
 
 # The bracket's contents stop at the next '#': every attempt scans only up to the next '#' or ']',
 # and attempts start at distinct '#'s, so a line is matched in time linear in its length (with
@@ -44,16 +43,9 @@ def _key(f: AuditFinding) -> tuple[str, str, str]:
     return (f.rule, f.file, f.snippet)
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _whole(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def load_baseline(path: Path) -> list[AuditFinding]:
-    """The findings of a previous ``audit --json``; InputError (exit 2) naming the file and the field for anything else."""
+    """The findings of a previous ``audit --json``, read by the strict typed reader (``AUDIT_DOCUMENT``);
+    InputError (exit 2) naming the file and the field for anything else."""
     label = f"--baseline {path}"
     try:
         raw = read_regular(path, MAX_BASELINE_BYTES)
@@ -64,44 +56,13 @@ def load_baseline(path: Path) -> list[AuditFinding]:
     except OSError as exc:
         raise InputError(f"{label}: cannot read it ({exc.strerror or exc})") from None
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise InputError(f"{label}: not UTF-8 text; write one with `neuronprobe audit --json`") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{label}: not valid JSON (line {exc.lineno}: {exc.msg}); write one with `neuronprobe audit --json`") from None
-    except ValueError as exc:  # NaN / Infinity
-        raise InputError(f"{label}: not valid JSON ({exc}); write one with `neuronprobe audit --json`") from None
-    except RecursionError:
-        raise InputError(f"{label}: nested too deeply to be an audit JSON") from None
-    items = data.get("findings") if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise InputError(f"{label}: not an audit JSON (no 'findings' list); write one with `neuronprobe audit --json`")
-    findings = []
-    for n, item in enumerate(items):
-        where = f"{label}: findings[{n}]"
-        if not isinstance(item, dict):
-            raise InputError(f"{where}: expected an object, got {type(item).__name__}")
-        for key in ("rule", "file", "snippet"):
-            if key not in item:
-                raise InputError(f"{where}.{key}: missing")
-            if not isinstance(item[key], str):
-                raise InputError(f"{where}.{key}: expected a string, got {_shown(item[key])}")
-        severity = item.get("severity", "")
-        if not isinstance(severity, str):
-            raise InputError(f"{where}.severity: expected a string, got {_shown(severity)}")
-        line = item.get("line", 0)
-        if line is None:
-            line = 0
-        if not _whole(line) or line < 0:
-            raise InputError(f"{where}.line: expected a line number (a whole number, 0 or more), got {_shown(line)}")
-        findings.append(AuditFinding(rule=item["rule"], severity=severity, file=item["file"], line=line, snippet=item["snippet"]))
-    return findings
-
-
-def _shown(value: object) -> str:
-    """A value as the user wrote it, short and on one line."""
-    text = json.dumps(value) if not isinstance(value, float) else repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+        section = AUDIT_DOCUMENT.loads(raw)
+    except ReportFormatError as exc:
+        raise InputError(f"{label}: {exc}") from None
+    for n, finding in enumerate(section.findings):
+        if finding.line < 0:  # a type the schema accepts, a value no audit writes
+            raise InputError(f"{label}: audit.findings[{n}].line: expected a line number (0 or more), got {finding.line}")
+    return section.findings
 
 
 def apply_baseline(section: AuditSection, baseline: list[AuditFinding], label: str) -> None:

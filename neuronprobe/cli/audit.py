@@ -13,7 +13,6 @@ from neuronprobe.cli.common import (
     audit_reads,
     err_console,
     guarded,
-    json_text,
     out_console,
     split_csv,
     write,
@@ -68,9 +67,9 @@ def audit(
         for part in render_audit(section):
             console.print(part)
         if json_path is not None:
-            import dataclasses
+            from neuronprobe.audit.model import AUDIT_DOCUMENT
 
-            write(json_path, json_text(dataclasses.asdict(section), indent=2) + "\n")
+            write(json_path, AUDIT_DOCUMENT.dumps(section))  # versioned: schema_version first
             console.print(f"json: {json_path}", markup=False)
         if sarif_path is not None:
             from neuronprobe.audit.sarif import sarif_json

@@ -14,7 +14,6 @@ from neuronprobe.cli.common import (
     fail,
     guarded,
     import_paths,
-    json_text,
     out_console,
     write,
 )
@@ -138,7 +137,7 @@ def buckets(
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with guarded(debug):
-        import dataclasses
+        from neuronprobe.shape_buckets.documents import buckets_json
 
         if metrics or (decode and runtime == "vllm-neuron"):
             from neuronprobe.shape_buckets.serving_cli import ServingOptions, run_serving
@@ -157,7 +156,7 @@ def buckets(
             for line in render_serving(served):
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
             if json_path is not None:
-                write(json_path, json_text(dataclasses.asdict(served), indent=2) + "\n")
+                write(json_path, buckets_json(served))  # versioned: schema_version first
                 console.print(f"json: {json_path}", markup=False)
             return
         if any(v is not None for v in (max_num_batched_tokens, max_num_seqs, max_model_len, compile_budget, compile_times)):
@@ -211,7 +210,7 @@ def buckets(
             for part in render_decode(decoded, config=options.config):
                 console.print(part)
             if json_path is not None:
-                write(json_path, json_text(dataclasses.asdict(decoded), indent=2) + "\n")
+                write(json_path, buckets_json(decoded))  # versioned: schema_version first
                 console.print(f"json: {json_path}", markup=False)
             return
 
@@ -245,7 +244,7 @@ def buckets(
         for part in render_proposal(proposal, config=config):
             console.print(part)
         if json_path is not None:
-            write(json_path, json_text(dataclasses.asdict(proposal), indent=2) + "\n")
+            write(json_path, buckets_json(proposal))  # versioned: schema_version first
             console.print(f"json: {json_path}", markup=False)
 
 

@@ -11,7 +11,6 @@ from neuronprobe.cli.common import (
     app,
     exit_on_gates,
     guarded,
-    json_text,
     out_console,
     write,
 )
@@ -38,10 +37,8 @@ def diff(
 ) -> None:
     """Compare two reports: new and removed findings, support %, graphs, padding and versions."""
     with guarded(debug):
-        import dataclasses
-
         from neuronprobe.files import check_outputs
-        from neuronprobe.report.diff import diff_reports, run_label
+        from neuronprobe.report.diff import DIFF_DOCUMENT, diff_reports, run_label
         from neuronprobe.report.diff_console import render_diff
         from neuronprobe.report.model import load_report
 
@@ -59,7 +56,7 @@ def diff(
         )
         out_console().print(render_diff(result))
         if json_path is not None:
-            write(json_path, json_text(dataclasses.asdict(result), indent=2) + "\n")
+            write(json_path, DIFF_DOCUMENT.dumps(result))  # versioned: schema_version first
         if html_path is not None:
             from neuronprobe.report.html import render_html
 

@@ -32,7 +32,6 @@ import dataclasses
 import datetime as dt
 import fcntl
 import functools
-import json
 import os
 import re
 import sys
@@ -58,11 +57,12 @@ from neuronprobe.defaults import (
 from neuronprobe.errors import BackendUnavailable, ConfigError, InputError, InternalError, NeuronprobeError, ReportFormatError
 from neuronprobe.gates import GateFailure, Gates, evaluate_gates
 from neuronprobe.report.diff import diff_reports, run_label
-from neuronprobe.report.model import Report, RunDiff, build_typed, load_report
+from neuronprobe.report.model import Report, RunDiff, load_report
 from neuronprobe.report.nightly_html import NightReport, render_index, run_status
 from neuronprobe.request.model import AnalyzeRequest
 from neuronprobe.support import TARGETS
 from neuronprobe.support.native.stack import STACKS, check_stack
+from neuronprobe.typed_json import build_typed
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -789,18 +789,20 @@ def night_lock(reports_dir: Path) -> Iterator[None]:
 def merge_summary(on_disk: Path, tonight: str) -> str:
     """Tonight's ``_nightly.json`` with the entries of models an earlier run of the same date wrote and tonight's lacks.
 
-    Their reports stay in the folder, so the summary lists them too; an unreadable
-    summary on disk is replaced. Entries are sorted by model name.
+    Their reports stay in the folder, so the summary lists them too. The summary on disk is read by
+    the strict typed reader; one it refuses (unreadable, or from a newer neuronprobe) is replaced.
+    Entries are sorted by model name.
     """
-    new = json.loads(tonight)
+    from neuronprobe.nightly.documents import SUMMARY_DOCUMENT
+
+    new = SUMMARY_DOCUMENT.loads(tonight)
     try:
-        old = json.loads(on_disk.read_text(encoding="utf-8"))
-        kept = [m for m in old["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)]
-    except (OSError, ValueError, KeyError, TypeError):
+        old = SUMMARY_DOCUMENT.load(on_disk)
+    except ReportFormatError:
         return tonight
-    names = {m["name"] for m in new["models"]}
-    new["models"] = sorted([*(m for m in kept if m["name"] not in names), *new["models"]], key=lambda m: m["name"])
-    return json.dumps(new, indent=2) + "\n"
+    names = {m.name for m in new.models}
+    new.models = sorted([*(m for m in old.models if m.name not in names), *new.models], key=lambda m: m.name)
+    return SUMMARY_DOCUMENT.dumps(new)
 
 
 def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path, str], object]) -> None:
@@ -824,13 +826,15 @@ def write_night(result: NightlyResult, reports_dir: Path, write: Callable[[Path,
 
 def index_under_lock(result: NightlyResult, reports_dir: Path, merged_summary: str) -> str:
     """The index from what is on disk now: every model of the night's merged summary, tonight's first in config order."""
+    from neuronprobe.nightly.documents import SUMMARY_DOCUMENT
+
     try:
-        entries = [m for m in json.loads(merged_summary)["models"] if isinstance(m, dict) and isinstance(m.get("name"), str)]
-    except (ValueError, KeyError, TypeError):
+        entries = SUMMARY_DOCUMENT.loads(merged_summary).models
+    except ReportFormatError:
         entries = []
     mine = [o.name for o in result.outcomes]
-    order = list(dict.fromkeys([*mine, *(m["name"] for m in entries)]))
-    failures = {m["name"]: str(m.get("error") or "failed") for m in entries if m.get("status") == "failed"}
+    order = list(dict.fromkeys([*mine, *(m.name for m in entries)]))
+    failures = {m.name: m.error or "failed" for m in entries if m.status == "failed"}
     failures.update({o.name: o.error for o in result.outcomes if o.report is None})
     failures = {name: error for name, error in failures.items() if name not in {o.name for o in result.outcomes if o.report is not None}}
     warnings = list(result.warnings)
@@ -911,23 +915,25 @@ def _read_night_report(reports_dir: Path, night: str, name: str, warnings: list[
 
 
 def summary_json(date: str, outcomes: list[ModelOutcome]) -> str:
-    """The night in short, for machines: one entry per model with status and regressions."""
+    """The night in short, for machines: one entry per model with status and regressions (``nightly/documents.py``)."""
+    from neuronprobe.nightly.documents import SUMMARY_DOCUMENT, NightEntry, NightSummary
+
     models = []
     for o in outcomes:
         d = o.diff
         models.append(
-            {
-                "name": o.name,
-                "status": o.status,
-                "error": o.error or None,
-                "json": o.json_path or None,
-                "html": o.html_path or None,
-                "baseline": o.baseline_date,
-                "comparable": d.comparable if d is not None else None,
-                "not_comparable_reason": d.not_comparable_reason if d is not None and not d.comparable else None,
-                "regressions": list(d.regressions) if d is not None else [],
-                "seconds": round(o.seconds, 3),
-                "reused_from": o.reused_from,
-            }
+            NightEntry(
+                name=o.name,
+                status=o.status,
+                error=o.error or None,
+                json=o.json_path or None,
+                html=o.html_path or None,
+                baseline=o.baseline_date,
+                comparable=d.comparable if d is not None else None,
+                not_comparable_reason=d.not_comparable_reason if d is not None and not d.comparable else None,
+                regressions=list(d.regressions) if d is not None else [],
+                seconds=round(o.seconds, 3),
+                reused_from=o.reused_from,
+            )
         )
-    return json.dumps({"date": date, "models": models}, indent=2) + "\n"
+    return SUMMARY_DOCUMENT.dumps(NightSummary(date, models))

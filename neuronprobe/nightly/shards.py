@@ -22,16 +22,14 @@ belong together and cover every model exactly once.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from neuronprobe.defaults import MAX_SECONDS
 from neuronprobe.errors import ConfigError, ReportFormatError
-from neuronprobe.jsonio import dumps
+from neuronprobe.nightly.documents import SHARD_MANIFEST_DOCUMENT, ShardEntry, ShardManifest
 from neuronprobe.nightly.run import (
     DATE_RE,
     NAME_RE,
@@ -47,7 +45,6 @@ from neuronprobe.report.model import load_report
 
 MAX_SHARDS = 256  # GitHub Actions: at most 256 jobs per matrix (research/serving.md, Scale-out)
 MANIFEST_FILE = "_shard.json"  # starts with "_": no model name can
-MANIFEST_FORMAT = 1
 MAX_MANIFEST_BYTES = 64 * 2**20  # a manifest lists at most a few thousand models
 _SHARD_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -86,23 +83,22 @@ def assign_shards(names: list[str], count: int, durations: dict[str, float] | No
 
 
 def last_durations(history_dir: Path) -> dict[str, float]:
-    """Each model's analysis time in the most recent night that recorded one (``_nightly.json`` ``seconds``)."""
-    from neuronprobe.errors import InputError
-    from neuronprobe.files import read_input_text
+    """Each model's analysis time in the most recent night that recorded one (``_nightly.json`` ``seconds``).
+
+    A summary the strict typed reader refuses (unreadable, or from a newer neuronprobe) gives no durations:
+    its models go by hash, as models without history do.
+    """
+    from neuronprobe.nightly.documents import SUMMARY_DOCUMENT
 
     out: dict[str, float] = {}
     for night in reversed(night_dirs(Path(history_dir))):
         try:
-            data = json.loads(read_input_text(Path(history_dir) / night / SUMMARY_FILE, "nightly summary", cap=MAX_MANIFEST_BYTES))
-            entries = data["models"]
-        except (InputError, ValueError, KeyError, TypeError):
+            summary = SUMMARY_DOCUMENT.load(Path(history_dir) / night / SUMMARY_FILE)
+        except ReportFormatError:
             continue
-        for entry in entries if isinstance(entries, list) else []:
-            if not isinstance(entry, dict):
-                continue
-            name, seconds = entry.get("name"), entry.get("seconds")
-            if isinstance(name, str) and isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds >= 0:
-                out.setdefault(name, float(seconds))
+        for entry in summary.models:
+            if math.isfinite(entry.seconds) and entry.seconds >= 0:
+                out.setdefault(entry.name, entry.seconds)
     return out
 
 
@@ -130,22 +126,19 @@ def shard_files(config: NightlyConfig, index: int, count: int, date: str, requir
 
     check_date(date)
     files = {f"{a.name}.json": a.report.to_json() for a in analysed if a.report is not None}
-    manifest = {
-        "format": MANIFEST_FORMAT,
-        "config_sha256": config_sha256(config),
-        "neuronprobe": __version__,
-        "rules": rules_version(),
-        "backend": config.backend,
-        "require_backend": require_backend or config.require_backend,
-        "date": date,
-        "history": config.history,
-        "shard": [index, count],
-        "config_models": [m.name for m in config.models],
-        "models": [
-            {"name": a.name, "error": a.error or None, "internal": a.internal, "seconds": round(a.seconds, 3), "reused_from": a.reused_from} for a in analysed
-        ],
-    }
-    files[MANIFEST_FILE] = dumps(manifest, indent=2) + "\n"  # the codec: never NaN
+    manifest = ShardManifest(
+        config_sha256=config_sha256(config),
+        neuronprobe=__version__,
+        rules=rules_version(),
+        backend=config.backend,
+        require_backend=require_backend or config.require_backend,
+        date=date,
+        history=config.history,
+        shard=[index, count],
+        config_models=[m.name for m in config.models],
+        models=[ShardEntry(a.name, error=a.error or None, internal=a.internal, seconds=round(a.seconds, 3), reused_from=a.reused_from) for a in analysed],
+    )
+    files[MANIFEST_FILE] = SHARD_MANIFEST_DOCUMENT.dumps(manifest)  # versioned; the codec: never NaN
     return files
 
 
@@ -156,26 +149,14 @@ def shard_output_files(names: list[str]) -> list[str]:
 @dataclass
 class Shard:
     folder: Path
-    manifest: dict[str, Any]
+    manifest: ShardManifest
 
     @property
     def label(self) -> str:
-        index, count = self.manifest["shard"]
+        index, count = self.manifest.shard
         return f"{self.folder} (shard {index}/{count})"
 
 
-_KEYS = {
-    "format": int,
-    "config_sha256": str,
-    "neuronprobe": str,
-    "rules": str,
-    "backend": str,
-    "date": str,
-    "history": int,
-    "shard": list,
-    "config_models": list,
-    "models": list,
-}
 # What every shard of one night must agree on, and how a message names it.
 _SAME = (
     ("config_sha256", "config"),
@@ -188,8 +169,6 @@ _SAME = (
 
 def read_shard(folder: Path) -> Shard:
     """A shard folder's manifest, checked; a ConfigError (exit 2) names the folder."""
-    from neuronprobe.errors import InputError
-    from neuronprobe.files import read_input_text
 
     file = Path(folder) / MANIFEST_FILE
     if not Path(folder).is_dir():
@@ -197,51 +176,30 @@ def read_shard(folder: Path) -> Shard:
     if not file.exists() and not file.is_symlink():
         raise ConfigError(f"{folder}: not a shard folder (no {MANIFEST_FILE}; was its shard run killed?)")
     try:
-        # Bounded: a manifest that is a FIFO or /dev/zero is refused, not waited on or read for ever.
-        data = json.loads(read_input_text(file, "shard manifest", cap=MAX_MANIFEST_BYTES), parse_constant=_no_constant)
-    except InputError as exc:
+        # The strict typed reader, bounded: a manifest that is a FIFO or /dev/zero is refused, not waited on or read for ever.
+        data = SHARD_MANIFEST_DOCUMENT.load(file)
+    except ReportFormatError as exc:
         raise ConfigError(str(exc)) from None
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"{file}: unreadable shard manifest ({type(exc).__name__})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{file}: a shard manifest is a JSON object")
-    for key, kind in _KEYS.items():
-        if not isinstance(data.get(key), kind) or isinstance(data.get(key), bool):
-            raise ConfigError(f"{file}: shard manifest field {key!r} is missing or not a {kind.__name__}")
-    if data["format"] != MANIFEST_FORMAT:
-        raise ConfigError(f"{file}: shard manifest format {data['format']}, this neuronprobe reads {MANIFEST_FORMAT}")
-    shard = data["shard"]
-    if len(shard) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in shard) or not 1 <= shard[0] <= shard[1] <= MAX_SHARDS:
+    shard = data.shard
+    if len(shard) != 2 or not 1 <= shard[0] <= shard[1] <= MAX_SHARDS:
         raise ConfigError(f"{file}: shard manifest field 'shard' must be [index, count] with 1 <= index <= count <= {MAX_SHARDS}")
-    if not DATE_RE.match(data["date"]):
+    if not DATE_RE.match(data.date):
         raise ConfigError(f"{file}: shard manifest field 'date' is not YYYY-MM-DD")
-    names = data["config_models"]
-    if not all(isinstance(n, str) and NAME_RE.match(n) for n in names):
+    names = data.config_models
+    if not all(NAME_RE.match(n) for n in names):
         raise ConfigError(f"{file}: shard manifest field 'config_models' must list model names")
-    for entry in data["models"]:
-        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and entry["name"] in names):
-            raise ConfigError(f"{file}: shard manifest lists a model that is not in its config: {entry!r}"[:300])
+    for entry in data.models:
+        if entry.name not in names:
+            raise ConfigError(f"{file}: shard manifest lists a model that is not in its config: {entry.name!r}"[:300])
         _check_entry(file, entry)
     return Shard(Path(folder), data)
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _check_entry(file: Path, entry: dict[str, Any]) -> None:
-    """One model's outcome in a shard manifest: each field of the type the merge reads (a string ``seconds`` was exit 3)."""
-    where = f"{file}: shard manifest entry {entry['name']!r}"
-    seconds = entry.get("seconds")
-    if seconds is not None and (
-        isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS
-    ):
-        raise ConfigError(f"{where}: 'seconds' must be a number of seconds from 0 to {MAX_SECONDS:g}")
-    for key in ("error", "reused_from"):
-        if entry.get(key) is not None and not isinstance(entry.get(key), str):
-            raise ConfigError(f"{where}: {key!r} must be a string or null")
-    if entry.get("internal") is not None and not isinstance(entry.get("internal"), bool):
-        raise ConfigError(f"{where}: 'internal' must be true or false")
+def _check_entry(file: Path, entry: ShardEntry) -> None:
+    """One model's outcome in a shard manifest: a duration the merge can use (the types are the reader's)."""
+    seconds = entry.seconds
+    if seconds is not None and (not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS):
+        raise ConfigError(f"{file}: shard manifest entry {entry.name!r}: 'seconds' must be a number of seconds from 0 to {MAX_SECONDS:g}")
 
 
 def check_shard_folder(folder: Path) -> None:
@@ -269,17 +227,17 @@ def check_shards(shards: list[Shard]) -> None:
     first = shards[0]
     for shard in shards[1:]:
         for key, what in (*_SAME, ("date", "night"), ("history", "history length")):
-            if shard.manifest.get(key) != first.manifest.get(key):
+            if getattr(shard.manifest, key) != getattr(first.manifest, key):
                 raise ConfigError(
-                    f"{shard.label} is foreign: its {what} is {shard.manifest.get(key)!r}, "
-                    f"{first.label} has {first.manifest.get(key)!r}; merge the shards of one nightly run only"
+                    f"{shard.label} is foreign: its {what} is {getattr(shard.manifest, key)!r}, "
+                    f"{first.label} has {getattr(first.manifest, key)!r}; merge the shards of one nightly run only"
                 )
-        if shard.manifest["shard"][1] != first.manifest["shard"][1]:
-            raise ConfigError(f"{shard.label} is foreign: it is one of {shard.manifest['shard'][1]} shards, {first.label} one of {first.manifest['shard'][1]}")
-    count = first.manifest["shard"][1]
+        if shard.manifest.shard[1] != first.manifest.shard[1]:
+            raise ConfigError(f"{shard.label} is foreign: it is one of {shard.manifest.shard[1]} shards, {first.label} one of {first.manifest.shard[1]}")
+    count = first.manifest.shard[1]
     by_index: dict[int, Shard] = {}
     for shard in shards:
-        index = shard.manifest["shard"][0]
+        index = shard.manifest.shard[0]
         if index in by_index:
             raise ConfigError(f"shard {index}/{count} is given twice: {by_index[index].folder} and {shard.folder}")
         by_index[index] = shard
@@ -288,22 +246,22 @@ def check_shards(shards: list[Shard]) -> None:
         raise ConfigError(f"shard {missing[0]}/{count} is missing: {len(shards)} of {count} shard folders given")
     owner: dict[str, Shard] = {}
     for shard in shards:
-        for entry in shard.manifest["models"]:
-            name = entry["name"]
+        for entry in shard.manifest.models:
+            name = entry.name
             if name in owner:
                 raise ConfigError(f"model {name!r} is in two shards: {owner[name].label} and {shard.label}")
             owner[name] = shard
-    lacking = [n for n in first.manifest["config_models"] if n not in owner]
+    lacking = [n for n in first.manifest.config_models if n not in owner]
     if lacking:
         raise ConfigError(f"model {lacking[0]!r} is in no shard ({len(lacking)} model(s) missing); was a shard run with another history?")
 
 
-def _analysed(shard: Shard, entry: dict[str, Any]) -> Analysed:
-    name = entry["name"]
-    error = entry.get("error") or ""
-    reused = entry.get("reused_from")
-    out = Analysed(name, error=str(error), internal=bool(entry.get("internal")), seconds=float(entry.get("seconds") or 0.0))
-    out.reused_from = reused if isinstance(reused, str) and DATE_RE.match(reused) else None
+def _analysed(shard: Shard, entry: ShardEntry) -> Analysed:
+    name = entry.name
+    error = entry.error or ""
+    reused = entry.reused_from
+    out = Analysed(name, error=error, internal=entry.internal, seconds=entry.seconds or 0.0)
+    out.reused_from = reused if reused is not None and DATE_RE.match(reused) else None
     if not error:
         try:
             out.report = load_report(str(shard.folder / f"{name}.json"))
@@ -321,10 +279,10 @@ def merge_shards(folders: list[Path], history_dir: Path, date: str | None = None
     shards = [read_shard(f) for f in folders]
     check_shards(shards)
     manifest = shards[0].manifest
-    night = check_date(date) if date else manifest["date"]
-    entries = {e["name"]: (s, e) for s in shards for e in s.manifest["models"]}
-    analysed = [_analysed(*entries[name]) for name in manifest["config_models"]]
-    return assemble_night(analysed, Path(history_dir), night, manifest["history"])
+    night = check_date(date) if date else manifest.date
+    entries = {e.name: (s, e) for s in shards for e in s.manifest.models}
+    analysed = [_analysed(*entries[name]) for name in manifest.config_models]
+    return assemble_night(analysed, Path(history_dir), night, manifest.history)
 
 
 def merge_output_files(folders: list[Path], date: str | None = None) -> tuple[str, list[str]]:
@@ -332,8 +290,8 @@ def merge_output_files(folders: list[Path], date: str | None = None) -> tuple[st
     shards = [read_shard(f) for f in folders]
     check_shards(shards)
     manifest = shards[0].manifest
-    night = check_date(date) if date else manifest["date"]
-    names = manifest["config_models"]
+    night = check_date(date) if date else manifest.date
+    names = manifest.config_models
     from neuronprobe.nightly.run import INDEX_FILE
 
     return night, [*(f"{night}/{n}.{ext}" for n in names for ext in ("json", "html")), f"{night}/{SUMMARY_FILE}", INDEX_FILE]

@@ -15,10 +15,12 @@ order is the order in which calls return, so a block comes after its children, a
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-import traceback
+import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,9 +100,18 @@ def ulp(magnitude: float, low: str) -> float:
 
 
 def _max_abs(t: Any) -> float:
+    """max |t| (NaN if any element is NaN, inf if any is infinite): one pass, no temporary.
+
+    ``aminmax`` rather than ``vector_norm(ord=inf)``: on torch 2.13's CPU kernels the norm took
+    5 ms on a [1, 32, 3072] tensor against 0.03 ms (measured), and the reference and every
+    precision take it on each module call's output.
+    """
     import torch
 
-    return float(torch.linalg.vector_norm(t, ord=math.inf)) if t.numel() else 0.0  # one pass, no temporary
+    if not t.numel():
+        return 0.0
+    low, high = (float(v) for v in torch.aminmax(t))
+    return math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
 
 
 def reference_scale(tensors: list[Any]) -> float:
@@ -163,15 +174,42 @@ class _Names:
 
 
 def _caller() -> tuple[str | None, int | None]:
-    """The user's line that called the module being entered (the project's frame rule, capture.py)."""
-    from neuronprobe.capture.graph import model_frame_from_stack, relative_path
+    """The user's line that called the module being entered (the project's frame rule, ``capture/graph.py``):
+    walking out from the innermost frame past this module's own, the first frame of neither a library nor
+    neuronprobe; reaching neuronprobe first means no model code asked.
 
-    frames = list(traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False))
-    while frames and frames[0].filename == __file__:  # this helper and the hooks: not the caller
-        frames.pop(0)
-    frames.reverse()  # walk_stack goes innermost first; the rule walks out from the last
-    file, line, _ = model_frame_from_stack(traceback.StackSummary.from_list(frames))
-    return relative_path(file), line
+    The frames are walked as they are (no ``traceback.StackSummary`` of the whole stack per module call,
+    which cost the reference about half a forward of GPT-2) and each file is classified once.
+    """
+    frame = inspect.currentframe()
+    while frame is not None and frame.f_code.co_filename == __file__:  # this helper and the hooks: not the caller
+        frame = frame.f_back
+    while frame is not None:
+        kind = _file_kind(frame.f_code.co_filename)
+        if kind == "neuronprobe":
+            return None, None
+        if kind == "model":
+            return _relative(frame.f_code.co_filename, os.getcwd()), frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_kind(filename: str) -> str:
+    """``neuronprobe``, ``library`` or ``model``: what the frame rule makes of a file."""
+    from neuronprobe.usercode import is_library, is_neuronprobe
+
+    if is_neuronprobe(filename):
+        return "neuronprobe"
+    return "library" if is_library(filename) else "model"
+
+
+@functools.lru_cache(maxsize=4096)
+def _relative(filename: str, cwd: str) -> str | None:
+    """The file as the report names it (relative to ``cwd``, the working folder, when inside it)."""
+    from neuronprobe.capture.graph import relative_path
+
+    return relative_path(filename)
 
 
 @contextmanager
@@ -231,8 +269,20 @@ class Comparison:
     final_value: Any
 
 
-def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: str, tolerance: Tolerance = DEFAULT_TOLERANCE, strip: str = "") -> Comparison:
-    """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns."""
+def compare(
+    module: Any,
+    forward: Callable[[], Any],
+    reference: Reference,
+    low: str,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
+    strip: str = "",
+    measuring: Callable[[], AbstractContextManager[Any]] = nullcontext,
+) -> Comparison:
+    """Run ``forward`` (the model under a precision) and compare each module call with ``reference`` as it returns.
+
+    ``measuring``: entered around each comparison inside the forward (the emulator's ``paused``), so
+    that the statistics are computed in fp32 as torch computes them, not emulated like the model's ops.
+    """
     names = _Names(module, strip)
     by_key = reference.by_key()
     rows: list[ModuleDrift] = []
@@ -242,12 +292,14 @@ def compare(module: Any, forward: Callable[[], Any], reference: Reference, low: 
         ref = by_key.get(key)
         if ref is None:
             return  # a call the reference did not make (a branch on values): nothing to compare with
-        stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
+        with measuring():
+            stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
         rows.append(ModuleDrift(key, ref.module_type, ref.file, ref.line, *stats))
 
     with _hooks(module, None, exit_):
         value = forward()
-    final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
+    with measuring():
+        final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
     output = ModuleDrift("", type(module).__name__, None, None, *final)
     return Comparison(rows, output, value)
 

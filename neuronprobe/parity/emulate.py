@@ -123,27 +123,75 @@ class _Plan:
         self.mpa = p.mixed_precision_accumulation
 
 
+class WeightCasts:
+    """The model's weight storages cast to a narrower torch dtype, each once for a whole parity run.
+
+    Casting GPT-2's 124M fp32 weights to bf16 costs about as much as a forward (it reads every
+    weight, as the forward does). ``matmult`` with bf16 rounds every weight through bf16 and the
+    bf16-served precision casts every weight to bf16: with one WeightCasts both use the same cast.
+    Keyed by storage, source dtype and version counter (an in-place update is a new weight).
+    """
+
+    def __init__(self) -> None:
+        self._cast: dict[tuple[int, Any, int, Any], Any] = {}
+
+    def flat(self, t: Any, dtype: Any) -> Any:
+        """``t``'s whole storage, as a flat tensor of ``t``'s dtype, cast to ``dtype``."""
+        import torch
+
+        storage = t.untyped_storage()
+        key = (storage.data_ptr(), t.dtype, t._version, dtype)
+        out = self._cast.get(key)
+        if out is None:
+            out = self._cast[key] = torch.empty(0, dtype=t.dtype).set_(storage).to(dtype)
+        return out
+
+    def whole(self, t: Any, dtype: Any) -> Any:
+        """``t`` cast to ``dtype``: from the shared storage cast when ``t`` is its storage's only tensor, else a plain cast."""
+        if t.storage_offset() == 0 and t.is_contiguous() and t.numel() * t.element_size() == t.untyped_storage().nbytes():
+            return self.flat(t, dtype).view(t.shape)
+        return t.detach().to(dtype)
+
+
 class Emulator:
     """The dispatch-mode logic; see :func:`emulated`. ``observer`` sees (op name, fp32 recompute, emulated output)."""
 
-    def __init__(self, precision: Precision, parameters: list[Any]) -> None:
+    def __init__(self, precision: Precision, parameters: list[Any], casts: WeightCasts | None = None) -> None:
         self.precision = precision
         self.plan = _Plan(precision)
         self._param_storages = {p.untyped_storage().data_ptr() for p in parameters if _is_float(p)}
         self._cache: dict[tuple[Any, ...], Any] = {}  # rounded weight storages (a tied weight once), per dtype and low type
+        self._casts = casts if casts is not None else WeightCasts()
         self.observer: Callable[[str, Any, Any], None] | None = None
+        self._paused = 0  # > 0 while neuronprobe's own measuring code runs inside the forward (see paused())
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Ops run exactly as torch runs them inside: the comparison's statistics, computed in a module hook
+        during the emulated forward, are measurements, not part of the model (a norm of the error would
+        otherwise be rounded like the model's own reductions)."""
+        self._paused += 1
+        try:
+            yield
+        finally:
+            self._paused -= 1
 
     # -- rounding -----------------------------------------------------------------------------
     def _rounded(self, t: Any, low: str) -> Any:
         if not _is_float(t):
             return t
         storage = t.untyped_storage()
-        if storage.data_ptr() in self._param_storages:  # a weight: its whole storage rounded once, every view of it shared
+        if storage.data_ptr() in self._param_storages:  # a weight
             import torch
 
+            low_dtype = None if low == str(LowType.TF32) else torch_dtype(low)
+            if low_dtype is not None and low_dtype != t.dtype:
+                # Its storage cast once for the whole parity run (shared with the other precisions and inputs);
+                # the view this op reads is widened back on the spot, so no fp32 copy of every weight is kept.
+                return self._casts.flat(t, low_dtype).as_strided(t.shape, t.stride(), t.storage_offset()).to(t.dtype)
             key = (storage.data_ptr(), t.dtype, t._version, low)  # views share the version counter of their base
             flat = self._cache.get(key)
-            if flat is None:
+            if flat is None:  # tf32, or a weight already in the low type: rounded in its own dtype, once
                 flat = self._cache[key] = round_to(torch.empty(0, dtype=t.dtype).set_(storage), low)
             return flat.as_strided(t.shape, t.stride(), t.storage_offset())
         return round_to(t, low)
@@ -155,6 +203,8 @@ class Emulator:
 
     # -- dispatch -----------------------------------------------------------------------------
     def dispatch(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._paused:
+            return func(*args, **kwargs)
         name = func._schema.name.split("::", 1)[-1]
         plan = self.plan
         if name in MATMUL_OPS and plan.matmul_type:
@@ -384,18 +434,20 @@ def served_inputs(args: tuple[Any, ...], kwargs: dict[str, Any], precision: Prec
     return _cast_value(args, dtype), _cast_value(kwargs, dtype)
 
 
-def served_state(module: Any, precision: Precision) -> dict[str, Any] | None:
+def served_state(module: Any, precision: Precision, casts: WeightCasts | None = None) -> dict[str, Any] | None:
     """The module's parameters and buffers as served in ``precision.dtype`` (floating-point ones cast), for
-    ``torch.func.functional_call``; None when served in fp32. Half the fp32 weights' memory, and no copy of the module."""
+    ``torch.func.functional_call``; None when served in fp32. Half the fp32 weights' memory, and no copy of the module.
+    ``casts``: the parity run's shared casts (a precision that rounded the weights to this dtype already cast them)."""
     if precision.dtype is ServedDtype.FP32:
         return None
     dtype = torch_dtype(str(precision.dtype))
+    casts = casts if casts is not None else WeightCasts()
     tensors = {**dict(module.named_parameters(remove_duplicate=False)), **dict(module.named_buffers(remove_duplicate=False))}
     cast: dict[int, Any] = {}  # a tied weight is cast once and stays tied
     out = {}
     for name, t in tensors.items():
         if id(t) not in cast:
-            cast[id(t)] = t.detach().to(dtype) if t.is_floating_point() else t
+            cast[id(t)] = casts.whole(t.detach(), dtype) if t.is_floating_point() else t
         out[name] = cast[id(t)]
     return out
 
@@ -409,7 +461,7 @@ def served(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], precision
 
 
 @contextlib.contextmanager
-def emulated(precision: Precision, module: Any, state: dict[str, Any] | None = None) -> Iterator[Emulator]:
+def emulated(precision: Precision, module: Any, state: dict[str, Any] | None = None, casts: WeightCasts | None = None) -> Iterator[Emulator]:
     """Run the forward inside under ``precision`` (the module cast as served, :func:`served`, or run with
     ``state``, :func:`served_state`, whose tensors are then the weights the emulation knows).
 
@@ -420,7 +472,7 @@ def emulated(precision: Precision, module: Any, state: dict[str, Any] | None = N
 
     from neuronprobe._torch.dispatch_mode import dispatch_mode_base
 
-    emulator = Emulator(precision, list(module.parameters()) + (list(state.values()) if state else []))
+    emulator = Emulator(precision, list(module.parameters()) + (list(state.values()) if state else []), casts)
     if precision.is_fp32:  # nothing to emulate: fp32 ops are the reference's own
         with torch.no_grad():
             yield emulator

@@ -131,12 +131,14 @@ def run_precision(
     attribute: bool = True,
     first_output: list[Any] | None = None,
     strip: str = "",
+    casts: emulate.WeightCasts | None = None,
 ) -> PrecisionRun:
     """The model (fp32, on the CPU) under ``precision``, each input compared with its reference.
 
     ``first_output``: a list that receives the first input's output tensors (fp32), for the xla-cpu comparison.
     A precision that narrows nothing (no auto-cast, served in fp32) computes exactly what the reference computed:
-    it is not run again; its rows are the reference's, with no error, and its ``note`` says so."""
+    it is not run again; its rows are the reference's, with no error, and its ``note`` says so.
+    ``casts``: the weights cast to a narrower dtype, shared by the precisions of one parity run."""
     if precision.is_fp32:
         return _as_reference(precision, references)
     start = time.perf_counter()
@@ -144,11 +146,12 @@ def run_precision(
     rows_per_input: list[list[ModuleDrift]] = []
     outputs: list[ModuleDrift] = []
     agreements: list[OutputAgreement | None] = []
-    state = emulate.served_state(module, precision)  # the weights cast when served in bf16/fp16 (the model is not copied)
+    casts = casts if casts is not None else emulate.WeightCasts()
+    state = emulate.served_state(module, precision, casts)  # the weights cast when served in bf16/fp16 (the model is not copied)
     for (args, kwargs), ref in zip(inputs, references, strict=True):
         a, k = emulate.served_inputs(args, kwargs, precision)
-        with emulate.emulated(precision, module, state):
-            got = drift.compare(module, _call(module, a, k, seed, state), ref, low, tolerance, strip)
+        with emulate.emulated(precision, module, state, casts) as emulator:
+            got = drift.compare(module, _call(module, a, k, seed, state), ref, low, tolerance, strip, measuring=emulator.paused)
         if first_output is not None and not first_output:
             first_output.extend(t.detach().float() for t in drift.float_tensors(got.final_value))
         rows_per_input.append(got.modules)
@@ -160,7 +163,7 @@ def run_precision(
     if first is not None and attribute:
         args, kwargs = inputs[first_bad[first.module]]
         a, k = emulate.served_inputs(args, kwargs, precision)
-        with emulate.emulated(precision, module, state) as emulator:
+        with emulate.emulated(precision, module, state, casts) as emulator:
             first.dominant_op = drift.dominant_op(module, first.module, _call(module, a, k, seed, state), emulator, strip)
     return PrecisionRun(
         precision_info(precision),
@@ -250,13 +253,24 @@ def _run_parity_full(
             references.append(drift.record_reference(real.module, _call(real.module, args, kwargs, seed), strip=module_prefix(real)))
     section.reference_seconds = round(time.perf_counter() - start, 3)
     emulated_bf16: list[Any] = []
+    casts = emulate.WeightCasts()  # each weight cast to bf16 once for every precision that needs it
     for precision in precisions:
         keep = emulated_bf16 if xla and precision == xla_run.XLA_PRECISION else None
         section.runs.append(
             run_precision(
-                real.module, inputs, references, precision, seed=seed, tolerance=tolerance, attribute=attribute, first_output=keep, strip=module_prefix(real)
+                real.module,
+                inputs,
+                references,
+                precision,
+                seed=seed,
+                tolerance=tolerance,
+                attribute=attribute,
+                first_output=keep,
+                strip=module_prefix(real),
+                casts=casts,
             )
         )
+    del casts
     if xla:
         row, tensors = xla_run.run_xla_bf16(real, inputs[0], references[0], tolerance=tolerance, timeout=xla_timeout, env=env)
         section.runs.append(row)

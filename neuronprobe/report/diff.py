@@ -41,11 +41,26 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from neuronprobe.report.schema.findings import Finding
 from neuronprobe.report.schema.report import ReportData
 from neuronprobe.report.schema.run_diff import FindingChange, RunDiff
+from neuronprobe.typed_json import DocumentSchema
 from neuronprobe.vocabulary import PROBLEM_VERDICTS, Verdict
+
+# The ``diff --json`` file: ``schema_version`` then the RunDiff's fields (the report's ``baseline_diff`` is the same
+# object, versioned with the report). 1: the shape written since diff has had --json (files without a version read as 1).
+DIFF_SCHEMA_VERSION = 1
+DIFF_DOCUMENT: DocumentSchema[RunDiff] = DocumentSchema(
+    "diff JSON", RunDiff, DIFF_SCHEMA_VERSION, marker="new_findings", hint="`neuronprobe diff BASE NEW --json`", where="diff"
+)
+
+
+def load_diff(path: str | Path) -> RunDiff:
+    """A ``diff --json`` file read back, checked field by field (ReportFormatError naming the file and the field)."""
+    return DIFF_DOCUMENT.load(path)
+
 
 # The analysis is deterministic: the same code, traffic and stack give the same
 # numbers to the last bit. These tolerances only absorb float rounding (JSON

@@ -47,7 +47,7 @@ from neuronprobe.report.schema.report import SCHEMA_VERSION, ReportData, place_c
 from neuronprobe.report.schema.run_diff import FindingChange, RunDiff
 from neuronprobe.report.schema.summary import PhaseSummary, Summary
 from neuronprobe.report.schema.train import TrainInfo
-from neuronprobe.report.schema.typed import build_typed
+from neuronprobe.typed_json import build_typed  # the one strict reader of every JSON file
 
 
 class Report(ReportData):
@@ -113,13 +113,13 @@ def load_report(path: str) -> Report:
 __all__ = [
     "SCHEMA_VERSION",
     "BackendInfo",
-    "CompiledGraph",
     "BackendStep",
     "Baseline",
     "BatchPlan",
     "BucketProposal",
     "CallFrame",
     "CaptureInfo",
+    "CompiledGraph",
     "CurvePoint",
     "DecodeHoldout",
     "DecodeLadder",

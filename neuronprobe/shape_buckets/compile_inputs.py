@@ -73,24 +73,44 @@ def _sample(name: str, seconds: float, where: str, max_model_len: int, host_gib:
     return Sample(name, parsed[0], parsed[1], float(seconds), host_gib)
 
 
-def _from_previous_run(doc: dict[str, Any], path: Path, max_model_len: int) -> CompileMeasurements:
-    serving = doc.get("serving") if isinstance(doc.get("serving"), dict) else doc
-    bill = serving.get("compile_bill") if isinstance(serving, dict) else None
-    graphs = bill.get("graphs") if isinstance(bill, dict) else None
-    if not isinstance(graphs, list):
+def _previous_plan(doc: dict[str, Any], path: Path) -> Any:
+    """The serving plan of a previous run, read by the strict typed reader: a report's ``serving`` section or a
+    ``buckets --runtime vllm-neuron --json`` plan (versioned; one sentence naming the field for anything else)."""
+    from neuronprobe.errors import ReportFormatError
+    from neuronprobe.report.model import SCHEMA_VERSION
+    from neuronprobe.report.schema.serving import ServingPlan
+    from neuronprobe.shape_buckets.documents import SERVING_PLAN_DOCUMENT
+    from neuronprobe.typed_json import build_typed
+
+    try:
+        if "serving" in doc:  # a report: its serving section is all this reads
+            version = doc.get("schema_version")
+            if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+                raise ReportFormatError(f"unsupported report schema_version {version!r} (this neuronprobe reads 1..{SCHEMA_VERSION})")
+            plan = build_typed(ServingPlan | None, doc["serving"], "report.serving", strict=True)
+        else:
+            plan = SERVING_PLAN_DOCUMENT.from_dict(doc)
+    except ReportFormatError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    if plan is None:
         raise InputError(f"{path}: a neuronprobe JSON without a serving compile bill (run with --serving-trace or --runtime vllm-neuron)")
+    return plan
+
+
+def _from_previous_run(doc: dict[str, Any], path: Path, max_model_len: int) -> CompileMeasurements:
+    plan = _previous_plan(doc, path)
     out: list[Sample] = []
-    for i, g in enumerate(graphs):
-        if not isinstance(g, dict) or not g.get("measured"):
+    for i, g in enumerate(plan.compile_bill.graphs):
+        if not g.measured:
             continue
-        sec, gib, name = g.get("seconds"), g.get("host_gib"), g.get("name")
-        if not isinstance(name, str) or not isinstance(sec, int | float) or isinstance(sec, bool):
+        if g.seconds is None:
             raise InputError(f"{path}: compile_bill.graphs[{i}] has no name or seconds")
-        if gib is not None and not (isinstance(gib, int | float) and math.isfinite(gib) and 0 <= gib <= MAX_HOST_GIB):
+        gib = g.host_gib
+        if gib is not None and not (math.isfinite(gib) and 0 <= gib <= MAX_HOST_GIB):
             raise InputError(f"{path}: compile_bill.graphs[{i}].host_gib {gib!r} is not a number of GiB")
-        s = _sample(name, float(sec), f"{path}: compile_bill.graphs[{i}]", max_model_len, None if gib is None else float(gib))
+        s = _sample(g.name, float(g.seconds), f"{path}: compile_bill.graphs[{i}]", max_model_len, gib)
         if s.kind == UNSIZED:
-            raise InputError(f"{path}: compile_bill.graphs[{i}] {name[:60]!r} is not a vLLM Neuron bucket name")
+            raise InputError(f"{path}: compile_bill.graphs[{i}] {g.name[:60]!r} is not a vLLM Neuron bucket name")
         out.append(s)
     if not out:
         raise InputError(f"{path}: the previous run's compile bill has no measured graph (it was uncalibrated): nothing to reuse")

@@ -151,7 +151,7 @@ def test_a_fuzzed_shard_manifest_is_read_or_one_config_error(tmp_path, manifest,
     except ConfigError as exc:
         assert str(exc).startswith(str(folder)) and "\n" not in str(exc)
         return
-    for entry in shard.manifest["models"]:
+    for entry in shard.manifest.models:
         try:
             out = _analysed(shard, entry)  # what merge does with each entry: never a ValueError on 'seconds'
             assert math.isfinite(out.seconds) and out.seconds >= 0

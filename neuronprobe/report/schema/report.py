@@ -26,7 +26,7 @@ from neuronprobe.report.schema.run_diff import RunDiff
 from neuronprobe.report.schema.serving import ServingPlan
 from neuronprobe.report.schema.summary import Summary
 from neuronprobe.report.schema.train import TrainInfo
-from neuronprobe.report.schema.typed import build_typed
+from neuronprobe.typed_json import build_typed  # the one strict reader of every JSON file
 from neuronprobe.vocabulary import StepStatus, TopVerdict, Verdict
 
 # 2: findings and op rows carry a phase, summary.phases, report.train (training step).
