@@ -27,15 +27,14 @@ RATIO_BUDGET = 3.0
 
 
 def time_strategies(model_type: str, overrides: list[str], repeats: int) -> dict[str, object]:
-    from neuronprobe.analysis import AnalyzeOptions, TrafficOptions, _analyze_loaded, _resolve
+    from neuronprobe.analysis import AnalyzeOptions, capture_model
     from neuronprobe.capture import strategies as cs
     from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, hf_build_scope
 
     options = AnalyzeOptions(backend="static")
-    resolved = _resolve(options)
 
     def run(loaded):  # type: ignore[no-untyped-def]
-        return _analyze_loaded(loaded, options, TrafficOptions(), resolved)
+        return capture_model(loaded, options)
 
     times: dict[str, list[float]] = {way: [] for way in cs.HF_STRATEGIES}
     ops: dict[str, int] = {}
@@ -45,9 +44,9 @@ def time_strategies(model_type: str, overrides: list[str], repeats: int) -> dict
                 t = time.perf_counter()
                 outcome = cs.capture_hf(model_type, overrides, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run, strategies=(way,))
                 times[way].append(time.perf_counter() - t)
-                if outcome.report is None:
+                if outcome.captured is None:
                     raise SystemExit(f"hf:{model_type} did not capture with {way}: {cs.give_up_reason(outcome)}")
-                ops[way] = outcome.report.summary.ops_total
+                ops[way] = outcome.captured.nodes
     best = {way: min(ts) for way, ts in times.items()}
     return {
         "model": f"hf:{model_type}" + "".join(f" --set {o}" for o in overrides),

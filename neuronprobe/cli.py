@@ -1493,11 +1493,9 @@ def list_rules(
     with _errors(debug):
         import json
 
-        from neuronprobe.registry import registry
+        from neuronprobe.support import rule_set
 
-        if rules is not None:
-            _rule_table(rules)  # checks the file and registers its rules
-        entries = list(registry())
+        entries = list(rule_set(rules).registry)  # a bad --rules file is refused here (exit 2)
         if as_json:
             _out_console().print_json(json.dumps([r.as_json() for r in entries]))
             return
