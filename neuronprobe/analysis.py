@@ -321,7 +321,7 @@ def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: Res
         support_table=native_support_info(native_table(options.support_table), options.target)
         if options.stack == NATIVE
         else SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
-        metadata=_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
+        metadata=run_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
         not_analysed=[Limitation(what="the whole model", why=f"no capture strategy could run its forward: {reasons}")],
     )
     return cs.finish(report, outcome)
@@ -506,7 +506,7 @@ def _report_of(captured: Captured, options: AnalyzeOptions, traffic: TrafficOpti
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
         if native is None
         else native_support_info(native, options.target, options.native_mode or EAGER),
-        metadata=_metadata(loaded, options),
+        metadata=run_metadata(loaded, options),
         not_analysed=limitations,
     )
     observation = None
@@ -906,7 +906,7 @@ def _model_dtype(loaded: LoadedModel) -> str:
     return ""
 
 
-def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
+def run_metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
     from neuronprobe.version import __version__
 
     commit, dirty = git_state(loaded.path.resolve().parent) if loaded.path else (None, None)

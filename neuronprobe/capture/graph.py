@@ -210,7 +210,7 @@ def user_frame_from_stack(stack_trace: str | None) -> tuple[str | None, int | No
     return found
 
 
-def _model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, int | None, str | None]:
+def model_frame_from_stack(stack: traceback.StackSummary) -> tuple[str | None, int | None, str | None]:
     """The innermost frame of the model's own code that led to this point, walking out from the innermost.
 
     Reaching neuronprobe first means no model code asked (torch checking its own
@@ -1063,7 +1063,7 @@ def _bounded_ops() -> Iterator[None]:
         with op_budget(op_budget_limit()):
             yield
     except Runaway as stop:
-        file, line, code = _model_frame_from_stack(stop.stack)
+        file, line, code = model_frame_from_stack(stop.stack)
         where = f"{relative_path(file)}:{line}" if file else "the model's forward"
         shown = f" ({code})" if code else ""
         raise RunawayForward(
@@ -1125,7 +1125,7 @@ def _assumed_branches(assumed: list[Any]) -> list[AssumedBranch]:
     """One entry per line of the model's code (a guard is asked again at every retrace), in the order they were met."""
     out: dict[tuple[str | None, int | None], AssumedBranch] = {}
     for a in assumed:
-        file, line, code = _model_frame_from_stack(a.stack)
+        file, line, code = model_frame_from_stack(a.stack)
         if file is None:  # torch's own check after the trace, on a size an earlier branch already assumed
             continue
         out.setdefault((file, line), AssumedBranch(a.symbol, a.size, file, line, code or source_line(file, line)))

@@ -164,13 +164,13 @@ class _Names:
 
 def _caller() -> tuple[str | None, int | None]:
     """The user's line that called the module being entered (the project's frame rule, capture.py)."""
-    from neuronprobe.capture.graph import _model_frame_from_stack, relative_path
+    from neuronprobe.capture.graph import model_frame_from_stack, relative_path
 
     frames = list(traceback.StackSummary.extract(traceback.walk_stack(None), lookup_lines=False))
     while frames and frames[0].filename == __file__:  # this helper and the hooks: not the caller
         frames.pop(0)
     frames.reverse()  # walk_stack goes innermost first; the rule walks out from the last
-    file, line, _ = _model_frame_from_stack(traceback.StackSummary.from_list(frames))
+    file, line, _ = model_frame_from_stack(traceback.StackSummary.from_list(frames))
     return relative_path(file), line
 
 

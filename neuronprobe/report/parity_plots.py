@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from neuronprobe.report.plots import BASELINE_COLORS, PROPOSED_COLOR, _figure, figure_to_svg, plain_label
+from neuronprobe.report.plots import BASELINE_COLORS, PROPOSED_COLOR, figure_to_svg, plain_label, report_figure
 from neuronprobe.vocabulary import ParityRun
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,7 +23,7 @@ def drift_svg(section: ParitySection | None) -> str | None:
     runs = [r for r in section.runs if r.run is ParityRun.EMULATED and r.modules and not r.note]
     if not runs:
         return None
-    with _figure("parity-drift") as (fig, ax):
+    with report_figure("parity-drift") as (fig, ax):
         colors = [PROPOSED_COLOR, *BASELINE_COLORS]
         for i, run in enumerate(runs):
             color = colors[i % len(colors)]
