@@ -8,9 +8,33 @@ alternating in every round, best of N. Budget: each fallback way costs at most
 3x the meta way on the same model.
 
 Models: GPT-2 from its config (12 layers) and a mixture-of-experts model whose
-meta way works (so there is a meta time to compare with).
+meta way works (so there is a meta time to compare with). Each way is timed as
+the search runs it: load and capture (issue 35.2), not the whole analysis.
+
+``--search MODEL_TYPE`` times the whole search on a model whose first ways fail
+or stop partway, two ways alternating in one process: ``once`` (the ways load and
+capture only, the winner is analysed once: issue 35.2) and ``per_attempt`` (the
+search before it, where every way that captured was classified, observed on the
+live backend and made a report before the search looked at it). Both must give
+the same report (strategy and op count), else the run fails. Figures: wall
+seconds and CPU seconds (this process and the xla-cpu workers it waited for),
+best of N; on a loaded machine quote the CPU seconds.
+
+Results (2026-12-03, the 2-core machine under a load average of about 13, so the
+wall seconds are noise and the CPU seconds are the figure):
+
+``--search eomt --set num_hidden_layers=1 --backend auto --repeats 2`` (auto is
+xla-cpu here; meta and fake stop partway after 9 ops, cpu-shrunk captures):
+once 10.76 CPU-s (runs 10.76, 11.13), per attempt 26.70 CPU-s (32.51, 26.70):
+16 CPU-s (60%) saved, two xla-cpu observations of captures the search then
+discarded. Wall: 85 s vs 162 s best.
+
+``--search eomt --set num_hidden_layers=1 --backend static --repeats 3``: once
+3.05 CPU-s, per attempt 3.08 CPU-s: with the static backend a discarded attempt
+cost only its classification and report, a few milliseconds for 9 ops.
 
 Usage: python benchmarks/bench_strategies.py [--repeats 3] [--moe mixtral] [--moe-set num_hidden_layers=2]
+       python benchmarks/bench_strategies.py --search eomt --set num_hidden_layers=1 --backend auto --repeats 2
 """
 
 from __future__ import annotations
