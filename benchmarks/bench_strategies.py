@@ -31,7 +31,7 @@ discarded. Wall: 85 s vs 162 s best.
 
 ``--search eomt --set num_hidden_layers=1 --backend static --repeats 3``: once
 3.05 CPU-s, per attempt 3.08 CPU-s: with the static backend a discarded attempt
-cost only its classification and report, a few milliseconds for 9 ops.
+cost only its classification and report (0.03 CPU-s here, within the noise).
 
 Usage: python benchmarks/bench_strategies.py [--repeats 3] [--moe mixtral] [--moe-set num_hidden_layers=2]
        python benchmarks/bench_strategies.py --search eomt --set num_hidden_layers=1 --backend auto --repeats 2
