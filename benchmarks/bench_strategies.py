@@ -15,8 +15,11 @@ the search runs it: load and capture (issue 35.2), not the whole analysis.
 or stop partway, two ways alternating in one process: ``once`` (the ways load and
 capture only, the winner is analysed once: issue 35.2) and ``per_attempt`` (the
 search before it, where every way that captured was classified, observed on the
-live backend and made a report before the search looked at it). Both must give
-the same report (strategy and op count), else the run fails. Figures: wall
+live backend and made a report before the search looked at it). Both must pick
+the same strategy, else the run fails; the op counts of each run are printed (a
+cpu-shrunk capture of a model with data-dependent lengths, such as
+fastspeech2_conformer's durations, varies by a few ops from run to run in either
+way: 930 and 934 nodes in one process). Figures: wall
 seconds and CPU seconds (this process and the xla-cpu workers it waited for),
 best of N; on a loaded machine quote the CPU seconds.
 
@@ -117,23 +120,23 @@ def time_search(model_type: str, overrides: list[str], repeats: int, backend: st
 
     times: dict[str, list[float]] = {"once": [], "per_attempt": []}
     cpu: dict[str, list[float]] = {"once": [], "per_attempt": []}  # this process's and its workers' (xla-cpu) CPU seconds
-    results: dict[str, tuple[str, int]] = {}
+    results: dict[str, list[tuple[str, int]]] = {"once": [], "per_attempt": []}
     with hf_build_scope():
         for _ in range(repeats):
             for name, run in (("per_attempt", per_attempt), ("once", once)):
                 t, c = time.perf_counter(), _cpu_seconds()
-                results[name] = run()
+                results[name].append(run())
                 times[name].append(time.perf_counter() - t)
                 cpu[name].append(_cpu_seconds() - c)
-    if results["once"] != results["per_attempt"]:
-        raise SystemExit(f"the two searches disagree: {results}")
+    if {strategy for runs in results.values() for strategy, _ in runs} != {results["once"][0][0]}:
+        raise SystemExit(f"the two searches chose different strategies: {results}")
     best = {name: round(min(ts), 2) for name, ts in times.items()}
     best_cpu = {name: round(min(ts), 2) for name, ts in cpu.items()}
     return {
         "model": f"hf:{model_type}" + "".join(f" --set {o}" for o in overrides),
         "backend": resolved.info.name,
-        "strategy": results["once"][0],
-        "ops": results["once"][1],
+        "strategy": results["once"][0][0],
+        "ops": {name: [ops for _, ops in runs] for name, runs in results.items()},
         "best_s": best,
         "all_s": {name: [round(t, 2) for t in ts] for name, ts in times.items()},
         "saved_s": round(best["per_attempt"] - best["once"], 2),
