@@ -35,6 +35,11 @@ discarded. Wall: 85 s vs 162 s best.
 ``--search eomt --set num_hidden_layers=1 --backend static --repeats 3``: once
 3.05 CPU-s, per attempt 3.08 CPU-s: with the static backend a discarded attempt
 cost only its classification and report (0.03 CPU-s here, within the noise).
+``--search fastspeech2_conformer --set encoder_layers=1 --set decoder_layers=1
+--backend static --repeats 2`` (meta and fake stop after 509 ops): once 26.31
+CPU-s, per attempt 25.37 CPU-s: no saving beyond the noise either. The saving is
+the live backend's: with ``auto`` (the default, xla-cpu where it is set up) or
+an explicit backend, each discarded attempt ran an observation.
 
 Usage: python benchmarks/bench_strategies.py [--repeats 3] [--moe mixtral] [--moe-set num_hidden_layers=2]
        python benchmarks/bench_strategies.py --search eomt --set num_hidden_layers=1 --backend auto --repeats 2
