@@ -60,12 +60,13 @@ from neuronprobe.report.model import (
 from neuronprobe.support import (
     DEFAULT_TARGET,
     Classification,
+    RuleSet,
     check_target,
     classify,
     load_table,
     rule_by_id,
+    rule_set,
     select_sdk,
-    with_user_rules,
 )
 from neuronprobe.support.device_dtypes import device_dtypes
 from neuronprobe.support.integer_downcast import adjust, parse_flags
@@ -85,6 +86,7 @@ from neuronprobe.usercode import user_exit_guard
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Origin, Phase, SourceLocation, Verdict
 
 if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.capture.strategies import Captured
     from neuronprobe.training import TrainOptions
 
 # Verdicts whose ops cut the lazy device graph: torch-xla materialises pending
@@ -215,12 +217,13 @@ def analyze(
 def analyze_module(model: Any, example_inputs: Any, options: AnalyzeOptions, traffic: TrafficOptions | None = None, name: str | None = None) -> Report:
     """Analyse a ``torch.nn.Module`` object in this process (the Python API and the notebook's cell magic)."""
     resolved = _resolve(options)
+    rules = rule_set(options.rules)
     args, kwargs = split_inputs(example_inputs if example_inputs is not None else (), "example_inputs")
     loaded = LoadedModel(name=name or type(model).__name__, source="<python>", module=model, args=args, kwargs=kwargs)
     if options.entry is not None and options.entry != "forward":
         loaded = _entry_of(loaded, options.entry)
     with user_exit_guard(loaded.name, _source_file(model)), environment_kept():
-        report = quiet_report(_analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved))
+        report = quiet_report(_analyze_loaded(loaded, options, traffic or TrafficOptions(), resolved, rules))
     place_cells(report)  # a model defined in a notebook: In [n], line k, not the kernel's temporary file
     return report
 
@@ -265,6 +268,8 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     """Analyse a model file or ``hf:`` spec (what ``neuronprobe analyze`` runs)."""
     resolved = _resolve(options)  # before any work: --require-backend fails closed
     from neuronprobe._torch.neuron_device import compile_backend_scope
+
+    rules = rule_set(options.rules)  # the user's rules file, parsed once and passed down (a bad one: exit 2 before any work)
     from neuronprobe.loaders.resolve import check_entry
 
     check_entry(spec, options.entry)
@@ -277,23 +282,27 @@ def analyze_spec(spec: str, options: AnalyzeOptions, traffic: TrafficOptions | N
     # --stack native: torch.compile(backend="neuron") in the model builds (TorchNeuron's name, a pass-through while analysing)
     compile_name = compile_backend_scope() if options.stack == NATIVE else contextlib.nullcontext()
     with scope, imports, compile_name, user_exit_guard(spec, spec if is_file else None):  # sys.exit() in the model file is an error, not an exit
-        return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved))
+        return quiet_report(_analyze_with_strategies(spec, options, traffic, resolved, rules))
 
 
-def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
-    """Capture the way that works (meta, fake, cpu-shrunk; see capture_strategies) and say which it was."""
+def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend, rules: RuleSet) -> Report:
+    """Capture the way that works (meta, fake, cpu-shrunk; see capture/strategies.py), then analyse that capture once.
+
+    The strategies load and capture only; classification, the live backend's observation, traffic and the
+    report run on the winner alone, so a model whose first way fails pays for that way's capture, not its analysis.
+    """
     from neuronprobe.capture import strategies as cs
     from neuronprobe.loaders.resolve import HF_DEFAULT_BATCH, HF_DEFAULT_SEQ_LEN, HF_PREFIX
 
-    def run(loaded: LoadedModel) -> Report:
-        return _analyze_loaded(loaded, options, traffic, resolved)
+    def capture_one(loaded: LoadedModel) -> cs.Captured:
+        return capture_model(loaded, options)
 
     stage("load")
     if spec.startswith(HF_PREFIX):
         model_type = spec[len(HF_PREFIX) :]
-        outcome = cs.capture_hf(model_type, list(options.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
-        if outcome.report is None:
-            cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, run)
+        outcome = cs.capture_hf(model_type, list(options.overrides), HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, capture_one)
+        if outcome.captured is None:
+            cs.check_input_blame(model_type, list(options.overrides), outcome, HF_DEFAULT_SEQ_LEN, HF_DEFAULT_BATCH, capture_one)
             return _unanalysable(f"hf_{model_type}", spec, options, resolved, outcome)
     else:
         from neuronprobe.backends.xla_tensors import registrations
@@ -301,11 +310,10 @@ def _analyze_with_strategies(spec: str, options: AnalyzeOptions, traffic: Traffi
         with registrations() as registered:  # the line of each register_buffer / nn.Parameter (issue 33.7)
             loaded = load_model(spec, options.overrides, options.entry, options.paths)
         loaded.registered = registered
-        outcome = cs.capture_loaded(loaded, run)
-        if outcome.report is None:
+        outcome = cs.capture_loaded(loaded, capture_one)
+        if outcome.captured is None:
             return _unanalysable(loaded.name, loaded.source, options, resolved, outcome)
-    assert outcome.report is not None
-    return cs.finish(outcome.report, outcome)
+    return cs.finish(_report_of(outcome.captured, options, traffic, resolved, rules), outcome)
 
 
 def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: ResolvedBackend, outcome: Any) -> Report:
@@ -322,7 +330,7 @@ def _unanalysable(name: str, source: str, options: AnalyzeOptions, resolved: Res
         support_table=native_support_info(native_table(options.support_table), options.target)
         if options.stack == NATIVE
         else SupportTableInfo(version=table.label(select_sdk(table, options.sdk, None)), target=options.target, provenance=list(table.provenance)),
-        metadata=_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
+        metadata=run_metadata(LoadedModel(name=name, source=source, module=_Empty()), options),
         not_analysed=[Limitation(what="the whole model", why=f"no capture strategy could run its forward: {reasons}")],
     )
     return cs.finish(report, outcome)
@@ -369,8 +377,6 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
         raise InputError("--support-table: a TorchNeuron compatibility table is for --stack native (trn2/trn3)")
     if options.sdk is not None:
         check_native_sdk(options.sdk) if options.stack == NATIVE else load_table().check_sdk(options.sdk)
-    if options.rules is not None:
-        with_user_rules(load_table(), options.rules)
     parse_flags(options.compiler_args, os.environ)  # a bad flag value is refused before any model runs
     if options.stack != NATIVE and options.backend == "native-cpu":
         raise InputError("--backend native-cpu plays TorchNeuron's neuron device, the native stack; use it with --stack native (trn2/trn3)")
@@ -400,8 +406,18 @@ def _resolve(options: AnalyzeOptions) -> ResolvedBackend:
 # --- the pipeline --------------------------------------------------------------------
 
 
-def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend) -> Report:
-    table = load_table() if options.rules is None else with_user_rules(load_table(), options.rules)
+def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend, rules: RuleSet | None = None) -> Report:
+    """Capture a model as it is (no strategy search: a module object the caller built) and analyse it."""
+    return _report_of(capture_model(loaded, options), options, traffic, resolved, rules or rule_set(options.rules))
+
+
+def capture_model(loaded: LoadedModel, options: AnalyzeOptions) -> Captured:
+    """The capture of one loaded model: its forward's op graph and, with ``--train``, its training step.
+
+    What a capture strategy tries; a forward that raises or returns no tensor is a :class:`ModelLoadError`.
+    """
+    from neuronprobe.capture.strategies import Captured
+
     # hf: models on meta weights and entry-point wrappers (loaders/entry.py) hold the model as ``.model``
     prefix = "model." if (loaded.on_meta and loaded.source.startswith("hf:")) or loaded.entry else ""
     training: Any = None  # the training module, imported only for --train
@@ -430,15 +446,32 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         raise ModelLoadError(
             f"{_forward_where(loaded)}: the model's forward returned no tensor; return the output tensor(s), there is nothing to compile otherwise"
         )
+    if training is not None and step is None:
+        step = training.capture_training(loaded, options.train, prefix)
+    return Captured(loaded, graph, step)
+
+
+def _report_of(captured: Captured, options: AnalyzeOptions, traffic: TrafficOptions, resolved: ResolvedBackend, rules: RuleSet) -> Report:
+    """Classify a capture, observe it on the live backend, predict its traffic and assemble the report: once per analysis.
+
+    ``rules``: the bundled rules and the user's (``--rules``), which classify the ops and register the ids their findings carry.
+    """
+    table = rules.table
+    loaded, graph, step = captured.loaded, captured.graph, captured.step
+    training: Any = None
+    if options.train is not None:
+        from neuronprobe import training as training_module
+
+        training = training_module
     stage("classify")
     stack = options.stack or check_stack(None, options.target, options.sdk)
     sdk = select_sdk(table, options.sdk if stack != NATIVE else None, resolved.info.versions.get("neuronx-cc"))
     dtypes = device_dtypes(options.target, os.environ)  # XLA_USE_BF16 and friends, as torch-xla would read them here
     native = native_table(options.support_table) if stack == NATIVE else None
-    rules = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))
+    by_table = (lambda call: classify(call, options.target, table, sdk, dtypes)) if native is None else (lambda call: classify_native(call, native))
     flags = parse_flags(options.compiler_args, os.environ)
     release = sdk if native is None else check_native_sdk(options.sdk)
-    base = lambda call: adjust(call, rules(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
+    base = lambda call: adjust(call, by_table(call), flags, release, Classification, own_default=native is not None)  # noqa: E731
     compiled = native is not None and options.native_mode == COMPILE
     if compiled:  # torch.compile(backend="neuron"): a host op fails its graph's compile
         eager_base = base
@@ -446,10 +479,9 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
     classified = [ClassifiedCall(c, base(c)) for c in graph.calls]
     counted = [c for c in classified if c.verdict.rule != "bookkeeping"]
     if training is not None:
-        step = step or training.capture_training(loaded, options.train, prefix)
         counted.extend(c for c in (ClassifiedCall(call, training.classify_training(call, base)) for call in step.calls) if c.verdict.rule != "bookkeeping")
 
-    findings = _findings(counted)
+    findings = _findings(counted, rules)
     findings.extend(_device_move_findings(loaded))
     findings.extend(_failure_findings(graph.failure))
     if native is not None:
@@ -488,7 +520,7 @@ def _analyze_loaded(loaded: LoadedModel, options: AnalyzeOptions, traffic: Traff
         support_table=SupportTableInfo(version=table.label(sdk), target=options.target, provenance=[*table.provenance, dtypes.describe()])
         if native is None
         else native_support_info(native, options.target, options.native_mode or EAGER),
-        metadata=_metadata(loaded, options),
+        metadata=run_metadata(loaded, options),
         not_analysed=limitations,
     )
     observation = None
@@ -591,7 +623,7 @@ def _apply_training(
         report.recompiles.causes.extend(section.causes)
 
 
-def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
+def _findings(classified: list[ClassifiedCall], rules: RuleSet) -> list[Finding]:
     """One finding per (verdict, rule, file:line): a float64 line with five ops is one thing to fix."""
     groups: dict[tuple[Verdict, str, str | None, int | None, Phase], list[ClassifiedCall]] = defaultdict(list)
     for c in classified:
@@ -618,6 +650,7 @@ def _findings(classified: list[ClassifiedCall]) -> list[Finding]:
                 bytes_per_call=sum(transfer_bytes(i.call) for i in items) if verdict == Verdict.CPU_FALLBACK else 0,
                 shapes=first.call.shapes(),
                 phase=phase,
+                registry=rules.registry,  # a user's rule id is registered in this analysis's rules only
             )
         )
         out[-1].call_chain = call_chain(first.call.chain, file, line)
@@ -887,7 +920,7 @@ def _model_dtype(loaded: LoadedModel) -> str:
     return ""
 
 
-def _metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
+def run_metadata(loaded: LoadedModel, options: AnalyzeOptions) -> RunMetadata:
     from neuronprobe.version import __version__
 
     commit, dirty = git_state(loaded.path.resolve().parent) if loaded.path else (None, None)

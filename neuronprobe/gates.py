@@ -90,11 +90,11 @@ def unknown_fail_on(value: str, known: Collection[str]) -> str:
 
 def known_rule_ids(table: SupportTable) -> frozenset[str]:
     """Every rule id the report can print, so ``--fail-on`` takes each: the registry's
-    (:mod:`neuronprobe.registry`: the table, training, HLO, built-in and audit rules, and
-    any user rules loaded) and the rules of ``table`` (with its ``--rules``)."""
-    from neuronprobe.registry import registry
+    (:mod:`neuronprobe.rules`: the table, training, HLO, built-in and audit rules) and the
+    rules of ``table`` (with its ``--rules``)."""
+    from neuronprobe.rules import bundled_registry
 
-    return frozenset(registry().ids() | {r.id for r in table.rules})
+    return frozenset(bundled_registry().ids() | {r.id for r in table.rules})
 
 
 def evaluate_gates(report: Report, gates: Gates, diff: RunDiff | None = None) -> list[GateFailure]:

@@ -101,7 +101,6 @@ def routing_findings(report: Any) -> list[str]:
 
 def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
     from neuronprobe.analysis import AnalyzeOptions, analyze_spec
-    from neuronprobe.capture.strategies import stopped_early
     from neuronprobe.errors import InputError
 
     row: dict[str, Any] = {"model_type": model_type}
@@ -131,7 +130,7 @@ def analyse_one(model_type: str, timeout: int) -> dict[str, Any]:
             report = analyze_spec(f"hf:{model_type}", AnalyzeOptions(backend="static"))
         row["strategy"] = report.capture.strategy
         row["analysed"] = report.capture.strategy != "none"
-        row["partial"] = stopped_early(report) is not None  # every way stopped partway: the fullest capture is the row's
+        row["partial"] = report.capture.stopped is not None  # every way stopped partway: the fullest capture is the row's
         row["ops"] = report.summary.ops_total
         row["findings"] = dict(Counter(f.verdict for f in report.findings))
         row["reason"] = "; ".join(f"{a.strategy}: {a.reason}" for a in report.capture.strategy_reasons)

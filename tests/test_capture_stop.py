@@ -1,4 +1,4 @@
-"""A dynamo capture that stops partway says so in a field (issue 27): capture -> Report.capture.stopped -> the strategies."""
+"""A dynamo capture that stops partway says so in a field (issue 27): capture -> OpGraph.stopped -> the strategies and Report.capture.stopped."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def test_a_capture_that_runs_through_has_no_stop():
     assert graph.stopped is None and {"aten::sin", "aten::cos"} <= {c.op for c in graph.calls}
 
 
-def test_the_stop_travels_in_the_report_and_the_strategies_read_it_from_there():
+def test_the_strategies_read_the_stop_from_the_graph_and_it_travels_in_the_report():
+    assert stopped_early(capture_dynamo(Stops(), (torch.ones(2),), {})) == "ValueError: the model gave up here"
+    assert stopped_early(capture_dynamo(RunsThrough(), (torch.ones(2),), {})) is None
     report = Report(model="m", target="trn1", capture=CaptureInfo(method="dynamo", nodes=1, stopped="ValueError: x"))
-    again = Report.from_json(report.to_json())
-    assert again.capture.stopped == "ValueError: x" and stopped_early(again) == "ValueError: x"
-    assert stopped_early(Report(model="m", target="trn1", capture=CaptureInfo(method="dynamo", nodes=9))) is None
+    assert Report.from_json(report.to_json()).capture.stopped == "ValueError: x"

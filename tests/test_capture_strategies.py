@@ -54,6 +54,22 @@ def test_value_reads_fall_back_to_real_cpu_weights_on_a_shrunken_config():
     assert report.summary.ops_total > 0
 
 
+def test_the_ways_load_and_capture_only_and_the_winner_is_analysed_once(monkeypatch):
+    """Issue 35.2: on np-read meta and fake fail and cpu-shrunk captures; classification, the backend and the
+    report run once, on the cpu-shrunk capture, and the report says why the others failed."""
+    import neuronprobe.analysis as analysis
+
+    captures, analysed = [], []
+    capture, report_of = analysis.capture_model, analysis._report_of
+    monkeypatch.setattr(analysis, "capture_model", lambda loaded, options: captures.append(loaded) or capture(loaded, options))
+    monkeypatch.setattr(analysis, "_report_of", lambda captured, *rest: analysed.append(captured) or report_of(captured, *rest))
+    report = analyze_spec("hf:np-read", AnalyzeOptions(backend="static"))
+    assert report.capture.strategy == "cpu-shrunk" and [r.strategy for r in report.capture.strategy_reasons] == ["meta", "fake"]
+    assert len(captures) >= 3 and len(analysed) == 1
+    assert analysed[0].loaded is captures[-1] and not analysed[0].loaded.on_meta  # the real-weight shrunken copy
+    assert report.capture.nodes == len(analysed[0].graph.calls) > 0 and report.summary.ops_total > 0
+
+
 def test_a_head_that_refuses_the_config_falls_back_to_the_base_model_and_says_so():
     report = analyze_spec("hf:np-headless", AnalyzeOptions(backend="static"))
     assert report.capture.strategy == "meta"

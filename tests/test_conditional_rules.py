@@ -14,7 +14,7 @@ from helpers import MODELS, ROOT, expectations
 import neuronprobe
 from neuronprobe.capture.graph import OpCall, TensorMeta
 from neuronprobe.errors import InputError
-from neuronprobe.registry import RuleKind, bundled_registry
+from neuronprobe.rules import RuleKind, bundled_registry
 from neuronprobe.support import classify, load_table
 from neuronprobe.support.conditions import ConditionError, holds, parse_condition
 from neuronprobe.support.rulefile import check_rule_arguments, load_rules_file

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends.xla_findings import fallback_findings, move_findings, observed_fix
 from neuronprobe.cli import app
-from neuronprobe.registry import lookup
+from neuronprobe.rules import lookup
 from neuronprobe.support.error_patterns import ErrorPatternsError, load_error_patterns, parse_error_patterns, quieted
 
 SPARSE = MODELS / "device_sparse_buffer.py"

@@ -294,9 +294,9 @@ def test_spectrogram_features_get_a_channel_dim_of_one():
 
 def test_a_long_time_series_context_is_cut_to_whole_patches_of_the_sequence():
     config = SimpleNamespace(context_length=16384, patch_length=32)
-    assert tuple(primitives._by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
+    assert tuple(primitives.input_by_name("past_values", config, 1, 40, "meta", {}).shape) == (1, 64)  # timesfm2_5
     short = SimpleNamespace(context_length=32, num_input_channels=7)
-    assert tuple(primitives._by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context
+    assert tuple(primitives.input_by_name("past_values", short, 1, 8, "meta", {}).shape) == (1, 32, 7)  # patchtst checks its context
 
 
 def test_channels_of_our_input_with_its_time_padded_by_the_forward():

@@ -147,19 +147,24 @@ def test_fit_rotary_sets_the_field_the_default_config_leaves_out():
 # --- captures that stop partway ---------------------------------------------------------------------
 
 
+def _captured(nodes: int, stopped: bool) -> object:
+    """A capture of ``nodes`` ops, stopped partway or not (what a strategy hands back; the search reads no more)."""
+    graph = SimpleNamespace(stopped="GuardOnDataDependentSymNode: u1" if stopped else None)
+    return SimpleNamespace(nodes=nodes, graph=graph, loaded=SimpleNamespace(notes=[]))
+
+
 def _outcome(nodes: int, stopped: bool) -> object:
     from neuronprobe.capture.strategies import Outcome
 
-    report = SimpleNamespace(capture=SimpleNamespace(nodes=nodes, stopped="GuardOnDataDependentSymNode: u1" if stopped else None))
-    return Outcome(report, [], [])  # type: ignore[arg-type]
+    return Outcome(_captured(nodes, stopped), [], [])  # type: ignore[arg-type]
 
 
 def test_a_capture_that_stopped_early_is_named_and_the_fuller_one_kept():
-    from neuronprobe.capture.strategies import _fuller, stopped_early
+    from neuronprobe.capture.strategies import fuller, stopped_early
 
     thin, full = _outcome(2, True), _outcome(97, False)
-    assert stopped_early(thin.report) == "GuardOnDataDependentSymNode: u1" and stopped_early(full.report) is None
-    assert _fuller(full, thin) is full and _fuller(thin, full) is full and _fuller(thin, None) is thin
+    assert stopped_early(thin.graph) == "GuardOnDataDependentSymNode: u1" and stopped_early(full.graph) is None
+    assert fuller(full, thin) is full and fuller(thin, full) is full and fuller(thin, None) is thin
 
 
 def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: pytest.MonkeyPatch):
@@ -172,10 +177,10 @@ def test_a_complete_capture_beats_one_that_stopped_with_more_ops(monkeypatch: py
     monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
     monkeypatch.setattr(hf_loader, "inputs_info", lambda *a: None)
     monkeypatch.setattr(cs, "capture_learner", lambda *a, **k: lambda *b: None)  # a failure teaches nothing here
-    devices = iter([(_outcome(2000, True).report, None), (None, RuntimeError("fake says no")), (_outcome(300, False).report, None)])
-    monkeypatch.setattr(cs, "_run", lambda run, loaded: next(devices))
-    outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]
-    assert outcome.strategy is cs.CPU_SHRUNK and outcome.report.capture.nodes == 300  # type: ignore[union-attr]
+    devices = iter([(_captured(2000, True), None), (None, RuntimeError("fake says no")), (_captured(300, False), None)])
+    monkeypatch.setattr(cs, "try_capture", lambda capture, loaded: next(devices))
+    outcome = cs.capture_hf("llama", [], 8, 1, capture=lambda loaded: None)  # type: ignore[arg-type,return-value]
+    assert outcome.strategy is cs.CPU_SHRUNK and outcome.captured.nodes == 300  # type: ignore[union-attr]
     assert [a.strategy for a in outcome.attempts] == [cs.META, cs.FAKE]
     assert "stopped after 2000 ops" in outcome.attempts[0].reason
 
@@ -186,10 +191,10 @@ def test_when_every_way_stops_partway_the_fullest_is_kept_with_every_reason(monk
 
     monkeypatch.setattr(hf_loader, "load", lambda *a, **k: SimpleNamespace(notes=[], module=None, kwargs={}))
     monkeypatch.setattr(cs, "to_fake", lambda loaded: loaded)
-    runs = iter([(_outcome(12, True).report, None), (_outcome(40, True).report, None), (_outcome(9, True).report, None)])
-    monkeypatch.setattr(cs, "_run", lambda run, loaded: next(runs))
-    outcome = cs.capture_hf("llama", [], 8, 1, run=lambda loaded: None)  # type: ignore[arg-type,return-value]
-    assert outcome.strategy is cs.FAKE and outcome.report.capture.nodes == 40  # type: ignore[union-attr]
+    runs = iter([(_captured(12, True), None), (_captured(40, True), None), (_captured(9, True), None)])
+    monkeypatch.setattr(cs, "try_capture", lambda capture, loaded: next(runs))
+    outcome = cs.capture_hf("llama", [], 8, 1, capture=lambda loaded: None)  # type: ignore[arg-type,return-value]
+    assert outcome.strategy is cs.FAKE and outcome.captured.nodes == 40  # type: ignore[union-attr]
     assert [a.strategy for a in outcome.attempts] == [cs.META, cs.FAKE, cs.CPU_SHRUNK]
 
 

@@ -34,14 +34,14 @@ def notes(report: object) -> list[str]:
 
 def test_a_patch_grid_the_connector_cannot_pool_becomes_the_smallest_that_fits():
     config = hf.build_config("gemma3", [])  # 224 px in patches of 16: 14 a side, pooled to 256 tokens = 16 a side
-    changes = hf_config._pooled_image_size(config)
+    changes = hf_config.pooled_image_size(config)
     assert config.vision_config.image_size == 256 and changes and "pools by 16" in changes[0]
     config = hf.build_config("modernvbert", [])  # 14 patches a side, pixel_shuffle_factor 4
-    hf_config._pooled_image_size(config)
+    hf_config.pooled_image_size(config)
     assert config.vision_config.image_size == 256
     config = hf.build_config("paligemma", [])  # a grid that fits is left alone
     size = config.vision_config.image_size
-    assert hf_config._pooled_image_size(config) == [] and config.vision_config.image_size == size
+    assert hf_config.pooled_image_size(config) == [] and config.vision_config.image_size == size
 
 
 def test_a_users_image_size_is_never_replaced():
@@ -79,7 +79,7 @@ def test_an_optional_input_the_forward_misreads_is_left_out():
 def test_pixel_shuffle_images_get_their_mask_and_the_tokens_the_shuffle_leaves():
     vision = SimpleNamespace(image_size=256, patch_size=32)
     config = SimpleNamespace(vision_config=vision, scale_factor=2, image_token_id=7)
-    made = primitives._image_token_count(config, vision)  # what make_inputs put in front of the text
+    made = primitives.image_token_count(config, vision)  # what make_inputs put in front of the text
     inputs = {"pixel_values": torch.zeros(1, 1, 3, 256, 256), "input_ids": torch.cat([torch.full((1, made), 7), torch.ones(1, 16, dtype=torch.long)], dim=1)}
     found = image_text.pixel_shuffle_images(RecipeContext(None, config, params("pixel_attention_mask"), 1, 16, "cpu", inputs, InputPlan()))
     assert found is not None and found["pixel_attention_mask"].shape == (1, 1, 256, 256)

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 import neuronprobe
 from neuronprobe.cli import app
 from neuronprobe.errors import InputError
-from neuronprobe.registry import registry
+from neuronprobe.rules import bundled_registry
 from neuronprobe.support.native.compile import EAGER_GRAPH_RULE, FALLBACK_ENV, NO_LOWERING_RULE, fallback_execution_disabled
 from neuronprobe.vocabulary import Verdict
 
@@ -115,7 +115,7 @@ def test_bad_native_modes_exit_2(args, needle, tmp_path):
 
 
 def test_the_compile_rules_are_registered_with_provenance():
-    rules = registry()
+    rules = bundled_registry()
     for rule_id, verdict in ((NO_LOWERING_RULE, Verdict.COMPILE_ERROR), (EAGER_GRAPH_RULE, Verdict.CPU_FALLBACK)):
         rule = rules.get(rule_id)
         assert rule.verdict == verdict

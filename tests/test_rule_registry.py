@@ -1,6 +1,6 @@
 """One rule registry (issue 27, point 3): every rule id a finding can carry is registered once.
 
-The registry (neuronprobe/registry.py) reads the five rule catalogues; findings are made
+The registry (neuronprobe/rules/registry.py) reads the rule catalogues; findings are made
 through ``Finding.at``, which refuses an id the registry does not know (a bug: exit 3);
 ``--fail-on`` takes exactly the registered ids and the verdicts; ``neuronprobe rules``
 lists them.
@@ -18,13 +18,14 @@ from helpers import MODELS
 from typer.testing import CliRunner
 
 import neuronprobe
+from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.backends.xla_findings import fallback_findings, hlo_findings, host_sync_findings
 from neuronprobe.cli import app
 from neuronprobe.errors import EXIT_INTERNAL, InternalError
 from neuronprobe.gates import known_rule_ids
-from neuronprobe.registry import RuleKind, UnknownRule, bundled_registry, lookup, registry
 from neuronprobe.report.model import Finding
-from neuronprobe.support import load_table, with_user_rules
+from neuronprobe.rules import RuleKind, UnknownRule, bundled_registry, lookup
+from neuronprobe.support import load_table, rule_set
 from neuronprobe.support.error_patterns import load_error_patterns
 from neuronprobe.vocabulary import Severity, SourceLocation, Verdict
 
@@ -123,14 +124,40 @@ def test_finding_at_takes_the_rule_s_verdict_and_fix_unless_the_site_knows_bette
     assert (g.verdict, g.fix) == (Verdict.DYNAMIC_SHAPE, "the part's fix")
 
 
-def test_a_user_rules_file_registers_its_rules(tmp_path):
+def test_a_user_rules_file_registers_its_rules_in_a_value(tmp_path):
     path = tmp_path / "rules.json"
     path.write_text(json.dumps({"rules": [{"id": "team-no-cumsum", "verdict": "compile_error", "ops": ["cumsum"], "message": "m", "fix": "f"}]}))
-    table = with_user_rules(load_table(), path)
-    assert "team-no-cumsum" in known_rule_ids(table) and "team-no-cumsum" not in bundled_registry()
-    rule = registry().get("team-no-cumsum")
+    rules = rule_set(path)
+    assert "team-no-cumsum" in known_rule_ids(rules.table) and "team-no-cumsum" not in bundled_registry()
+    rule = rules.registry.get("team-no-cumsum")
     assert (rule.kind, rule.source, rule.verdict) == (RuleKind.USER, str(path), Verdict.COMPILE_ERROR)
-    assert Finding.at("team-no-cumsum", HERE, "aten::cumsum", "m").fix == "f"
+    assert Finding.at("team-no-cumsum", HERE, "aten::cumsum", "m", registry=rules.registry).fix == "f"
+    with pytest.raises(UnknownRule, match="'team-no-cumsum', which no rule catalogue registers"):
+        Finding.at("team-no-cumsum", HERE, "aten::cumsum", "m")  # the value, not the process, holds the user's rules
+
+
+def test_a_rules_file_applies_to_its_own_analysis_only(tmp_path):
+    """A notebook runs analyses one after another in one process: the one without --rules sees none of the
+    earlier one's rules, neither a new id nor a verdict an override gave a bundled rule."""
+    path = tmp_path / "rules.json"
+    team = {"id": "team-no-layer-norm", "verdict": "cpu_fallback", "ops": ["layer_norm"], "message": "ours", "fix": "use rms", "provenance": "p"}
+    override = {"id": "dynamic-output-shape", "override": True, "verdict": "cpu_fallback", "ops": ["gelu"], "message": "m", "fix": "f", "provenance": "p"}
+    path.write_text(json.dumps({"rules": [team, override]}))
+    model = str(MODELS / "mlp.py")
+    first = analyze_spec(model, AnalyzeOptions(backend="static", rules=path))
+    assert {(f.rule, f.op, f.verdict, f.fix) for f in first.findings} == {
+        ("team-no-layer-norm", "aten::layer_norm", Verdict.CPU_FALLBACK, "use rms"),
+        ("dynamic-output-shape", "aten::gelu", Verdict.CPU_FALLBACK, "f"),
+    }
+    second = analyze_spec(model, AnalyzeOptions(backend="static"))
+    assert [f.rule for f in second.findings] == [] and second.summary.counts[Verdict.CPU_FALLBACK] == 0
+    assert "team-no-layer-norm" not in known_rule_ids(load_table()) and "team-no-layer-norm" not in bundled_registry()
+    with pytest.raises(UnknownRule):
+        Finding.at("team-no-layer-norm", HERE, "aten::layer_norm", "m")
+    with pytest.raises(UnknownRule, match="registers it for dynamic_shape only"):
+        Finding.at("dynamic-output-shape", HERE, "aten::gelu", "m", verdict=Verdict.CPU_FALLBACK)
+    third = analyze_spec(model, AnalyzeOptions(backend="static", rules=path))  # and the file applies again when given again
+    assert [f.rule for f in third.findings] == [f.rule for f in first.findings]
 
 
 @pytest.mark.parametrize(
@@ -196,7 +223,7 @@ def test_the_rules_command_lists_every_id():
     result = CliRunner().invoke(app, ["rules", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output)
-    assert [r["id"] for r in rows] == [r.id for r in registry()]  # bundled, then any user rules loaded in this process
+    assert [r["id"] for r in rows] == [r.id for r in bundled_registry()]  # no user rules: none are kept in the process
     assert [r["id"] for r in rows][: len(bundled_registry())] == [r.id for r in bundled_registry()]
     (host_read,) = [r for r in rows if r["id"] == "host-read"]
     assert (host_read["verdicts"], host_read["severity"], host_read["kind"], host_read["source"]) == (
@@ -225,7 +252,7 @@ def test_the_rules_command_lists_a_user_file_and_refuses_a_bad_one(tmp_path):
 
 
 def test_a_finding_with_an_unregistered_id_is_exit_3_with_one_line(tmp_path, monkeypatch):
-    import neuronprobe.registry as registry_module
+    import neuronprobe.rules.registry as registry_module
 
     full = bundled_registry()
     without = registry_module.RuleRegistry({k: v for k, v in full.rules.items() if k != "host-read"})

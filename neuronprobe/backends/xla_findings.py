@@ -97,7 +97,7 @@ def move_sentence(problems: Any) -> str:
 
 def defect_findings(sites: Any) -> list[Finding]:
     """Calls that met a known torch-xla defect, at the user's line (the rule names the defect and its source)."""
-    from neuronprobe.registry import lookup
+    from neuronprobe.rules import lookup
 
     out: list[Finding] = []
     for site in sites if isinstance(sites, list) else []:

@@ -33,8 +33,9 @@ from neuronprobe.loaders.hf.search import Step, capture_learner, learn_inputs, s
 from neuronprobe.vocabulary import CaptureStrategy
 
 if TYPE_CHECKING:  # pragma: no cover
+    from neuronprobe.capture.graph import OpGraph
     from neuronprobe.loaders.resolve import LoadedModel
-    from neuronprobe.report.model import Report
+    from neuronprobe.report.model import Report, StrategyReason
 
 META = CaptureStrategy.META
 FAKE = CaptureStrategy.FAKE
@@ -53,14 +54,50 @@ class Attempt:
 
 
 @dataclass
-class Outcome:
-    """A report from the first strategy that worked, or every attempt's reason when none did."""
+class Captured:
+    """What one way's capture saw: the model as it ran (its inputs as the search remade them) and its op graph.
 
-    report: Report | None
+    Only the capture runs inside the search; classifying, observing on a live backend, predicting traffic
+    and assembling the report run once, on the captured model of the way that won.
+    """
+
+    loaded: LoadedModel
+    graph: OpGraph
+    step: Any = None  # --train: the training step's own capture (training.TrainCapture), which the search does not read
+
+    @property
+    def nodes(self) -> int:
+        """Op calls captured, the training step's included: what two partial captures are compared by."""
+        return len(self.graph.calls) + (len(self.step.calls) if self.step is not None else 0)
+
+
+Capturer = Callable[["LoadedModel"], Captured]  # capture one loaded model (ModelLoadError: its forward raised)
+
+
+@dataclass
+class Outcome:
+    """The captured model of the first way that worked, or every attempt's reason when none did."""
+
+    captured: Captured | None
     attempts: list[Attempt]
     notes: list[str]
     strategy: CaptureStrategy = NONE
     fired: Fired = dataclasses.field(default_factory=Fired)  # hf: the recipes and repairs of the strategy that captured
+
+    @property
+    def loaded(self) -> LoadedModel | None:
+        return self.captured.loaded if self.captured is not None else None
+
+    @property
+    def graph(self) -> OpGraph | None:
+        return self.captured.graph if self.captured is not None else None
+
+    @property
+    def reasons(self) -> list[StrategyReason]:
+        """Why each way before the one that captured (every way, when none did) failed, as the report says it."""
+        from neuronprobe.report.model import StrategyReason
+
+        return [StrategyReason(a.strategy, a.reason) for a in self.attempts]
 
 
 REASON_CHARS = 400  # a guard on ninety box counts is one line of 8,000 characters: the start says enough
@@ -102,19 +139,20 @@ def has_meta_weights(module: Any) -> bool:
 # --- the chains ----------------------------------------------------------------------------
 
 
-def _run(run: Callable[[LoadedModel], Report], loaded: LoadedModel, require_ops: bool = True) -> tuple[Report | None, BaseException | None]:
-    """Run the pipeline; a forward that raises (or an internal tracer error) is a failed attempt, bad input is not."""
+def try_capture(capture: Capturer, loaded: LoadedModel, require_ops: bool = True) -> tuple[Captured | None, BaseException | None]:
+    """Capture one way; a forward that raises (or an internal tracer error) is a failed attempt, bad input is not."""
     try:
-        report = run(loaded)
+        captured = capture(loaded)
     except ModelLoadError as exc:
         return None, exc
     except (NeuronprobeError, InternalError):
-        raise  # bad traffic files, a missing backend: the user's to fix; a bug in neuronprobe: exit 3, not "could not analyse"
+        raise  # a bad option: the user's to fix; a bug in neuronprobe: exit 3, not "could not analyse"
     except Exception as exc:  # a tracer's own failure on this way of running the model
         return None, exc
-    if require_ops and report.capture.nodes == 0 and report.capture.export_error:  # nothing captured: another way may see the ops
-        return None, RuntimeError(f"no op captured ({report.capture.export_error})")
-    return report, None
+    failure = captured.graph.failure
+    if require_ops and captured.nodes == 0 and failure is not None:  # nothing captured: another way may see the ops
+        return None, RuntimeError(f"no op captured ({failure.exception}: {failure.message})")
+    return captured, None
 
 
 def capture_hf(
@@ -122,10 +160,10 @@ def capture_hf(
     overrides: list[str],
     seq_len: int,
     batch: int,
-    run: Callable[[LoadedModel], Report],
+    capture: Capturer,
     strategies: tuple[CaptureStrategy, ...] = HF_STRATEGIES,
 ) -> Outcome:
-    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``.
+    """Try meta, fake and cpu-shrunk in turn for ``hf:<model_type>``: load and capture only.
 
     ``strategies``: the ways to try, in order. The analysis always passes all
     three; ``benchmarks/bench_strategies.py`` passes one at a time to time each
@@ -139,7 +177,7 @@ def capture_hf(
     partial: Outcome | None = None
     for strategy in strategies:
 
-        def attempt(plan: hf.InputPlan, strategy: CaptureStrategy = strategy) -> Step[tuple[Report, LoadedModel]]:
+        def attempt(plan: hf.InputPlan, strategy: CaptureStrategy = strategy) -> Step[Captured]:
             device = "cpu" if strategy == CPU_SHRUNK else "meta"
             try:
                 loaded = hf.load(model_type, overrides, seq_len, batch, device=device, shrink=strategy == CPU_SHRUNK, plan=plan)
@@ -149,9 +187,9 @@ def capture_hf(
                 return Step(error=exc)
             if strategy == FAKE:
                 loaded = to_fake(loaded)
-            report, error = _run(run, loaded)
-            if report is not None:
-                return Step(value=(report, loaded))
+            captured, error = try_capture(capture, loaded)
+            if captured is not None:
+                return Step(value=captured)
             assert error is not None
             return Step(error=error, info=hf.inputs_info(loaded.module.model, loaded.kwargs or {}, root_error(error)))
 
@@ -159,14 +197,14 @@ def capture_hf(
         with recording() as fired:  # this strategy's own: each strategy starts from fresh inputs
             found = search(attempt, capture_learner(model_type, overrides, parents=not parent_failed), retries=INPUT_RETRIES + 1)
         if found.value is not None:
-            report, loaded = found.value
+            captured = found.value
             remade = found.plan.describe()
-            outcome = Outcome(report, list(attempts), [*loaded.notes, *([remade] if remade else [])], strategy, fired)
-            stop = stopped_early(report)
+            outcome = Outcome(captured, list(attempts), [*captured.loaded.notes, *([remade] if remade else [])], strategy, fired)
+            stop = stopped_early(captured.graph)
             if stop is None:  # the forward ran to its end: this beats any capture that stopped, whatever its op count
                 return outcome
-            partial = _fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
-            attempts.append(Attempt(strategy, f"the capture stopped after {report.capture.nodes} ops ({stop})"[:REASON_CHARS]))
+            partial = fuller(outcome, partial)  # a later way may run the forward through: kept in case none does
+            attempts.append(Attempt(strategy, f"the capture stopped after {captured.nodes} ops ({stop})"[:REASON_CHARS]))
         elif isinstance(found.error, hf.BuildError):
             attempts.append(Attempt(strategy, str(found.error), build_failed=True))
         elif isinstance(found.error, hf.NoParentInputs):  # say why the config's inputs failed, then why no parent helped
@@ -179,42 +217,42 @@ def capture_hf(
     return dataclasses.replace(partial, attempts=attempts) if partial else Outcome(None, attempts, [])
 
 
-def stopped_early(report: Report) -> str | None:
+def stopped_early(graph: OpGraph) -> str | None:
     """Why dynamo stopped partway through the forward (a value read of a fake size, a CPU grid next to meta
     weights), or None when it ran the forward to its end: such a capture holds only the ops before the stop."""
-    return report.capture.stopped
+    return graph.stopped
 
 
-def _fuller(outcome: Outcome, partial: Outcome | None) -> Outcome:
+def fuller(outcome: Outcome, partial: Outcome | None) -> Outcome:
     """Of two captures that both stopped partway, the one with more ops (a complete capture never comes here:
     it is returned as soon as it is made, since a shrunken CPU copy that ran to the end has fewer ops than a
     full-size meta capture that stopped, and is still the better account of the forward)."""
-    if partial is None or partial.report is None or outcome.report is None:
+    if partial is None or partial.captured is None or outcome.captured is None:
         return outcome
-    return outcome if outcome.report.capture.nodes >= partial.report.capture.nodes else partial
+    return outcome if outcome.captured.nodes >= partial.captured.nodes else partial
 
 
-def capture_loaded(loaded: LoadedModel, run: Callable[[LoadedModel], Report]) -> Outcome:
+def capture_loaded(loaded: LoadedModel, capture: Capturer) -> Outcome:
     """A model file: as given; one with meta weights whose forward fails there gets the fake way too."""
     if not has_meta_weights(loaded.module):  # real weights: the one way there is, whatever it captures
-        report, error = _run(run, loaded, require_ops=False)
+        captured, error = try_capture(capture, loaded, require_ops=False)
         if error is not None:
             raise error  # a model with real weights whose forward raises: the model file's own bug
-        return Outcome(report, [], loaded.notes, AS_GIVEN)
-    report, error = _run(run, loaded)
-    if report is not None:
-        return Outcome(report, [], loaded.notes, META)
+        return Outcome(captured, [], loaded.notes, AS_GIVEN)
+    captured, error = try_capture(capture, loaded)
+    if captured is not None:
+        return Outcome(captured, [], loaded.notes, META)
     assert error is not None
     attempts = [Attempt(META, describe(error))]
-    report, second = _run(run, to_fake(loaded))
-    if report is not None:
-        return Outcome(report, attempts, loaded.notes, FAKE)
+    captured, second = try_capture(capture, to_fake(loaded))
+    if captured is not None:
+        return Outcome(captured, attempts, loaded.notes, FAKE)
     assert second is not None
     attempts.append(Attempt(FAKE, describe(second)))
     return Outcome(None, attempts, [])
 
 
-def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, seq_len: int, batch: int, run: Callable[[LoadedModel], Report]) -> None:
+def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, seq_len: int, batch: int, capture: Capturer) -> None:
     """Raise InputError when the failure is the input's: a config no device can build, or ``--set`` values
     the default config does not need (it captures without them on the meta device)."""
     from neuronprobe.errors import InputError
@@ -226,18 +264,17 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
     if not overrides:
         return
 
-    def attempt(plan: hf.InputPlan) -> Step[Report]:  # the default config with the same input repairs the capture had
+    def attempt(plan: hf.InputPlan) -> Step[Captured]:  # the default config with the same input repairs the capture had
         try:
             plain = hf.load(model_type, [], seq_len, batch, device="meta", plan=plan)
         except Exception as exc:
             return Step(error=exc)
-        report, error = _run(run, plain)
+        captured, error = try_capture(capture, plain)
         if error is None:
-            return Step(value=report)
+            return Step(value=captured)
         return Step(error=error, info=hf.inputs_info(plain.module.model, plain.kwargs or {}, root_error(error)))
 
-    report = search(attempt, learn_inputs, retries=INPUT_RETRIES).value
-    if report is not None:
+    if search(attempt, learn_inputs, retries=INPUT_RETRIES).value is not None:
         fields = ", ".join(o.partition("=")[0].strip() for o in overrides)
         forward = next((a.reason for a in outcome.attempts if not a.build_failed), outcome.attempts[-1].reason)
         raise InputError(
@@ -247,10 +284,10 @@ def check_input_blame(model_type: str, overrides: list[str], outcome: Outcome, s
 
 def finish(report: Report, outcome: Outcome) -> Report:
     """Say in the report how the capture went and what the model build changed."""
-    from neuronprobe.report.model import Limitation, StrategyReason
+    from neuronprobe.report.model import Limitation
 
     report.capture.strategy = outcome.strategy
-    report.capture.strategy_reasons = [StrategyReason(a.strategy, a.reason) for a in outcome.attempts]
+    report.capture.strategy_reasons = outcome.reasons
     report.capture.input_recipes = list(outcome.fired.recipes)
     report.capture.input_repairs = list(outcome.fired.repairs)
     report.not_analysed.extend(Limitation(what="model build", why=n) for n in outcome.notes)

@@ -11,7 +11,6 @@ from neuronprobe.cli.common import (
     app,
     guarded,
     out_console,
-    rule_table,
 )
 from neuronprobe.cli.options import DebugOpt
 
@@ -26,11 +25,9 @@ def list_rules(
     with guarded(debug):
         import json
 
-        from neuronprobe.registry import registry
+        from neuronprobe.support import rule_set
 
-        if rules is not None:
-            rule_table(rules)  # checks the file and registers its rules
-        entries = list(registry())
+        entries = list(rule_set(rules).registry)  # a bad --rules file is refused here (exit 2)
         if as_json:
             out_console().print_json(json.dumps([r.as_json() for r in entries]))
             return

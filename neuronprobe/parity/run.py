@@ -355,14 +355,14 @@ def _with_risky(report: Report, result: ParityResult) -> Report:
 
 def parity_report(spec: str, options: ParityOptions, *, target: str = defaults.DEFAULT_TARGET, command_line: str = "") -> Report:
     """A report holding only the parity section (``neuronprobe parity``); the op analysis is named as not run."""
-    from neuronprobe.analysis import AnalyzeOptions, _metadata
+    from neuronprobe.analysis import AnalyzeOptions, run_metadata
     from neuronprobe.report.model import CaptureInfo, Limitation
 
     result = parity_for_spec(spec, options)
     if options.after_run is not None:  # frozen references and --train read the whole run (neuronprobe.parity.frozen)
         options.after_run(result)
     report = Report(model=result.loaded.name, target=target, capture=CaptureInfo(export_error="not run: " + NUMBERS_ONLY))
-    report.metadata = _metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
+    report.metadata = run_metadata(result.loaded, AnalyzeOptions(target=target, command_line=command_line))
     report.not_analysed.append(Limitation(what="op analysis", why=NUMBERS_ONLY))
     report.parity = result.section
     return _with_risky(report, result)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from neuronprobe.registry import RuleKind, registry
 from neuronprobe.report.schema.findings import Finding
 from neuronprobe.report.schema.report import ReportData
+from neuronprobe.rules import RuleKind, bundled_registry
 
 
 def risky_findings(report: ReportData) -> list[Finding]:
     """The report's findings made by the risky-construct rules, in report order."""
-    ids = registry().ids([RuleKind.PRECISION])
+    ids = bundled_registry().ids([RuleKind.PRECISION])
     return [f for f in report.findings if f.rule in ids]
 
 

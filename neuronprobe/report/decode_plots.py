@@ -12,10 +12,10 @@ from neuronprobe.report.plots import (
     HIST_MAX_BINS,
     LOG_X_SPREAD,
     PROPOSED_COLOR,
-    _figure,
-    _plain_numbers,
     figure_to_svg,
     plain_label,
+    plain_numbers,
+    report_figure,
 )
 from neuronprobe.report.schema.decode import DecodeProposal
 
@@ -32,7 +32,7 @@ def decode_histogram_svg(p: DecodeProposal | None) -> str | None:
     log_x = high / low >= LOG_X_SPREAD
     n_bins = max(1, min(HIST_MAX_BINS, len(set(values))))
     bins: Any = np.geomspace(low, high + 1, n_bins + 1) if log_x else n_bins
-    with _figure("decode-histogram") as (fig, ax):
+    with report_figure("decode-histogram") as (fig, ax):
         ax.hist(values, bins=bins, weights=counts, color=BAR_COLOR, label="decode steps")
         for j, base in enumerate(p.baselines):
             color = BASELINE_COLORS[j % len(BASELINE_COLORS)]
@@ -44,7 +44,7 @@ def decode_histogram_svg(p: DecodeProposal | None) -> str | None:
         if log_x:
             ax.set_xscale("log")
             ax.set_xlim(low * 0.9, top * 1.1)
-            _plain_numbers(ax.xaxis)
+            plain_numbers(ax.xaxis)
             ax.set_xlabel("required length of the decode step (log scale)")
         else:
             ax.set_xlim(0, top * 1.04)
@@ -59,7 +59,7 @@ def decode_timeline_svg(p: DecodeProposal | None) -> str | None:
     t = None if p is None else p.timeline
     if t is None or not t.seconds:
         return None
-    with _figure("decode-timeline") as (fig, ax):
+    with report_figure("decode-timeline") as (fig, ax):
         ax.plot(t.seconds, t.longest, color=BAR_COLOR, linewidth=0.8, label="longest length in the batch")
         ax.step(t.seconds, t.bucket, where="post", color=PROPOSED_COLOR, linewidth=1.0, label="sequence bucket")
         ax.set_xlabel("seconds from the first request")

@@ -3,7 +3,7 @@ Same conventions as :mod:`neuronprobe.report.plots`."""
 
 from __future__ import annotations
 
-from neuronprobe.report.plots import BASELINE_COLORS, PROPOSED_COLOR, _figure, figure_to_svg, plain_label
+from neuronprobe.report.plots import BASELINE_COLORS, PROPOSED_COLOR, figure_to_svg, plain_label, report_figure
 from neuronprobe.report.schema.parity import ParitySection
 from neuronprobe.vocabulary import ParityRun
 
@@ -19,7 +19,7 @@ def drift_svg(section: ParitySection | None) -> str | None:
     runs = [r for r in section.runs if r.run is ParityRun.EMULATED and r.modules and not r.note]
     if not runs:
         return None
-    with _figure("parity-drift") as (fig, ax):
+    with report_figure("parity-drift") as (fig, ax):
         colors = [PROPOSED_COLOR, *BASELINE_COLORS]
         for i, run in enumerate(runs):
             color = colors[i % len(colors)]

@@ -79,7 +79,7 @@ def plain_label(text: str) -> str:
 
 
 @contextmanager
-def _figure(salt: str) -> Iterator[tuple[Any, Any]]:
+def report_figure(salt: str) -> Iterator[tuple[Any, Any]]:
     """A fresh Figure and Axes under the report's rc settings, without pyplot."""
     import matplotlib
     from matplotlib.figure import Figure
@@ -142,7 +142,7 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
     if not series:
         return None
     last_call = max(section.calls - 1, max(max(v) for v in series.values()))
-    with _figure("timeline") as (fig, ax):
+    with report_figure("timeline") as (fig, ax):
         for i, (name, first_seen) in enumerate(series.items()):
             xs = [0, *first_seen, last_call]
             ys = [0, *range(1, len(first_seen) + 1), len(first_seen)]
@@ -159,7 +159,7 @@ def timeline_svg(section: RecompileSection | None) -> str | None:
         return figure_to_svg(fig, "timeline", "Graphs compiled over the traffic, per policy")
 
 
-def _plain_numbers(axis: Any) -> None:
+def plain_numbers(axis: Any) -> None:
     """Tick labels as plain numbers (100, 1000), not powers of ten, on a log axis."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -182,7 +182,7 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
     log_x = high / low >= LOG_X_SPREAD
     n_bins = max(1, min(HIST_MAX_BINS, len(set(values))))
     bins: Any = np.geomspace(low, high + 1, n_bins + 1) if log_x else n_bins
-    with _figure("histogram") as (fig, ax):
+    with report_figure("histogram") as (fig, ax):
         ax.hist(values, bins=bins, weights=counts, color=BAR_COLOR, label="requests")
         for j, baseline in enumerate(proposal.baselines):
             color = BASELINE_COLORS[j % len(BASELINE_COLORS)]
@@ -197,7 +197,7 @@ def histogram_svg(proposal: BucketProposal | None) -> str | None:
         if log_x:
             ax.set_xscale("log")
             ax.set_xlim(low * 0.9, top * 1.1)
-            _plain_numbers(ax.xaxis)
+            plain_numbers(ax.xaxis)
             ax.set_xlabel("sequence length (log scale)")
         else:
             ax.set_xlim(0, top * 1.04)
@@ -213,7 +213,7 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
         return None
     points = sorted(proposal.curve, key=lambda p: p.k)
     ks = [p.k for p in points]
-    with _figure("curve") as (fig, ax):
+    with report_figure("curve") as (fig, ax):
         ax.plot(ks, [p.overhead.tokens for p in points], "o-", color=BASELINE_COLORS[0], markersize=3, linewidth=1.3, label="padded tokens")
         ax.plot(ks, [p.overhead.attention for p in points], "s-", color=BASELINE_COLORS[1], markersize=3, linewidth=1.3, label="attention cost")
         ax.axvline(proposal.k, color=PROPOSED_COLOR, linewidth=1.2, linestyle=(0, (4, 2)))
@@ -231,7 +231,7 @@ def curve_svg(proposal: BucketProposal | None) -> str | None:
         at_chosen = max(proposal.overhead.tokens, proposal.overhead.attention, 1.0)
         if largest / at_chosen >= LOG_Y_SPREAD:
             ax.set_yscale("symlog", linthresh=1.0)
-            _plain_numbers(ax.yaxis)
+            plain_numbers(ax.yaxis)
             ax.set_ylabel("overhead, % of real work (log)")
         else:
             ax.set_ylabel("overhead, % of real work")

@@ -60,7 +60,7 @@ from neuronprobe.shape_buckets.decode_rules import (
 from neuronprobe.shape_buckets.decode_trace import DecodeTrace, trace_from_arrays
 from neuronprobe.shape_buckets.memory import ModelShape, load_model_shape, memory_fit, step_bytes
 from neuronprobe.shape_buckets.optimal import candidate_edges, round_up, solve
-from neuronprobe.shape_buckets.propose import _histogram, propose_buckets
+from neuronprobe.shape_buckets.propose import length_histogram, propose_buckets
 from neuronprobe.shape_buckets.schedule import Plan, Replay, plan_batches, plan_cost, replay, seq_fit, step_groups, thin
 from neuronprobe.vocabulary import Fit, ServingRuntime
 
@@ -101,7 +101,7 @@ def propose_decode_buckets(
     ``holdout``: the share of requests (time order when known) held out for scoring.
     The result's ``frames()`` gives pandas DataFrames. Raises InputError for unusable input.
     """
-    trace = _as_trace(trace)
+    trace = as_decode_trace(trace)
     rule = rule_for(runtime)
     _check(max_buckets, speculation_length, max_len, max_batch, tokens_per_second, max_graphs, holdout, tp_degree, reserve_gib)
     if max_batch is not None and trace.arrivals is None:
@@ -227,7 +227,7 @@ def propose_decode_buckets(
         if plan_out is not None and max_batch is not None and test_trace.arrivals is not None:
             _score_plans_held_out(holdout_info, test_trace, [plan_out, *batch_baselines], max_batch, shift, rule, tokens_per_second, step_times, step, top)
 
-    hist, hist_note = _histogram(values, counts)
+    hist, hist_note = length_histogram(values, counts)
     if hist_note:
         notes.append(hist_note.replace("lengths", "required lengths"))
     ctx_top = int(round_up(int(fit_trace.prompts.max()), 1))
@@ -297,7 +297,7 @@ def decode_for_report(trace_path: Any, model: str, target: str, overrides: list[
     return proposal
 
 
-def _as_trace(trace: Any) -> DecodeTrace:
+def as_decode_trace(trace: Any) -> DecodeTrace:
     if isinstance(trace, DecodeTrace):
         return trace
     if hasattr(trace, "columns"):  # a pandas DataFrame

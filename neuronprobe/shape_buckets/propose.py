@@ -153,7 +153,7 @@ def propose_buckets(
     if holdout_info is not None and test_part is not None:
         _score_holdout(holdout_info, test_part, chosen.edges, baselines, fit, model)
 
-    hist, hist_note = _histogram(values, counts)
+    hist, hist_note = length_histogram(values, counts)
     if hist_note:
         notes.append(hist_note)
     return BucketProposal(
@@ -282,7 +282,7 @@ def _score_holdout(holdout: Holdout, test: np.ndarray, edges: list[int], baselin
         holdout.baselines[b.name] = HoldoutScore(tokens=round(s.tokens, 4), attention=round(s.attention, 4), beyond_last=s.beyond_last)
 
 
-def _histogram(values: np.ndarray, counts: np.ndarray) -> tuple[Histogram, str]:
+def length_histogram(values: np.ndarray, counts: np.ndarray) -> tuple[Histogram, str]:
     """Distinct values and counts; binned (upper bin edges) above HISTOGRAM_MAX_DISTINCT values."""
     if values.size <= HISTOGRAM_MAX_DISTINCT:
         return Histogram(values=values.tolist(), counts=counts.tolist()), ""

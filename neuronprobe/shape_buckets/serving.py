@@ -49,7 +49,7 @@ ASSUMPTIONS = (
 
 
 def _trace_arrays(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, str]:
-    from neuronprobe.shape_buckets.decode import _as_trace
+    from neuronprobe.shape_buckets.decode import as_decode_trace
 
     cached = None
     if hasattr(trace, "columns"):
@@ -60,7 +60,7 @@ def _trace_arrays(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nd
             if not np.all(np.isfinite(cached)) or (cached < 0).any() or (cached != np.floor(cached)).any():
                 raise InputError(f"column {col!r}: cached tokens must be whole numbers >= 0")
             cached = cached.astype(np.int64)
-    t = _as_trace(trace)
+    t = as_decode_trace(trace)
     if cached is None and getattr(t, "cached", None) is not None:
         cached = t.cached
     if t.arrivals is None:

@@ -30,14 +30,14 @@ from typing import Any, Protocol, TypeVar
 
 from neuronprobe.defaults import DEFAULT_TARGET
 from neuronprobe.errors import InputError, InternalError
-from neuronprobe.registry import RuleKind, bundled_registry, register_user_rules
+from neuronprobe.rules import RuleKind, RuleRegistry, bundled_registry
 from neuronprobe.support.conditions import holds
 from neuronprobe.support.device_dtypes import DeviceDtypes, device_dtypes
 from neuronprobe.support.rule import TARGETS, Rule, release_key
 from neuronprobe.vocabulary import SUPPORTED_VERDICTS, Verdict
 
 # Every rule id a finding can carry, with its verdicts, fix and provenance, is registered once in
-# neuronprobe/registry.py; the ids classify() gives without a rule of neuron_rules.json (custom-op,
+# neuronprobe/rules/registry.py; the ids classify() gives without a rule of neuron_rules.json (custom-op,
 # no-lowering, xla-lowering, composite-part, device-dtype, ...) are in data/builtin_rules.json.
 
 
@@ -124,7 +124,7 @@ def rule_by_id(table: SupportTable, rule_id: str, op: str | None = None) -> Rule
 
 
 def code_rule_ids() -> frozenset[str]:
-    """Every registered rule id that is not a rule of the support table (:mod:`neuronprobe.registry`).
+    """Every registered rule id that is not a rule of the support table (:mod:`neuronprobe.rules`).
 
     The built-in ids, the training and HLO rules and the audit's. A user's rule may not
     take one of these ids (nor a bundled rule's id, unless it declares ``"override": true``).
@@ -169,17 +169,47 @@ def load_table() -> SupportTable:
     )
 
 
+@dataclass(frozen=True)
+class RuleSet:
+    """The rules one analysis applies, as a value passed down from where the options are read.
+
+    ``table``: the support table, a user's ``--rules`` first (they win); ``registry``: every id a
+    finding may carry, the user's among them, which :meth:`Finding.at` checks findings against.
+    A rules file is parsed once per analysis into one of these; nothing of it is kept in the
+    process, so a notebook's next analysis without the file sees the bundled rules only.
+    """
+
+    table: SupportTable
+    registry: RuleRegistry
+
+
+def rule_set(path: Any = None) -> RuleSet:
+    """The bundled rules, with those of the user's rules file at ``path`` (checked in full) when one is given."""
+    table = load_table()
+    if path is None:
+        return RuleSet(table, bundled_registry())
+    extra = _user_rules(table, path)
+    return RuleSet(_with(table, extra), bundled_registry().with_user_rules(extra, str(path)))
+
+
 def with_user_rules(table: SupportTable, path: Any) -> SupportTable:
     """``table`` with the rules of a user's file first (they win); the file is fully checked."""
-    from dataclasses import replace
+    return _with(table, _user_rules(table, path))
+
+
+def _user_rules(table: SupportTable, path: Any) -> tuple[Rule, ...]:
     from pathlib import Path
 
     from neuronprobe.support.rulefile import load_rules_file
     from neuronprobe.vocabulary import SECTION_GATES  # --fail-on parity must not become a user rule's id too
 
     reserved = code_rule_ids() | frozenset(SECTION_GATES)
-    extra = load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=reserved)
-    register_user_rules(extra, str(path))  # their findings are made through the registry too
+    return load_rules_file(Path(path), table.sdk_releases, bundled=frozenset(r.id for r in table.rules), reserved=reserved)
+
+
+def _with(table: SupportTable, extra: tuple[Rule, ...]) -> SupportTable:
+    from dataclasses import replace
+
     return replace(table, rules=(*extra, *table.rules))
 
 

@@ -6,7 +6,7 @@ overflows, an accumulation without an upcast, a constant out of range, integers
 past the exact range. The data file holds each rule's id, message frame, fix and
 provenance; :mod:`neuronprobe.parity.risky` finds the constructs on the captured
 op graph and fills the frames with numbers read from ``torch.finfo``. The rule
-registry (:mod:`neuronprobe.registry`) reads the same file as one of its catalogues.
+registry (:mod:`neuronprobe.rules`) reads the same file as one of its catalogues.
 """
 
 from __future__ import annotations

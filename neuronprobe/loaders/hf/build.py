@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neuronprobe.errors import error_line
-from neuronprobe.loaders.hf.config import BuildError, _ignore, build_config, complete_for_build, parents_of, shrink_config, sub_configs
+from neuronprobe.loaders.hf.config import BuildError, build_config, complete_for_build, parents_of, shrink_config, sub_configs, tolerant
 from neuronprobe.loaders.hf.error_texts import error_text
 
 WRAPPER_KEYWORDS = ("use_cache", "return_dict")  # what forward_wrapper adds; repair_duplicate_keyword drops them
@@ -85,14 +85,14 @@ def model_classes_for(config: Any) -> list[type]:
     config_class = type(config)
     found: list[type] = []
     for name in _auto_class_names(getattr(config, "model_type", "")):
-        with _ignore():
+        with tolerant():
             cls = getattr(transformers, name)
             if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls not in found:
                 found.append(cls)
     package = config_class.__module__.rpartition(".")[0]
     pretrained: list[type] = []
     plain: list[type] = []
-    with _ignore():
+    with tolerant():
         for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
             if info.name.startswith(_NOT_MODEL_MODULES):
                 continue
@@ -160,7 +160,7 @@ def _modeling_modules(model_type: str) -> list[Any]:
     found = []
     for info in pkgutil.iter_modules(importlib.import_module(package).__path__):
         if info.name.startswith("modeling_"):
-            with _ignore():  # a modeling module that needs what is not installed
+            with tolerant():  # a modeling module that needs what is not installed
                 found.append(importlib.import_module(f"{package}.{info.name}"))
     return found
 
@@ -347,7 +347,7 @@ def entry_point(inner: Any) -> str:
     return "forward"
 
 
-def _entry_params(inner: Any) -> Any:
+def entry_params(inner: Any) -> Any:
     return inspect.signature(getattr(inner, entry_point(inner))).parameters
 
 
@@ -355,7 +355,7 @@ def forward_wrapper(inner: Any, drop: tuple[str, ...] = ()) -> Any:
     """A module whose forward calls the model with its cache off and returns its first output tensor."""
     import torch
 
-    params = _entry_params(inner)
+    params = entry_params(inner)
     entry = entry_point(inner)
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     extra: dict[str, Any] = {}

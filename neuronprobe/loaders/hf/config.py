@@ -64,9 +64,9 @@ _KIND_OFFSET_FIELDS = ("first_k_dense_replace", "num_dense_layers", "moe_layer_s
 _EXPERT_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
 _TOPK_FIELDS = ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "top_k")
 _WIDTH_FIELDS = ("intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size", "ffn_hidden_size")
-_IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
-_SPECIAL_TOKEN_FIELDS = (
-    *_IMAGE_TOKEN_FIELDS,
+IMAGE_TOKEN_FIELDS = ("image_token_id", "image_token_index")
+SPECIAL_TOKEN_FIELDS = (
+    *IMAGE_TOKEN_FIELDS,
     "video_token_id",
     "video_token_index",
     "audio_token_id",
@@ -76,7 +76,7 @@ _SPECIAL_TOKEN_FIELDS = (
     "vision_start_token_id",
     "vision_end_token_id",
 )
-_IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens", "num_query_tokens")
+IMAGE_COUNT_FIELDS = ("mm_tokens_per_image", "image_seq_length", "num_image_tokens", "num_query_tokens")
 
 
 class BuildError(Exception):
@@ -176,7 +176,7 @@ def mend_misspelled_defaults(config: Any) -> None:
         for name, meant in _misspelled(sub):
             default = getattr(fields[meant], "default", dataclasses.MISSING)
             if default is not dataclasses.MISSING and getattr(sub, meant) == default != getattr(sub, name):
-                with _ignore():
+                with tolerant():
                     setattr(sub, meant, getattr(sub, name))
 
 
@@ -278,13 +278,13 @@ def _shrink_one(config: Any, narrow: bool = True, depths: dict[int, int] | None 
             # A multimodal rotary whose sections default in the modeling code (ernie4_5_vl_moe's [22, 22, 20]) is
             # sized by the implied head width: kept, so the shrunken model still builds.
             width_per_head = head_dim = hidden // heads
-            with _ignore():
+            with tolerant():
                 config.head_dim = head_dim
                 changes.append(f"head_dim {head_dim} (kept: its rotary sections are sized by it)")
         new_heads = min(heads, SHRUNK_HEADS)
         kv = getattr(config, "num_key_value_heads", None)
         if not (isinstance(head_dim, int) and head_dim > 0) and hidden % heads == 0 and hidden // heads != SHRUNK_HEAD_DIM:
-            with _ignore():
+            with tolerant():
                 config.head_dim = SHRUNK_HEAD_DIM  # models that read head_dim from the config
                 changes.append(f"head_dim {hidden // heads}->{SHRUNK_HEAD_DIM}")
         cap("num_attention_heads", new_heads)
@@ -333,25 +333,25 @@ def complete_config(config: Any) -> list[str]:
         if isinstance(labels := vars(sub).get("num_labels") or len(getattr(sub, "id2label", None) or {}), int) and labels > 0:
             fills["class_thresholds"] = [0.5] * labels  # pp_doclayout_v2 keeps each class's boxes above its score threshold
             fills["class_order"] = list(range(labels))  # and ranks each class for its reading-order model (label ids)
-        vocab = _vocab(sub)
+        vocab = vocab_of(sub)
         if hasattr(sub, "vision_config") and vocab > TEXT_ID_LIMIT + 1:
             for name in (
-                *_IMAGE_TOKEN_FIELDS,
+                *IMAGE_TOKEN_FIELDS,
                 "video_token_id",
                 "video_token_index",
             ):  # blip-2, instructblipvideo: where the query outputs go; an id the text ids never use
                 fills[name] = vocab - 1
         for name, value in fills.items():
             if name in vars(sub) and vars(sub)[name] is None:  # vars: a per-layer config refuses a global head_dim read
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, value)
                     changes.append(f"{name}={value}")
     # A special token id past the text vocabulary (idefics3's image token 128257 with 32000 ids): the embedding grows to hold it.
-    special = [v for v in (_field([config], (name,)) for name in _SPECIAL_TOKEN_FIELDS) if isinstance(v, int)]
+    special = [v for v in (first_field([config], (name,)) for name in SPECIAL_TOKEN_FIELDS) if isinstance(v, int)]
     for sub in sub_configs(config):
         size = getattr(sub, "vocab_size", None)
         if special and isinstance(size, int) and "vocab_size" in vars(sub) and hasattr(sub, "hidden_size") and max(special) >= size:
-            with _ignore():
+            with tolerant():
                 sub.vocab_size = max(special) + 1
                 changes.append(f"{type(sub).__name__}.vocab_size={sub.vocab_size} (to hold token id {max(special)})")
     return changes
@@ -360,7 +360,7 @@ def complete_config(config: Any) -> list[str]:
 _POOL_FIELDS = ("scale_factor", "pixel_shuffle_factor", "downsample_factor")  # a connector's pixel shuffle: patches per side it folds into one token
 
 
-def _pooled_image_size(config: Any) -> list[str]:
+def pooled_image_size(config: Any) -> list[str]:
     """A vision image size whose patch grid the connector can pool, in place; what was set.
 
     Some default configs pair a vision tower with a connector that cannot fold its patch grid:
@@ -385,7 +385,7 @@ def _pooled_image_size(config: Any) -> list[str]:
         if factor is None or ((size // patch) % factor == 0 and size // patch >= factor):
             continue
         side = max(factor, -(-(size // patch) // factor) * factor)
-        with _ignore():
+        with tolerant():
             vision.image_size = side * patch
             changes.append(f"{type(vision).__name__}.image_size={side * patch} (a grid of {side} patches, which its connector pools by {factor})")
     return changes
@@ -408,7 +408,7 @@ def fit_rotary(config: Any, sections: tuple[int, ...], width: int) -> list[str]:
         partial = rope.get("partial_rotary_factor")
         if (int(head * (partial or 1.0)) + 1) // 2 != width or half <= 0:  # arange(0, dim, 2): that many frequencies
             continue
-        with _ignore():
+        with tolerant():
             if (partial and partial < 1) or 2 * half > head:  # the head grows to hold the sections (a shrunken head too)
                 sub.head_dim = int(2 * half / (partial or 1.0))
                 changes.append(f"head_dim={sub.head_dim}")
@@ -429,7 +429,7 @@ def may_need_unset_fields(message: str, config: Callable[[], Any]) -> bool:
     return bool(complete_config(config()))
 
 
-def _ignore() -> contextlib.suppress:
+def tolerant() -> contextlib.suppress:
     """A context that swallows a strict config's refusal of one field (an Exception; never a KeyboardInterrupt
     or a caller's timeout, which are BaseExceptions)."""
     return contextlib.suppress(Exception)
@@ -454,13 +454,13 @@ def shrink_config(config: Any, narrow: bool = True, depths: dict[int, int] | Non
         for name, value in list(vars(sub).items()):
             follows = name.endswith(("hidden_size", "hidden_dim", "embed_dim")) or name == "latent_channels"  # glm_image's VQ reads the vision width
             if name != "hidden_size" and follows and value in narrowed and isinstance(value, int):
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, narrowed[value])
                     changes.append(f"{name} {value}->{narrowed[value]}")
     return small, changes
 
 
-def _ancestor_configs(config_class: type, depth: int = 3) -> list[Any]:
+def ancestor_configs(config_class: type, depth: int = 3) -> list[Any]:
     """Default configs of the model types that nest ``config_class``, directly or through up to ``depth`` levels."""
     from transformers import CONFIG_MAPPING
 
@@ -470,7 +470,7 @@ def _ancestor_configs(config_class: type, depth: int = 3) -> list[Any]:
         owners = [t for cls in classes for t, _attr in _sub_config_owners().get(cls, [])]
         classes = []
         for owner in dict.fromkeys(owners):
-            with _ignore():
+            with tolerant():
                 found.append(CONFIG_MAPPING[owner]())
                 classes.append(CONFIG_MAPPING[owner])
     return found
@@ -488,11 +488,11 @@ def fill_from_parent(config: Any, error: BaseException) -> list[str]:
     lacking = [sub for sub in sub_configs(config) if type(sub).__name__ == class_name and not hasattr(sub, name)]
     if not lacking:
         return []
-    for ancestor in _ancestor_configs(type(lacking[0])):
+    for ancestor in ancestor_configs(type(lacking[0])):
         values = [getattr(sub, name) for sub in sub_configs(ancestor) if type(sub).__name__ == class_name and hasattr(sub, name)]
         if values:
             for sub in lacking:
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, values[0])
             if any(not hasattr(sub, name) for sub in lacking):  # a strict config refused it: nothing was filled
                 return []
@@ -530,7 +530,7 @@ def fill_from_enclosing(config: Any, error: BaseException) -> list[str]:
             rope = getattr(owner, "rope_parameters", None)
             value = vars(owner).get(name, rope.get(name) if isinstance(rope, dict) else None)
             if value is not None:
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, value)
                     return [f"{class_name}.{name}={value!r} (as its enclosing {type(owner).__name__} holds it)"]
     return []
@@ -552,7 +552,7 @@ def _derived_defaults(config: Any, error: BaseException) -> list[str]:
         unset = "num_key_value_heads" in vars(sub) and vars(sub)["num_key_value_heads"] is None
         missing = named is not None and m is not None and type(sub).__name__ == m.group(1) and not hasattr(sub, "num_key_value_heads")
         if isinstance(heads, int) and (unset or missing):
-            with _ignore():
+            with tolerant():
                 sub.num_key_value_heads = heads
                 changes.append(f"{type(sub).__name__}.num_key_value_heads={heads} (as num_attention_heads: no grouped-query attention)")
     return changes
@@ -575,7 +575,7 @@ def fill_forecast_horizon(config: Any, error: BaseException) -> list[str]:
     changes: list[str] = []
     for sub in sub_configs(config):
         if name in vars(sub) and vars(sub)[name] is None:
-            with _ignore():
+            with tolerant():
                 setattr(sub, name, value)
                 changes.append(f"{name}={value}")
                 if vars(sub).get("context_length") is None and "context_length" in vars(sub):
@@ -594,7 +594,7 @@ def lists_for_tuples(config: Any, error: BaseException) -> list[str]:
     for sub in sub_configs(config):
         for name, value in list(vars(sub).items()):
             if isinstance(value, tuple) and not hasattr(value, "_fields"):
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, list(value))
                     changes.append(f"{type(sub).__name__}.{name} as a list")
     return changes
@@ -615,7 +615,7 @@ def rope_per_layer_type(config: Any, error: BaseException) -> list[str]:
         rope = vars(sub).get("rope_parameters")
         if isinstance(types, list) and key in types and isinstance(rope, dict) and key not in rope and not rope:
             default = {"rope_type": getattr(sub, "default_rope_type", "default"), "rope_theta": float(getattr(sub, "default_theta", 10000.0))}
-            with _ignore():
+            with tolerant():
                 sub.rope_parameters = {t: dict(default) for t in dict.fromkeys(types)}
                 changes.append(f"{type(sub).__name__}.rope_parameters={{{', '.join(dict.fromkeys(types))}: {default}}} (the default config declares none)")
     return changes
@@ -635,7 +635,7 @@ def empty_architectures(config: Any, error: BaseException) -> list[str]:
         tb = tb.tb_next
     if tb is None:
         return []
-    with _ignore():
+    with tolerant():
         config.architectures = []
         return ["architectures=[] (the auto class then takes the type's first model)"]
     return []
@@ -659,7 +659,7 @@ def docstring_example_values(config: Any, error: BaseException) -> list[str]:
         for name, text in (pair for call in calls for pair in _EXAMPLE_ARGUMENT.findall(call)):
             if name in vars(sub) and vars(sub)[name] is None:
                 value = float(text) if "." in text else int(text)
-                with _ignore():
+                with tolerant():
                     setattr(sub, name, value)
                     changes.append(f"{type(sub).__name__}.{name}={value} (its docstring's example)")
     return changes
@@ -678,7 +678,7 @@ def mlp_layer_types_from_dense_count(config: Any, error: BaseException) -> list[
         layers, experts = vars(sub).get("num_hidden_layers"), vars(sub).get("n_routed_experts")
         if "mlp_layer_types" in vars(sub) and vars(sub)["mlp_layer_types"] is None and isinstance(layers, int) and experts:
             dense = min(int(getattr(sub, "first_k_dense_replace", 0) or 0), layers)
-            with _ignore():
+            with tolerant():
                 sub.mlp_layer_types = ["dense"] * dense + ["sparse"] * (layers - dense)
                 changes.append(f"{type(sub).__name__}.mlp_layer_types={dense} dense then sparse (the DeepSeek first_k_dense_replace rule)")
     return changes
@@ -697,7 +697,7 @@ def timm_model_name(config: Any, error: BaseException) -> list[str]:
         name = TimmWrapperConfig().architecture
     except Exception:  # no timm config in this transformers
         return []
-    with _ignore():
+    with tolerant():
         setattr(config, m.group(1), name)
         return [f"{m.group(1)}={name!r} (transformers' TimmWrapperConfig default)"]
     return []
@@ -780,7 +780,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _field(configs: list[Any], names: Iterable[str]) -> Any:
+def first_field(configs: list[Any], names: Iterable[str]) -> Any:
     for config in configs:
         for name in names:
             value = getattr(config, name, None)
@@ -789,7 +789,7 @@ def _field(configs: list[Any], names: Iterable[str]) -> Any:
     return None
 
 
-def _vocab(config: Any) -> int:
+def vocab_of(config: Any) -> int:
     for sub in sub_configs(config):
         vocab = getattr(sub, "vocab_size", None)
         if isinstance(vocab, int) and vocab > 1:

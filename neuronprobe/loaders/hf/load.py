@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from neuronprobe.loaders.hf.build import build_model, entry_point, forward_wrapper
-from neuronprobe.loaders.hf.config import _pooled_image_size, build_config, complete_config, fit_rotary, misspelled_note
+from neuronprobe.loaders.hf.config import build_config, complete_config, fit_rotary, misspelled_note, pooled_image_size
 from neuronprobe.loaders.hf.inputs.make import make_inputs
 from neuronprobe.loaders.hf.inputs.primitives import InputPlan
 from neuronprobe.loaders.hf.parent import MAX_CPU_RECORD_BYTES, NoParentInputs, recorder_for, weight_bytes
@@ -37,7 +37,7 @@ def load(
     notes: list[str] = [note] if (note := misspelled_note(config)) else []
     plan = plan or InputPlan()
     user_sized = any(item.partition("=")[0].rsplit(".", 1)[-1] == "image_size" for item in overrides)
-    if not user_sized and (pooled := _pooled_image_size(config)):  # no input runs on such a config: every strategy gets the fix
+    if not user_sized and (pooled := pooled_image_size(config)):  # no input runs on such a config: every strategy gets the fix
         notes.append(f"the config's vision image size does not fit its connector; the capture used {', '.join(pooled)} (give yours with --set)")
     if plan.fill_unset and (filled := complete_config(config)):
         notes.append(f"the default config leaves fields the forward needs unset; the capture used {', '.join(filled)} (give yours with --set)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from neuronprobe.registry import UnknownRule, lookup
+from neuronprobe.rules import RuleRegistry, UnknownRule, lookup
 from neuronprobe.vocabulary import Confirmation, Origin, Phase, SourceLocation, Verdict
 
 
@@ -108,16 +108,18 @@ class Finding:
         shapes: str = "",
         phase: Phase = Phase.FORWARD,
         detail: str = "",
+        registry: RuleRegistry | None = None,
     ) -> Finding:
         """A finding of the registered rule ``rule`` at ``site``: how the code makes every finding.
 
-        ``verdict`` and ``fix`` default to the rule's (``neuronprobe/registry.py``); a site
+        ``verdict`` and ``fix`` default to the rule's (``neuronprobe/rules/registry.py``); a site
         that knows a better fix for this case passes it. A rule id the registry does not
-        know, or a verdict the rule does not give, is an :class:`~neuronprobe.registry.UnknownRule`
-        (a bug, exit 3). :meth:`Report.from_dict` builds findings directly: a saved report
-        may name the rules of another version or of a user's file.
+        know, or a verdict the rule does not give, is an :class:`~neuronprobe.rules.UnknownRule`
+        (a bug, exit 3). ``registry``: the analysis's rules when a user's ``--rules`` file adds ids
+        (``support.RuleSet.registry``; default: the bundled rules). :meth:`Report.from_dict` builds
+        findings directly: a saved report may name the rules of another version or of a user's file.
         """
-        registered = lookup(rule, verdict)
+        registered = lookup(rule, verdict, registry)
         chosen = verdict if verdict is not None else registered.verdict
         if chosen is None:
             raise UnknownRule(f"rule {rule!r} is an audit rule ({registered.source}): a finding cannot carry it")

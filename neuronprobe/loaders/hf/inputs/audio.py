@@ -6,7 +6,7 @@ import math
 from typing import Any
 
 from neuronprobe.loaders.hf.config import AUDIO_SAMPLES, sub_configs
-from neuronprobe.loaders.hf.inputs.primitives import _by_name, _reshaped, _value_device, text_ids
+from neuronprobe.loaders.hf.inputs.primitives import input_by_name, reshaped_value, text_ids, value_device
 from neuronprobe.loaders.hf.inputs.recipes import RecipeContext, recipe
 
 # --- audio and speech ---------------------------------------------------------------------
@@ -30,7 +30,7 @@ def _clap_spectrogram(ctx: RecipeContext) -> dict[str, Any] | None:
     audio = _audio_config(ctx.config)
     mel, spec = int(getattr(audio, "num_mel_bins", 64)), int(getattr(audio, "spec_size", 256))
     fused = bool(getattr(audio, "enable_fusion", False))
-    is_longer = torch.zeros(ctx.batch, 1, dtype=torch.bool, device=_value_device(ctx.device))
+    is_longer = torch.zeros(ctx.batch, 1, dtype=torch.bool, device=value_device(ctx.device))
     if fused and ctx.device != "meta":
         is_longer[0] = True
     frames = spec * max(1, spec // mel)
@@ -79,7 +79,7 @@ def _concatenated_features_lengths(ctx: RecipeContext) -> dict[str, Any] | None:
     if not isinstance(features, torch.Tensor) or features.dim() != 3:
         return None
     mel, frames = (int(features.shape[2]), int(features.shape[1])) if ctx.plan.audio_time_major else (int(features.shape[1]), int(features.shape[2]))
-    lengths = torch.full((ctx.batch,), frames, dtype=torch.long, device=_value_device(ctx.device))
+    lengths = torch.full((ctx.batch,), frames, dtype=torch.long, device=value_device(ctx.device))
     made = {"input_features": torch.randn(mel, ctx.batch * frames, device=ctx.device), "feature_lens": lengths}
     if "aftercnn_lens" in ctx.params:
         made["aftercnn_lens"] = (lengths - 1) // 2 + 1
@@ -98,7 +98,7 @@ def _chunk_sample_lengths(ctx: RecipeContext) -> dict[str, Any] | None:
     if not isinstance(features, torch.Tensor) or not isinstance(hop, int):
         return None
     frames = int(features.shape[1] if ctx.plan.audio_time_major else features.shape[-1])
-    return {"chunk_sample_lengths": torch.full((features.shape[0],), frames * hop, dtype=torch.long, device=_value_device(ctx.device))}
+    return {"chunk_sample_lengths": torch.full((features.shape[0],), frames * hop, dtype=torch.long, device=value_device(ctx.device))}
 
 
 @recipe(priority=3050, needs=("input_values", "input_features"))
@@ -205,7 +205,7 @@ def _speech_encoder_inputs(ctx: RecipeContext) -> dict[str, Any] | None:
     name = getattr(encoder, "main_input_name", None)
     if encoder_config is None or name not in ("input_values", "input_features"):
         return None
-    made = _by_name(str(name), encoder_config, ctx.batch, ctx.seq, ctx.device, {})
+    made = input_by_name(str(name), encoder_config, ctx.batch, ctx.seq, ctx.device, {})
     return {"inputs": made} if made is not None else None
 
 
@@ -292,9 +292,9 @@ def _audio_next_to_video(ctx: RecipeContext) -> dict[str, Any] | None:
 
     if "pixel_values_videos" not in ctx.inputs or "input_values" in ctx.inputs or "input_ids" not in ctx.inputs:
         return None
-    audio = _by_name("input_values", getattr(ctx.config, "audio_config", None) or ctx.config, ctx.batch, ctx.seq, ctx.device, ctx.inputs)
+    audio = input_by_name("input_values", getattr(ctx.config, "audio_config", None) or ctx.config, ctx.batch, ctx.seq, ctx.device, ctx.inputs)
     if audio is not None and ctx.plan.shape("input_values") is not None:
-        audio = _reshaped(audio, ctx.plan.shape("input_values"), ctx.device)
+        audio = reshaped_value(audio, ctx.plan.shape("input_values"), ctx.device)
     return {"input_values": audio} if audio is not None else None
 
 

@@ -6,8 +6,17 @@ import math
 from typing import Any
 
 from neuronprobe.loaders.hf.build import entry_point
-from neuronprobe.loaders.hf.config import _IMAGE_TOKEN_FIELDS, QWEN_GRID, _field
-from neuronprobe.loaders.hf.inputs.primitives import _channels, _int_field, _main_input, _reshaped, _vision_inputs, _width, text_ids, tokens_before
+from neuronprobe.loaders.hf.config import IMAGE_TOKEN_FIELDS, QWEN_GRID, first_field
+from neuronprobe.loaders.hf.inputs.primitives import (
+    first_int_field,
+    hidden_width,
+    image_channels,
+    main_input_of,
+    reshaped_value,
+    text_ids,
+    tokens_before,
+    vision_tower_inputs,
+)
 from neuronprobe.loaders.hf.inputs.recipes import RecipeContext, recipe
 
 # --- vision towers on patch grids (Qwen-VL, GLM-V, Kimi, Molmo, PaddleOCR-VL, ...) --------
@@ -26,17 +35,17 @@ def grid_tower_pixels(ctx: RecipeContext) -> dict[str, Any] | None:
     towers that reshape each row to ``(-1, C, P, P)``: cosmos3_edge, dots3_note, hy_v4_vl, hunyuan_vl, glm_image."""
 
     grid_name = next((n for n in _GRID_PARAMS if n in ctx.params), None)
-    if grid_name is None or _main_input(ctx.inner, ctx.params) != "pixel_values":
+    if grid_name is None or main_input_of(ctx.inner, ctx.params) != "pixel_values":
         return None
     if getattr(ctx.config, "patch_size", None) is None or getattr(ctx.config, "vision_config", None) is not None:
-        return None  # a vision-language model: its pixels and image tokens come from _vision_inputs
-    made, _ = _vision_inputs(ctx.config, ctx.config, {"image_grid_thw": None}, ctx.batch, ctx.device, ctx.plan)
+        return None  # a vision-language model: its pixels and image tokens come from vision_tower_inputs
+    made, _ = vision_tower_inputs(ctx.config, ctx.config, {"image_grid_thw": None}, ctx.batch, ctx.device, ctx.plan)
     pixels = made["pixel_values"]
     shape = ctx.plan.shape("pixel_values")
     if shape is not None and len(shape) == 4 and shape[0] == 1:  # a dim asked in front of the patch images: the batch
-        pixels = _reshaped(pixels, shape[1:], ctx.device).unsqueeze(0)  # (1, N, C, P, P): paddleocr_vl's layout
+        pixels = reshaped_value(pixels, shape[1:], ctx.device).unsqueeze(0)  # (1, N, C, P, P): paddleocr_vl's layout
     elif shape is not None:
-        pixels = _reshaped(pixels, shape, ctx.device)
+        pixels = reshaped_value(pixels, shape, ctx.device)
     return {"pixel_values": pixels, grid_name: made["image_grid_thw"]}
 
 
@@ -53,7 +62,7 @@ def grid_merge_sizes(ctx: RecipeContext) -> dict[str, Any] | None:
         grid = ctx.inputs.get(grid_name)
         if sizes_name in ctx.params and isinstance(grid, torch.Tensor):
             vision = getattr(ctx.config, "vision_config", None) or ctx.config
-            merge = _int_field([vision], ("spatial_merge_size",)) or 2
+            merge = first_int_field([vision], ("spatial_merge_size",)) or 2
             return {sizes_name: torch.full((grid.shape[0],), merge, dtype=torch.long, device=grid.device)}
     return None
 
@@ -61,7 +70,7 @@ def grid_merge_sizes(ctx: RecipeContext) -> dict[str, Any] | None:
 def _ids_after_image_tokens(config: Any, batch: int, seq: int, device: str, count: int) -> Any:
     """Text ids after ``count`` image tokens (the config's image token id), as make_inputs lays them out."""
 
-    token = _field([config, getattr(config, "text_config", None)], _IMAGE_TOKEN_FIELDS)
+    token = first_field([config, getattr(config, "text_config", None)], IMAGE_TOKEN_FIELDS)
     text = text_ids(config, batch, seq, device)
     return tokens_before(text, int(token), count)
 
@@ -108,11 +117,11 @@ def molmo_pooled_crops(ctx: RecipeContext) -> dict[str, Any] | None:
     on = "cpu" if ctx.device == "meta" else ctx.device
     if pooled_name == "pooled_patches_idx":  # the adapter alone: the two crops' features from the tower
         layers = len(getattr(adapter, "vision_feature_layer", None) or [1])
-        width = int(getattr(adapter, "hidden_size", 0) or _width(adapter)) * layers
+        width = int(getattr(adapter, "hidden_size", 0) or hidden_width(adapter)) * layers
         return {"image_features": torch.randn(2, patches, width, device=ctx.device), "pooled_patches_idx": pooling.to(ctx.device)}
     patch = int(getattr(vision, "patch_size", 14) or 14)
     made: dict[str, Any] = {
-        "pixel_values": torch.randn(2 * ctx.batch, patches, _channels(vision) * patch * patch, device=ctx.device),
+        "pixel_values": torch.randn(2 * ctx.batch, patches, image_channels(vision) * patch * patch, device=ctx.device),
         "image_token_pooling": torch.cat([pooling + i * 2 * patches for i in range(ctx.batch)]).to(ctx.device),  # indexes on the device
         "image_grids": torch.tensor([[windows_per_side] * 4] * ctx.batch, device=on),  # read as values (split sizes): on the CPU
     }
@@ -142,12 +151,12 @@ def inkling2_token_blocks(ctx: RecipeContext) -> dict[str, Any] | None:
     vision = getattr(ctx.config, "vision_config", None) or ctx.config
     if not _is_inkling2_vision(vision):
         return None
-    merge = _int_field([vision], ("spatial_merge_size",)) or 2
+    merge = first_int_field([vision], ("spatial_merge_size",)) or 2
     block = int(vision.patch_size) * merge
-    side = QWEN_GRID // 2  # image tokens per side: the 4x4 patches of _vision_inputs, merged 2x2
+    side = QWEN_GRID // 2  # image tokens per side: the 4x4 patches of vision_tower_inputs, merged 2x2
     on = "cpu" if ctx.device == "meta" else ctx.device
     made: dict[str, Any] = {
-        "pixel_values": torch.randn(ctx.batch * side * side, block, block, _channels(vision), device=ctx.device),
+        "pixel_values": torch.randn(ctx.batch * side * side, block, block, image_channels(vision), device=ctx.device),
         "image_grid_thw": torch.tensor([[1, side, side]] * ctx.batch, device=on),
     }
     return made
@@ -213,7 +222,7 @@ def inkling_patch_volumes(ctx: RecipeContext) -> dict[str, Any] | None:
     if not _is_inkling_vision(vision):
         return None
     patch, temporal = int(vision.patch_size), int(getattr(vision, "temporal_patch_size", 1) or 1)
-    made: dict[str, Any] = {"pixel_values": torch.randn(ctx.batch * INKLING_PATCHES, temporal, patch, patch, _channels(vision), device=ctx.device)}
+    made: dict[str, Any] = {"pixel_values": torch.randn(ctx.batch * INKLING_PATCHES, temporal, patch, patch, image_channels(vision), device=ctx.device)}
     if vision is not ctx.config and isinstance(ctx.inputs.get("input_ids"), torch.Tensor):
         made["input_ids"] = _ids_after_image_tokens(ctx.config, ctx.batch, ctx.seq, ctx.device, INKLING_PATCHES)
         if "attention_mask" in ctx.inputs:
@@ -229,7 +238,7 @@ def token_modalities(ctx: RecipeContext) -> dict[str, Any] | None:
     import torch
 
     ids = ctx.inputs.get("input_ids")
-    token = _field([ctx.config, getattr(ctx.config, "text_config", None)], _IMAGE_TOKEN_FIELDS)
+    token = first_field([ctx.config, getattr(ctx.config, "text_config", None)], IMAGE_TOKEN_FIELDS)
     if "mm_token_type_ids" not in ctx.plan.extra or not isinstance(ids, torch.Tensor) or not isinstance(token, int):
         return None
     return {"mm_token_type_ids": (ids == token).long()}

@@ -7,8 +7,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from neuronprobe.loaders.hf.config import _IMAGE_TOKEN_FIELDS, _field
-from neuronprobe.loaders.hf.inputs.primitives import _channels, _image_token_count, _pixels, _width, text_ids, tokens_before
+from neuronprobe.loaders.hf.config import IMAGE_TOKEN_FIELDS, first_field
+from neuronprobe.loaders.hf.inputs.primitives import hidden_width, image_channels, image_token_count, make_pixels, text_ids, tokens_before
 from neuronprobe.loaders.hf.inputs.recipes import RecipeContext, recipe
 
 # --- image-text models (Idefics, Gemma3, LLaVA, MiniCPM, Florence, ...) ------------------
@@ -27,10 +27,10 @@ def _with_image_tokens(config: Any, vision: Any, inputs: Mapping[str, Any], plan
     """``input_ids`` with ``count`` image tokens in front in place of the ones :func:`hf.make_inputs` put there."""
 
     ids = inputs.get("input_ids")
-    token = _field([config], _IMAGE_TOKEN_FIELDS)
+    token = first_field([config], IMAGE_TOKEN_FIELDS)
     if ids is None or not isinstance(token, int) or plan.image_tokens is not None:
         return {}
-    made = _image_token_count(config, vision)
+    made = image_token_count(config, vision)
     text = ids[:, made:]
     return {"input_ids": tokens_before(text, token, count)}
 
@@ -112,7 +112,7 @@ def second_vision_tower(ctx: RecipeContext) -> dict[str, Any] | None:
         prefix = name.removesuffix("_pixel_values")
         tower = getattr(ctx.config, f"{prefix}_vision_config", None) if prefix != name else None
         if tower is not None and name not in ctx.inputs:
-            found[name] = _pixels(tower, ctx.batch, ctx.device)
+            found[name] = make_pixels(tower, ctx.batch, ctx.device)
     return found or None
 
 
@@ -160,7 +160,7 @@ def aspect_ratio_tiles(ctx: RecipeContext) -> dict[str, Any] | None:
     if not ratios or not isinstance(tiles, int) or "pixel_values" not in ctx.inputs:
         return None
     square = next((i + 1 for i, r in enumerate(ratios) if list(r) == [1, 1]), 1)
-    pixels = _pixels(ctx.config, ctx.batch, ctx.device)
+    pixels = make_pixels(ctx.config, ctx.batch, ctx.device)
     mask = torch.zeros(ctx.batch, 1, tiles, dtype=torch.long, device=ctx.device)
     mask[:, :, 0] = 1
     return {
@@ -181,7 +181,7 @@ def pooled_image_token(ctx: RecipeContext) -> dict[str, Any] | None:
     projector = getattr(getattr(ctx.inner, "model", ctx.inner), "multi_modal_projector", None)
     if vision is None or not hasattr(projector, "visual_temporal_embed") or "pixel_values" not in ctx.inputs:
         return None
-    return _with_image_tokens(ctx.config, vision, ctx.inputs, ctx.plan, _image_token_count(ctx.config, vision) + 1, ctx.device) or None
+    return _with_image_tokens(ctx.config, vision, ctx.inputs, ctx.plan, image_token_count(ctx.config, vision) + 1, ctx.device) or None
 
 
 @recipe(priority=4060)
@@ -223,7 +223,7 @@ def patches_to_queries(ctx: RecipeContext) -> dict[str, Any] | None:
     if not squares:
         return None
     side = math.isqrt(squares[0]) * patch
-    pixels = torch.randn(ctx.batch, _channels(vision), side, side, device=ctx.device)
+    pixels = torch.randn(ctx.batch, image_channels(vision), side, side, device=ctx.device)
     found: dict[str, Any] = {"pixel_values": pixels}
     if "pixel_mask" in ctx.params:
         found["pixel_mask"] = torch.ones(ctx.batch, side, side, dtype=torch.bool, device=ctx.device)
@@ -313,11 +313,11 @@ def flat_patches_hw_grid(ctx: RecipeContext) -> dict[str, Any] | None:
     patch, size = getattr(vision, "patch_size", None), getattr(vision, "image_size", None)
     if "pixel_values" not in ctx.inputs or not isinstance(ratio, float) or not 0 < ratio < 1:
         return None
-    if not isinstance(patch, int) or not isinstance(size, int) or not isinstance(_field([ctx.config], _IMAGE_TOKEN_FIELDS), int):
+    if not isinstance(patch, int) or not isinstance(size, int) or not isinstance(first_field([ctx.config], IMAGE_TOKEN_FIELDS), int):
         return None  # no image token id (the default config's): the forward's error gets the config completed first
     merge = round(1 / ratio)
     side = max(merge, (size // patch) // merge * merge)
-    width = _channels(vision) * patch * patch
+    width = image_channels(vision) * patch * patch
     found: dict[str, Any] = {
         "pixel_values": torch.randn(ctx.batch * side * side, width, device=ctx.device),
         "image_grid_hw": torch.tensor([[side, side]] * ctx.batch, device="cpu" if ctx.device == "meta" else ctx.device),
@@ -350,7 +350,7 @@ def resampler_context(ctx: RecipeContext) -> dict[str, Any] | None:
 
     if not isinstance(getattr(ctx.config, "resampler_n_latents", None), int):
         return None
-    found: dict[str, Any] = {"context": torch.randn(ctx.batch, ctx.seq, _width(ctx.config), device=ctx.device)}
+    found: dict[str, Any] = {"context": torch.randn(ctx.batch, ctx.seq, hidden_width(ctx.config), device=ctx.device)}
     if "attention_mask" in ctx.params:
         found["attention_mask"] = torch.ones(ctx.batch, ctx.seq, dtype=torch.long, device=ctx.device)
     return found

@@ -7,8 +7,8 @@ import inspect
 from types import SimpleNamespace
 from typing import Any
 
-from neuronprobe.loaders.hf.config import TEXT_ID_LIMIT, _ancestor_configs, _vocab
-from neuronprobe.loaders.hf.inputs.primitives import _image_token_count, _pixels, _value_device, text_ids, tokens_before
+from neuronprobe.loaders.hf.config import TEXT_ID_LIMIT, ancestor_configs, vocab_of
+from neuronprobe.loaders.hf.inputs.primitives import image_token_count, make_pixels, text_ids, tokens_before, value_device
 from neuronprobe.loaders.hf.inputs.recipes import RecipeContext, recipe
 
 # --- other families -----------------------------------------------------------------------
@@ -18,7 +18,7 @@ def _ids(config: Any, shape: tuple[int, ...], device: str) -> Any:
     """Token ids of ``shape`` below the config's vocabulary (and :data:`hf.TEXT_ID_LIMIT`): random on the CPU, zeros on meta."""
     import torch
 
-    limit = max(2, min(_vocab(config), TEXT_ID_LIMIT))
+    limit = max(2, min(vocab_of(config), TEXT_ID_LIMIT))
     if device == "meta":
         return torch.zeros(shape, dtype=torch.long, device=device)
     return torch.randint(2, limit, shape, device=device)
@@ -126,7 +126,7 @@ def class_prompt_inputs(ctx: RecipeContext) -> dict[str, Any] | None:
         "classes_attention_mask": mask,
         "tasks_input_ids": _ids(text, (ctx.batch, length), ctx.device),
         "tasks_attention_mask": task_mask,
-        "classes_structure": torch.full((ctx.batch,), OMDET_CLASSES, dtype=torch.long, device=_value_device(ctx.device)),
+        "classes_structure": torch.full((ctx.batch,), OMDET_CLASSES, dtype=torch.long, device=value_device(ctx.device)),
     }
 
 
@@ -298,13 +298,13 @@ def action_expert_inputs(ctx: RecipeContext) -> dict[str, Any] | None:
     image_token = getattr(vlm, "image_token_id", None)
     if not isinstance(image_token, int):
         return None
-    count = _image_token_count(vlm, vision)
+    count = image_token_count(vlm, vision)
     ids = text_ids(vlm, ctx.batch, ctx.seq, ctx.device)
     ids = tokens_before(ids, image_token, count)
     return {
         "input_ids": ids,
         "attention_mask": torch.ones(ctx.batch, ids.shape[1], dtype=torch.long, device=ctx.device),
-        "pixel_values": _pixels(vision, ctx.batch, ctx.device).unsqueeze(1),
+        "pixel_values": make_pixels(vision, ctx.batch, ctx.device).unsqueeze(1),
         "pixel_attention_mask": torch.ones(ctx.batch, 1, dtype=torch.bool, device=ctx.device),
         "action_embeds": torch.randn(ctx.batch, 1 + chunk, int(dit.hidden_size), device=ctx.device),
     }
@@ -376,7 +376,7 @@ def time_condition_inputs(ctx: RecipeContext) -> dict[str, Any] | None:
         return None
     dim = int(ctx.config.hidden_size)
 
-    delays = [d for c in (ctx.config, *_ancestor_configs(type(ctx.config))) if isinstance(d := getattr(c, "default_num_delay_tokens", None), int)]
+    delays = [d for c in (ctx.config, *ancestor_configs(type(ctx.config))) if isinstance(d := getattr(c, "default_num_delay_tokens", None), int)]
     delay = float(delays[0] if delays else 1)  # the parent config's default (6), as its forward falls back to
     inv_freq = torch.exp(-torch.log(torch.tensor(10000.0)) * torch.arange(dim // 2).float() / (dim // 2))
     emb = delay * inv_freq

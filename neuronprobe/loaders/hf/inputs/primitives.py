@@ -9,21 +9,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS, _entry_params
+from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS, entry_params
 from neuronprobe.loaders.hf.config import (
-    _IMAGE_COUNT_FIELDS,
-    _SPECIAL_TOKEN_FIELDS,
     ALT_AUDIO_FRAMES,
     AUDIO_SAMPLES,
     DEFAULT_CHANNELS,
     DEFAULT_IMAGE_SIZE,
     DEFAULT_MEL_BINS,
+    IMAGE_COUNT_FIELDS,
     LONG_SERIES,
     QWEN_GRID,
+    SPECIAL_TOKEN_FIELDS,
     TEXT_ID_LIMIT,
-    _field,
-    _vocab,
+    first_field,
     sub_configs,
+    vocab_of,
 )
 
 # --- inputs --------------------------------------------------------------------------
@@ -101,32 +101,32 @@ def _image_size(config: Any) -> tuple[int, int]:
     return int(size), int(size)
 
 
-def _channels(config: Any) -> int:
-    return int(_field([config], ("num_channels", "in_channels", "in_chans")) or DEFAULT_CHANNELS)
+def image_channels(config: Any) -> int:
+    return int(first_field([config], ("num_channels", "in_channels", "in_chans")) or DEFAULT_CHANNELS)
 
 
-def _pixels(config: Any, batch: int, device: str) -> Any:
+def make_pixels(config: Any, batch: int, device: str) -> Any:
     import torch
 
     h, w = _image_size(config)
-    return torch.randn(batch, _channels(config), h, w, device=device)
+    return torch.randn(batch, image_channels(config), h, w, device=device)
 
 
 def text_ids(config: Any, batch: int, seq: int, device: str) -> Any:
     """Random token ids that avoid every special (image, audio, video) token id of the config."""
     import torch
 
-    limit = max(2, min(_vocab(config), TEXT_ID_LIMIT))
+    limit = max(2, min(vocab_of(config), TEXT_ID_LIMIT))
     ids = torch.randint(0, limit, (batch, seq), device=device) if device != "meta" else torch.zeros(batch, seq, dtype=torch.long, device=device)
     if device != "meta":
-        for value in {_field(sub_configs(config), (name,)) for name in _SPECIAL_TOKEN_FIELDS}:
+        for value in {first_field(sub_configs(config), (name,)) for name in SPECIAL_TOKEN_FIELDS}:
             if isinstance(value, int):
                 ids[ids == value] = (value + 1) % limit
     return ids
 
 
-def _image_token_count(config: Any, vision: Any) -> int:
-    count = _field([config], _IMAGE_COUNT_FIELDS)
+def image_token_count(config: Any, vision: Any) -> int:
+    count = first_field([config], IMAGE_COUNT_FIELDS)
     if isinstance(count, int) and count > 0:
         return count
     h, w = _image_size(vision)
@@ -138,31 +138,31 @@ def _image_token_count(config: Any, vision: Any) -> int:
     return max(1, (h // patch) * (w // patch))
 
 
-def _vision_inputs(config: Any, vision: Any, params: Any, batch: int, device: str, plan: InputPlan) -> tuple[dict[str, Any], int]:
+def vision_tower_inputs(config: Any, vision: Any, params: Any, batch: int, device: str, plan: InputPlan) -> tuple[dict[str, Any], int]:
     """Pixels (or flattened patches with their grid) and how many image tokens stand for them."""
     import torch
 
     if "image_grid_thw" in params:  # Qwen-VL: patches flattened, with their (t, h, w) grid
         patch = int(getattr(vision, "patch_size", 14) or 14)
         # A tower without a temporal patch (ernie4_5_vl, cosmos3_edge, hy_v4_vl, dots3: SigLIP-style) takes C*P*P per patch.
-        temporal = _int_field([vision], ("temporal_patch_size", "patch_temporal")) or 1
+        temporal = first_int_field([vision], ("temporal_patch_size", "patch_temporal")) or 1
         merge = int(getattr(vision, "spatial_merge_size", 2) or 2)
         grid = QWEN_GRID * merge // 2 if merge > 2 else QWEN_GRID
         patches = grid * grid
-        width = _channels(vision) * temporal * patch * patch
+        width = image_channels(vision) * temporal * patch * patch
         inputs = {
             "pixel_values": torch.randn(batch * patches, width, device=device),
             "image_grid_thw": torch.tensor([[1, grid, grid]] * batch, device="cpu" if device == "meta" else device),
         }
         return inputs, plan.image_tokens or patches // (merge * merge)
     if "spatial_shapes" in params:  # NaViT (siglip2): a sequence of flattened patches, a mask over it and its (h, w)
-        patch_inputs = _patch_sequence(vision, batch, device)
+        patch_inputs = make_patch_sequence(vision, batch, device)
         side = int(patch_inputs["spatial_shapes"][0, 0])
         return patch_inputs, plan.image_tokens or side * side
-    return {"pixel_values": _pixels(vision, batch, device)}, plan.image_tokens or _image_token_count(config, vision)
+    return {"pixel_values": make_pixels(vision, batch, device)}, plan.image_tokens or image_token_count(config, vision)
 
 
-def _patch_sequence(vision: Any, batch: int, device: str) -> dict[str, Any]:
+def make_patch_sequence(vision: Any, batch: int, device: str) -> dict[str, Any]:
     """siglip2-style inputs: ``num_patches`` patches of C*P*P pixels as one sequence, all valid, on a square grid."""
     import math
 
@@ -170,7 +170,7 @@ def _patch_sequence(vision: Any, batch: int, device: str) -> dict[str, Any]:
 
     patch = int(getattr(vision, "patch_size", 16) or 16)
     side = max(1, math.isqrt(int(getattr(vision, "num_patches", 256) or 256)))
-    width = _channels(vision) * patch * patch
+    width = image_channels(vision) * patch * patch
     return {
         "pixel_values": torch.randn(batch, side * side, width, device=device),
         "pixel_attention_mask": torch.ones(batch, side * side, dtype=torch.long, device=device),
@@ -178,17 +178,17 @@ def _patch_sequence(vision: Any, batch: int, device: str) -> dict[str, Any]:
     }
 
 
-def _audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> Any:
+def make_audio_features(config: Any, batch: int, device: str, plan: InputPlan) -> Any:
     import torch
 
-    mel = int(_field([config], ("num_mel_bins", "feature_size", "input_feat_per_channel")) or DEFAULT_MEL_BINS)
+    mel = int(first_field([config], ("num_mel_bins", "feature_size", "input_feat_per_channel")) or DEFAULT_MEL_BINS)
     if plan.audio_time_major:
         return torch.randn(batch, ALT_AUDIO_FRAMES, mel, device=device)
     frames = 2 * int(getattr(config, "max_source_positions", ALT_AUDIO_FRAMES // 2) or ALT_AUDIO_FRAMES // 2)
     return torch.randn(batch, mel, frames, device=device)
 
 
-def _audio_values(config: Any, batch: int, device: str) -> Any:
+def make_audio_values(config: Any, batch: int, device: str) -> Any:
     """Raw audio, or (frames, mel bins) for spectrogram encoders (audio-spectrogram-transformer) that take ``input_values``."""
     import torch
 
@@ -202,7 +202,7 @@ def _audio_values(config: Any, batch: int, device: str) -> Any:
 _MAIN_INPUTS = ("input_ids", "pixel_values", "input_values", "input_features", "inputs_embeds", "hidden_states")
 
 
-def _main_input(inner: Any, params: Any) -> str:
+def main_input_of(inner: Any, params: Any) -> str:
     """The input the forward is about: the model's ``main_input_name`` when its forward takes it, else the first required one."""
     main = getattr(inner, "main_input_name", "input_ids")
     if isinstance(main, (list, tuple)):  # oneformer names two: ["pixel_values", "task_inputs"]
@@ -216,11 +216,11 @@ def _main_input(inner: Any, params: Any) -> str:
     return str(main)
 
 
-def _width(config: Any) -> int:
-    return int(_field([config], ("hidden_size", "d_model", "embed_dim", "hidden_dim", "dim")) or 64)
+def hidden_width(config: Any) -> int:
+    return int(first_field([config], ("hidden_size", "d_model", "embed_dim", "hidden_dim", "dim")) or 64)
 
 
-def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: Mapping[str, Any]) -> Any:
+def input_by_name(name: str, config: Any, batch: int, seq: int, device: str, done: Mapping[str, Any]) -> Any:
     """An input the forward needs, by its name and the config; None for one neuronprobe does not know how to make."""
     import torch
 
@@ -231,7 +231,7 @@ def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: Ma
     if name in ("attention_mask", "decoder_attention_mask"):
         return torch.ones(batch, length, dtype=torch.long, device=device)
     if name == "pixel_values":
-        return _pixels(getattr(config, "vision_config", None) or config, batch, device)
+        return make_pixels(getattr(config, "vision_config", None) or config, batch, device)
     if name == "pixel_mask":
         h, w = _image_size(getattr(config, "vision_config", None) or config)
         return torch.ones(batch, h, w, dtype=torch.long, device=device)
@@ -239,30 +239,30 @@ def _by_name(name: str, config: Any, batch: int, seq: int, device: str, done: Ma
         h, w = done["pixel_values"].shape[-2:]
         return torch.tensor([[h, w]] * batch, device="cpu" if device == "meta" else device)
     if name == "input_values":
-        return _audio_values(config, batch, device)
+        return make_audio_values(config, batch, device)
     if name == "input_features":  # an audio codec's features next to its raw audio (xcodec2, neucodec)
-        return _audio_features(config, batch, device, InputPlan())
+        return make_audio_features(config, batch, device, InputPlan())
     if name in ("input_features_mask", "feature_attention_mask") and "input_features" in done:
         features = done["input_features"]
         return torch.ones(batch, features.shape[-1], dtype=torch.long, device=device)
     if name in ("inputs_embeds", "hidden_states"):  # features in: a speech encoder's input_dim before its width
-        return torch.randn(batch, length, int(_field([config], ("input_dim",)) or _width(config)), device=device)
+        return torch.randn(batch, length, int(first_field([config], ("input_dim",)) or hidden_width(config)), device=device)
     if name == "encoder_hidden_states":  # what a cross-attending module (Q-Former) reads from the vision side
-        return torch.randn(batch, length, int(_field([config], ("encoder_hidden_size",)) or _width(config)), device=device)
+        return torch.randn(batch, length, int(first_field([config], ("encoder_hidden_size",)) or hidden_width(config)), device=device)
     if name == "query_embeds":
         queries = int(getattr(config, "num_query_tokens", None) or 32)
-        return torch.randn(batch, queries, _width(config), device=device)
+        return torch.randn(batch, queries, hidden_width(config), device=device)
     return _by_name_more(name, config, batch, seq, device, done, length)
 
 
-def _int_field(configs: list[Any], names: Iterable[str]) -> int | None:
-    value = _field(configs, names)
+def first_int_field(configs: list[Any], names: Iterable[str]) -> int | None:
+    value = first_field(configs, names)
     if isinstance(value, (list, tuple)) and value:
         value = value[0]
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _count(dim: str, config: Any) -> int:
+def dim_count(dim: str, config: Any) -> int:
     """How many of a dimension the forward unpacks by this name: frames from the config (video), channels of
     raw audio from ``audio_channels``; one image, one sequence, one of anything else."""
     dim = dim.lower()
@@ -270,9 +270,9 @@ def _count(dim: str, config: Any) -> int:
         return int(dim)
     configs = sub_configs(config) if hasattr(config, "__dict__") else []
     if "frame" in dim or "video" in dim or dim in ("t", "time"):
-        return _int_field(configs, ("num_frames", "frames_per_clip", "tubelet_size")) or 1
+        return first_int_field(configs, ("num_frames", "frames_per_clip", "tubelet_size")) or 1
     if "channel" in dim:
-        return _int_field(configs, ("audio_channels",)) or 1
+        return first_int_field(configs, ("audio_channels",)) or 1
     return 1
 
 
@@ -300,20 +300,20 @@ def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, don
     if name.endswith("_attention_mask") and (ids := done.get(name.replace("attention_mask", "input_ids"))) is not None:
         return torch.ones(batch, ids.shape[-1], dtype=torch.long, device=device)
     if "pixel_values" in name or name in ("image", "images"):  # prompt_pixel_values (seggpt), pixel_values_videos (B, frames, C, H, W)
-        pixels = _pixels(vision, batch, device)
-        return pixels.unsqueeze(1).expand(batch, _count("frames", config), *pixels.shape[1:]).contiguous() if "video" in name else pixels
+        pixels = make_pixels(vision, batch, device)
+        return pixels.unsqueeze(1).expand(batch, dim_count("frames", config), *pixels.shape[1:]).contiguous() if "video" in name else pixels
     if name.endswith("_masks") and isinstance(done.get("pixel_values"), torch.Tensor):  # prompt_masks: a mask image per image
         return torch.zeros_like(done["pixel_values"])
     if name in ("past_values", "future_values"):  # time series: (B, context, channels) or (B, context)
         # The config's context (patchtst checks it), but a long one is the sequence length in whole patches
         # (timesfm2_5's 16384 steps take minutes on meta; a model that wants its full context says so, see repairs).
-        context = _int_field(configs, ("context_length",)) or seq
-        patch = _int_field(configs, ("patch_length",)) or 1
+        context = first_int_field(configs, ("context_length",)) or seq
+        patch = first_int_field(configs, ("patch_length",)) or 1
         if context > LONG_SERIES:
             context = -(-seq // patch) * patch
-        channels = _int_field(configs, ("num_input_channels",))
+        channels = first_int_field(configs, ("num_input_channels",))
         if name == "future_values":
-            context = _int_field(configs, ("prediction_length",)) or context
+            context = first_int_field(configs, ("prediction_length",)) or context
         return torch.randn(batch, context, *([channels] if channels else []), device=device)
     if name.endswith(("observed_mask", "_padding")) and isinstance(past := done.get("past_values"), torch.Tensor):
         return (torch.ones_like if "observed" in name else torch.zeros_like)(past)
@@ -322,23 +322,23 @@ def _by_name_more(name: str, config: Any, batch: int, seq: int, device: str, don
     if name == "freq":  # a frequency class per series (timesfm)
         return torch.zeros(batch, 1, dtype=torch.long, device=device)
     if name == "latents":  # codec decoders: (B, hidden, frames)
-        return torch.randn(batch, _width(config), length, device=device)
+        return torch.randn(batch, hidden_width(config), length, device=device)
     if name == "flattened_patches":  # pix2struct, kosmos-2.5: (B, patches, row + column + the patch's pixels)
-        width = _int_field(configs, ("patch_embed_hidden_size",)) or _width(config)
+        width = first_int_field(configs, ("patch_embed_hidden_size",)) or hidden_width(config)
         patches = torch.randn(batch, length, 2 + width, device=device)
         if device != "meta":
             patches[:, :, :2] = 0  # row and column ids: the first patch's, valid for any table of positions
         return patches
     if "spectrogram" in name:  # vocoders (hifigan): (B, frames, mel bins)
-        return torch.randn(batch, length, _int_field(configs, ("model_in_dim", "num_mel_bins")) or DEFAULT_MEL_BINS, device=device)
+        return torch.randn(batch, length, first_int_field(configs, ("model_in_dim", "num_mel_bins")) or DEFAULT_MEL_BINS, device=device)
     for field_name in (f"{name}_dim", f"{name.removesuffix('s')}_dim"):  # features by a config width: visual_feats, visual_pos (lxmert), states
-        dim = _int_field(configs, (field_name,))
+        dim = first_int_field(configs, (field_name,))
         if dim:
             return torch.randn(batch, length, dim, device=device)
     return None
 
 
-def _conv_stem(inner: Any) -> bool:
+def has_conv_stem(inner: Any) -> bool:
     """The model's first layer with weights is a 2-D convolution: what it reads first is an image."""
     import torch
 
@@ -354,7 +354,7 @@ def tokens_before(ids: Any, token: int, count: int) -> Any:
     return torch.cat([torch.full((ids.shape[0], count), token, dtype=ids.dtype, device=ids.device), ids], dim=1)
 
 
-def _reshaped(value: Any, shape: tuple[int, ...] | None, device: str) -> Any:
+def reshaped_value(value: Any, shape: tuple[int, ...] | None, device: str) -> Any:
     """An input remade at ``(its first dim, *shape)``, keeping its dtype: random values for floats, zeros for ids.
     The first dim is the batch, or the batch's patches for flattened patches: made for the batch asked."""
     import torch
@@ -400,7 +400,7 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
         line = (own[-1].line or "") if own else ""
     tensors = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
     try:
-        signature = _entry_params(inner)
+        signature = entry_params(inner)
     except (TypeError, ValueError):
         signature = {}
     params = tuple(signature)
@@ -416,7 +416,7 @@ def inputs_info(inner: Any, inputs: Mapping[str, Any], error: BaseException | No
     )
 
 
-def _target(info: InputsInfo, ndim: int | None = None, floats: bool = False, name: str | None = None) -> str | None:
+def repair_target(info: InputsInfo, ndim: int | None = None, floats: bool = False, name: str | None = None) -> str | None:
     """The input a message is about: ``name`` when it is an input, else the main input, else the only input
     with ``ndim`` dims (floating point when ``floats``)."""
     if name is not None and name in info.shapes:
@@ -431,11 +431,11 @@ def _target(info: InputsInfo, ndim: int | None = None, floats: bool = False, nam
     return found[0] if len(found) == 1 else None
 
 
-def _pixel_target(info: InputsInfo) -> str | None:
+def pixel_target(info: InputsInfo) -> str | None:
     found = [n for n in info.shapes if "pixel_values" in n and len(info.shapes[n]) >= 4]
     return info.main_input if info.main_input in found else found[0] if found else None
 
 
-def _value_device(device: str) -> str:
+def value_device(device: str) -> str:
     """Where tensors whose values the forward reads (lengths, flags) go: the CPU next to meta inputs."""
     return "cpu" if device == "meta" else device

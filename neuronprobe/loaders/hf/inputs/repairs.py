@@ -12,7 +12,7 @@ from neuronprobe.loaders import fired
 from neuronprobe.loaders.hf.build import WRAPPER_KEYWORDS
 from neuronprobe.loaders.hf.config import DEFAULT_CHANNELS
 from neuronprobe.loaders.hf.error_texts import error_text
-from neuronprobe.loaders.hf.inputs.primitives import InputPlan, InputsInfo, _channels, _count, _pixel_target, _target
+from neuronprobe.loaders.hf.inputs.primitives import InputPlan, InputsInfo, dim_count, image_channels, pixel_target, repair_target
 
 
 def repair_image_tokens(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
@@ -32,7 +32,7 @@ def _insert_dims(old: tuple[int, ...], dims: list[str], config: Any) -> tuple[in
     """``old`` (with its batch) given the dims the forward wanted: the missing ones go right after the batch,
     as many of each as its name says (``num_frames`` from the config, ``2`` for an image pair, else one)."""
     missing = len(dims) - len(old)
-    return tuple(_count(d, config) for d in dims[1 : 1 + missing]) + old[1:]
+    return tuple(dim_count(d, config) for d in dims[1 : 1 + missing]) + old[1:]
 
 
 def repair_missing_dims(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
@@ -49,11 +49,11 @@ def repair_missing_dims(message: str, plan: InputPlan, info: InputsInfo) -> Inpu
         want, got = int(m.group(1)), int(m.group(2))
         line = _UNPACK_LINE.match(info.line)
         dims = [d.strip() for d in line.group(1).split(",")] if line else []
-        name = _target(info, got, name=line.group(2).rpartition(".")[2] if line else None)
+        name = repair_target(info, got, name=line.group(2).rpartition(".")[2] if line else None)
     elif stated:
         dims = [d.strip() for d in stated.group(2).split(",")]
         want, got = int(stated.group(1)), len(dims) - 1
-        name = _pixel_target(info) or _target(info, got)
+        name = pixel_target(info) or repair_target(info, got)
     else:
         return None
     if name is None or want <= got:
@@ -76,9 +76,9 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
     dim 3 ("expected to be in range of [-3, 2], but got 3") gets a channel dim of one (clap_audio_model)."""
     m = error_text("dimension-out-of-range").search(message)
     if m and int(m.group(1)) == int(m.group(2)) > 2:  # features (B, T, mel) the forward reads as (B, 1, T, mel)
-        name = _target(info, int(m.group(2)), floats=True)
+        name = repair_target(info, int(m.group(2)), floats=True)
         return plan.with_shape(name, (1, *info.shapes[name][1:])) if name in info.floats else None
-    name = _target(info, 2, floats=True)
+    name = repair_target(info, 2, floats=True)
     if name is None or name not in info.floats:
         return None
     length = info.shapes[name][-1]
@@ -86,7 +86,7 @@ def repair_audio_channels(message: str, plan: InputPlan, info: InputsInfo) -> In
         pass
     elif not (any(int(x.group(1)) == length for x in (error_text("audio-must-be-mono").search(message), error_text("broadcast-length").search(message)) if x)):
         return None
-    return plan.with_shape(name, (_count("channels", info.config), length))
+    return plan.with_shape(name, (dim_count("channels", info.config), length))
 
 
 def repair_codebook_ids(message: str, plan: InputPlan, info: InputsInfo) -> InputPlan | None:
@@ -136,7 +136,7 @@ def repair_stated_size(message: str, plan: InputPlan, info: InputsInfo) -> Input
         if sized and len(theirs) < len(target):
             return plan.with_shape(sized, (*target[1 : len(target) - len(theirs)], *theirs))
         return None
-    name = _pixel_target(info)
+    name = pixel_target(info)
     if name is None:
         return None
     h, w = info.shapes[name][-2:]
@@ -339,7 +339,7 @@ def _patch_side(width: int, config: Any) -> tuple[int, int] | None:
     """(channels, patch side) of a flattened patch row ``width`` wide: ``C*P*P`` with the config's channels."""
     import math
 
-    channels = _channels(config) if config is not None else DEFAULT_CHANNELS
+    channels = image_channels(config) if config is not None else DEFAULT_CHANNELS
     side = math.isqrt(width // channels) if width % channels == 0 else 0
     return (channels, side) if side and channels * side * side == width else None
 

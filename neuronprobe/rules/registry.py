@@ -16,17 +16,19 @@ each id appears in exactly one of them:
   --audit`` puts them in the same report and ``--fail-on`` gates on their ids, so they
   share the id space: no audit id may be a finding rule's id.
 
-A user's ``--rules`` file adds its rules (``user``) when it loads
-(:func:`register_user_rules`). Each entry says which verdicts a finding of the rule can
-have, its severity, its fix, its provenance and the file it comes from.
+A user's ``--rules`` file adds its rules (``user``) to a registry *value*
+(:meth:`RuleRegistry.with_user_rules`), which the analysis that read the file passes down
+(``support.RuleSet``): nothing of a user's file stays in the process, so a notebook's next
+analysis without ``--rules`` sees the bundled rules only. Each entry says which verdicts a
+finding of the rule can have, its severity, its fix, its provenance and the file it comes from.
 :meth:`Finding.at <neuronprobe.report.model.Finding.at>` makes every finding through
-:func:`lookup`, so a finding with an id the registry does not know is an
-:class:`UnknownRule` (a bug in neuronprobe, exit 3), and ``--fail-on`` accepts exactly the
-registered ids and the verdicts.
+:func:`lookup` (given the analysis's registry when a user's rules apply), so a finding with an
+id the registry does not know is an :class:`UnknownRule` (a bug in neuronprobe, exit 3), and
+``--fail-on`` accepts exactly the registered ids and the verdicts.
 
-This module is in the bottom layer: it reads the data files as plain JSON/TOML (their
-full parsers live with the code that applies the rules) and imports only the vocabulary
-and the errors.
+This package is in the bottom layer, so the report model can check its findings against it:
+it reads the data files as plain JSON/TOML (their full parsers live with the code that
+applies the rules) and imports only the vocabulary and the errors.
 """
 
 from __future__ import annotations
@@ -129,6 +131,31 @@ class RuleRegistry:
         wanted = set(kinds) if kinds is not None else set(RuleKind)
         return frozenset(r.id for r in self.rules.values() if r.kind in wanted)
 
+    def with_user_rules(self, rules: Iterable[Any], source: str) -> RuleRegistry:
+        """This registry and the rules of a user's ``--rules`` file (already checked: see ``support.rulefile``),
+        as a new value: the registry itself is left as it was.
+
+        A rule that overrides a registered one keeps its entry, which then also admits the user's verdict.
+        """
+        added: dict[str, RegisteredRule] = {}
+        for rule in rules:
+            verdict = Verdict(rule.verdict)
+            base = added.get(rule.id) or self.rules.get(rule.id)
+            if base is not None:
+                added[rule.id] = base if verdict in base.verdicts else replace(base, verdicts=(*base.verdicts, verdict))
+                continue
+            added[rule.id] = RegisteredRule(
+                id=rule.id,
+                kind=RuleKind.USER,
+                source=source,
+                verdicts=(verdict,),
+                severity=verdict.severity,
+                message=rule.message,
+                fix=rule.fix,
+                provenance=rule.provenance or f"the user's rules file {source}",
+            )
+        return RuleRegistry({**self.rules, **added})
+
     def get(self, rule_id: str) -> RegisteredRule:
         """The rule called ``rule_id``; an :class:`UnknownRule` (exit 3) when none is registered."""
         try:
@@ -210,50 +237,13 @@ def bundled_registry() -> RuleRegistry:
     return RuleRegistry(rules)
 
 
-# Rules of the users' --rules files loaded in this process, by id (see register_user_rules).
-_USER_RULES: dict[str, RegisteredRule] = {}
-
-
-def register_user_rules(rules: Iterable[Any], source: str) -> None:
-    """Register the rules of a user's ``--rules`` file (already checked: see ``support.rulefile``).
-
-    A rule that overrides a bundled one keeps the bundled entry, which then also admits
-    the user's verdict.
-    """
-    bundled = bundled_registry()
-    for rule in rules:
-        verdict = Verdict(rule.verdict)
-        base = bundled.rules.get(rule.id) or _USER_RULES.get(rule.id)
-        if base is not None:
-            verdicts = base.verdicts if verdict in base.verdicts else (*base.verdicts, verdict)
-            _USER_RULES[rule.id] = replace(base, verdicts=verdicts)
-            continue
-        _USER_RULES[rule.id] = RegisteredRule(
-            id=rule.id,
-            kind=RuleKind.USER,
-            source=source,
-            verdicts=(verdict,),
-            severity=verdict.severity,
-            message=rule.message,
-            fix=rule.fix,
-            provenance=rule.provenance or f"the user's rules file {source}",
-        )
-
-
-def registry() -> RuleRegistry:
-    """The bundled rules and those of the users' rules files loaded so far."""
-    bundled = bundled_registry()
-    if not _USER_RULES:
-        return bundled
-    return RuleRegistry({**bundled.rules, **_USER_RULES})
-
-
-def lookup(rule_id: str, verdict: Verdict | str | None = None) -> RegisteredRule:
-    """The registered rule ``rule_id``; with ``verdict``, also checks the rule can give it.
+def lookup(rule_id: str, verdict: Verdict | str | None = None, rules: RuleRegistry | None = None) -> RegisteredRule:
+    """The registered rule ``rule_id`` in ``rules`` (default: the bundled rules); with ``verdict``, also checks the
+    rule can give it.
 
     Either check failing is an :class:`UnknownRule`: the code and the rule data disagree.
     """
-    rule = _USER_RULES.get(rule_id) or bundled_registry().get(rule_id)
+    rule = (rules if rules is not None else bundled_registry()).get(rule_id)
     if verdict is not None and rule.verdicts and Verdict(verdict) not in rule.verdicts:
         raise UnknownRule(f"a finding of rule {rule_id!r} has verdict {verdict!r}, but {rule.source} registers it for {', '.join(rule.verdicts)} only")
     return rule
@@ -267,6 +257,4 @@ __all__ = [
     "UnknownRule",
     "bundled_registry",
     "lookup",
-    "register_user_rules",
-    "registry",
 ]
