@@ -24,9 +24,7 @@ PACKAGE = ROOT / "neuronprobe"
 # module:function (methods and nested functions as Class.method, outer.inner) -> who is reshaping it.
 ALLOWED: dict[str, str] = {
     "neuronprobe.cli.buckets:buckets": "cli: its three branches become library calls (issue 35.1)",
-    "neuronprobe.analysis:_analyze_loaded": "analysis: the pipeline runs once, from one request (issue 35.1, 35.2)",
     "neuronprobe.backends.xla_observe:_recorder_classes": "backends: typed capabilities instead of getattr (issue 35.3)",
-    "neuronprobe.process.isolation:run_isolated": "process: one supervisor for every worker (issue 35.3, 35.5)",
     "neuronprobe.shape_buckets.propose:propose_buckets": "library entry point that takes the request's options (issue 35.1)",
     "neuronprobe.shape_buckets.decode:propose_decode_buckets": "library entry point that takes the request's options (issue 35.1)",
 }

@@ -19,16 +19,7 @@ PRIVATE_DOOR = "neuronprobe._torch"
 
 # (importing module, imported module, name): the training module's, which its split (issue 35.3, h-training)
 # makes public or moves. Remove each entry when its import is gone: the test fails on an entry no import uses.
-TRAINING_PENDING = frozenset(
-    {
-        ("neuronprobe.parity.train", "neuronprobe.training", "_loss_of"),
-        ("neuronprobe.parity.train", "neuronprobe.training", "_optimizer_label"),
-        ("neuronprobe.parity.train", "neuronprobe.training", "_user_error"),
-        ("neuronprobe.training", "neuronprobe.capture.graph", "_bare_call"),
-        ("neuronprobe.training", "neuronprobe.capture.graph", "_is_constant"),
-        ("neuronprobe.training", "neuronprobe.capture.graph", "_tensor_metas"),
-    }
-)
+TRAINING_PENDING: frozenset[tuple[str, str, str]] = frozenset()  # training made its names public (issue 35.3): none left
 
 
 def _private(name: str) -> bool:

@@ -335,7 +335,7 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str |
       twice the activations for their gradients, and the weights' gradients and two optimizer states, which the
       worker allocates anew).
     """
-    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, _resident_bytes, activation_bytes, tensor_bytes
+    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, resident_bytes, activation_bytes, tensor_bytes
     from neuronprobe.formatting import format_memory
     from neuronprobe.support.native.compile import COMPILE
 
@@ -343,7 +343,7 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str |
         return AutoChoice(False, reason="the native-cpu stand-in observes eager dispatch, and --native-mode compile analyses torch.compile(backend='neuron')")
     if getattr(loaded, "on_meta", False):
         return AutoChoice(False, reason=f"{loaded.source} has no weights here (meta tensors), so its forward cannot run on the stand-in")
-    need = _resident_bytes() + activation_bytes(calls) * (2 if train else 1)
+    need = resident_bytes() + activation_bytes(calls) * (2 if train else 1)
     if train:
         need += tensor_bytes(loaded.module) * TRAIN_NEW_COPIES
     budget = int(max_memory * HEADROOM)

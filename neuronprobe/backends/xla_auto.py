@@ -78,7 +78,7 @@ class AutoChoice:
     kinds_lost: tuple[str, ...] = ()  # what the full-depth model has that the shrunken copy lacks (its ops go unobserved)
 
 
-def _resident_bytes() -> int:
+def resident_bytes() -> int:
     """This process's resident memory now (Linux ``/proc/self/statm``; 0 where there is none)."""
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
@@ -101,7 +101,7 @@ def activation_bytes(calls: list[Any]) -> int:
 
 def estimate(loaded: Any, calls: list[Any], train: bool, module: Any = None) -> MemoryEstimate:
     return MemoryEstimate(
-        analysis=_resident_bytes(),
+        analysis=resident_bytes(),
         interpreter=INTERPRETER_BYTES,
         weights=tensor_bytes(module if module is not None else loaded.module),
         weight_copies=TRAIN_WEIGHT_COPIES if train else FORWARD_WEIGHT_COPIES,
