@@ -335,7 +335,7 @@ def choose(loaded: Any, calls: list[Any], *, max_memory: int, native_mode: str |
       twice the activations for their gradients, and the weights' gradients and two optimizer states, which the
       worker allocates anew).
     """
-    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, resident_bytes, activation_bytes, tensor_bytes
+    from neuronprobe.backends.xla_auto import HEADROOM, AutoChoice, activation_bytes, resident_bytes, tensor_bytes
     from neuronprobe.formatting import format_memory
     from neuronprobe.support.native.compile import COMPILE
 
