@@ -165,6 +165,21 @@ def _modeling_modules(model_type: str) -> list[Any]:
     return found
 
 
+def _borrowed_modeling_modules(parent_config: Any) -> list[Any]:
+    """The modeling modules of the classes a parent type without its own builds with: ``pp_chart2table`` has no
+    ``modeling_*`` module, its model is another type's classes (transformers/models/pp_chart2table/ holds only the
+    configuration, processing and a modular file), so the watched constructors are those of the module its built
+    model's class comes from (built once on the meta device to find it)."""
+    import sys
+
+    import torch
+
+    with torch.device("meta"):
+        built = _build_model(copy.deepcopy(parent_config), "meta")
+    module = sys.modules.get(type(built.inner).__module__)
+    return [module] if module is not None else []
+
+
 @contextlib.contextmanager
 def _constructors_watched(modules: list[Any], config_class: type, got: list[Any]) -> Iterator[None]:
     """While the block runs, every ``torch.nn.Module`` class of ``modules`` that defines its own ``__init__``
@@ -212,7 +227,8 @@ def built_by_parent(config: Any) -> Any:
             if not on_meta:  # real weights: the parent's other parts small
                 parent_config, _ = shrink_config(parent_config)
             setattr(parent_config, attr, config)
-            with _constructors_watched(_modeling_modules(parent_type), type(config), got):
+            modules = _modeling_modules(parent_type) or _borrowed_modeling_modules(parent_config)
+            with _constructors_watched(modules, type(config), got):
                 _build_model(parent_config, "meta" if on_meta else "cpu")
         except Exception:  # this parent does not build: the next one may
             continue
