@@ -110,9 +110,17 @@ def _parses(words: tuple[str, ...]) -> None:
     are the user's). Raises the command line's own usage error (NoSuchOption, UsageError) if not."""
     commands = _cli_commands()
     assert words and words[0] in commands, f"no command `neuronprobe {words[0] if words else ''}`"
-    command = commands[words[0]]
-    context = command.context_class(command, info_name=words[0])  # not resilient: a usage error raises
-    _, extra, _ = command.make_parser(context).parse_args(list(words[1:]))
+    command, name, args = commands[words[0]], words[0], list(words[1:])
+    while hasattr(command, "commands"):  # a group (`nightly`): its own routing picks the sub-command (`nightly CONFIG` runs)
+        group_context = command.context_class(command, info_name=name)
+        command.parse_args(group_context, args)
+        protected = getattr(group_context, "_protected_args", None) or group_context.protected_args
+        assert protected, f"`neuronprobe {' '.join(words)}` names no sub-command of `{name}`"
+        name, args = protected[0], list(group_context.args)
+        assert name in command.commands, f"no command `neuronprobe {words[0]} {name}`"
+        command = command.commands[name]
+    context = command.context_class(command, info_name=name)  # not resilient: a usage error raises
+    _, extra, _ = command.make_parser(context).parse_args(args)
     if extra:
         context.fail(f"Got unexpected extra argument(s) ({' '.join(extra)})")
 

@@ -183,7 +183,7 @@ def test_environment_and_provenance(rich_html: str) -> None:
         "git commit 0123456789abcdef0123456789abcdef01234567",
         "time 2026-01-15T09:30:00+00:00",
         "command line neuronprobe analyze models/tiny_encoder.py --lengths traffic.jsonl",
-        "neuronprobe 0.1.0 (report schema 6)",  # issue 15: schema 3; issue 23: 4; issue 25: 5; issues 33, 36, 37: 6
+        "neuronprobe 0.1.0 (report schema 7)",  # issue 15: schema 3; issue 23: 4; issue 25: 5; issues 33, 36, 37: 6; issue 36.6: 7
     ):
         assert fact in text
 

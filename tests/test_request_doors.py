@@ -263,9 +263,10 @@ def test_the_parity_and_audit_functions_give_what_their_commands_write(tmp_path:
     audited = tmp_path / "audit.json"
     cli = runner.invoke(app, ["audit", str(AUDIT_REPO), "--json", str(audited)])
     assert cli.exit_code == 0, cli.output
-    import dataclasses
 
-    assert json.loads(json.dumps(dataclasses.asdict(neuronprobe.audit(AUDIT_REPO)))) == json.loads(audited.read_text())
+    from neuronprobe.audit.model import AUDIT_DOCUMENT
+
+    assert json.loads(AUDIT_DOCUMENT.dumps(neuronprobe.audit(AUDIT_REPO))) == json.loads(audited.read_text())  # versioned as the command writes it
     with pytest.raises(neuronprobe.GateFailed, match=r"new finding\(s\) at --fail-on error"):
         neuronprobe.audit(AUDIT_REPO, fail_on="error")
     with pytest.raises(InputError, match=r"^--tolerance 0: give a relative tolerance above 0"):
