@@ -22,12 +22,7 @@ REASON = "Long because"
 PACKAGE = ROOT / "neuronprobe"
 
 # module:function (methods and nested functions as Class.method, outer.inner) -> who is reshaping it.
-ALLOWED: dict[str, str] = {
-    "neuronprobe.cli.buckets:buckets": "cli: its three branches become library calls (issue 35.1)",
-    "neuronprobe.backends.xla_observe:_recorder_classes": "backends: typed capabilities instead of getattr (issue 35.3)",
-    "neuronprobe.shape_buckets.propose:propose_buckets": "library entry point that takes the request's options (issue 35.1)",
-    "neuronprobe.shape_buckets.decode:propose_decode_buckets": "library entry point that takes the request's options (issue 35.1)",
-}
+ALLOWED: dict[str, str] = {}
 
 
 @dataclass(frozen=True)

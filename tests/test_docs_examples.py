@@ -112,6 +112,8 @@ def _parses(words: tuple[str, ...]) -> None:
     assert words and words[0] in commands, f"no command `neuronprobe {words[0] if words else ''}`"
     command, name, args = commands[words[0]], words[0], list(words[1:])
     while hasattr(command, "commands"):  # a group (`nightly`): its own routing picks the sub-command (`nightly CONFIG` runs)
+        if not args:  # the group named alone in the text: it exists
+            return
         group_context = command.context_class(command, info_name=name)
         command.parse_args(group_context, args)
         protected = getattr(group_context, "_protected_args", None) or group_context.protected_args

@@ -83,7 +83,13 @@ def _nbytes(values: Any) -> int:
 
 
 def _recorder_classes() -> tuple[Any, Any]:
-    """(dispatch-level recorder, function-level recorder); built lazily: their bases come from torch."""
+    """(dispatch-level recorder, function-level recorder); built lazily: their bases come from torch.
+
+    Long because the two classes are defined in its body: their bases (``TorchDispatchMode``, ``TorchFunctionMode``)
+    and the torch-xla hooks they call exist only once torch-xla 2.9 is imported in the worker's own interpreter, and
+    the module is imported without torch (the ``worker-side-stdlib`` contract). Each method is short; the shared
+    state (``Record``) is one class.
+    """
     import torch
     import torch_xla
     import torch_xla.debug.metrics as met

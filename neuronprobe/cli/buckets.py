@@ -137,8 +137,6 @@ def buckets(
 ) -> None:
     """Propose the sequence-length buckets that minimise padding for a real length distribution."""
     with guarded(debug):
-        from neuronprobe.shape_buckets.documents import buckets_json
-
         if metrics or (decode and runtime == "vllm-neuron"):
             from neuronprobe.shape_buckets.serving_cli import ServingOptions, run_serving
             from neuronprobe.shape_buckets.serving_console import render_serving
@@ -152,12 +150,7 @@ def buckets(
                     unused={"--model": model is not None, "--max-batch": max_batch is not None, "--step-times": step_times is not None, "--holdout": holdout is not None},
                 )
             )  # fmt: skip
-            console = out_console()
-            for line in render_serving(served):
-                console.print(line, markup=False, highlight=False, soft_wrap=True)
-            if json_path is not None:
-                write(json_path, buckets_json(served))  # versioned: schema_version first
-                console.print(f"json: {json_path}", markup=False)
+            _print_and_write(render_serving(served), served, json_path, plain=True)
             return
         if any(v is not None for v in (max_num_batched_tokens, max_num_seqs, max_model_len, compile_budget, compile_times)):
             raise fail(
@@ -203,49 +196,91 @@ def buckets(
                 },
                 load_shape=_shape_in_worker(timeout),
             )
-            decoded = run_decode(options)
-            console = out_console()
             from neuronprobe.shape_buckets.decode_console import render_decode
 
-            for part in render_decode(decoded, config=options.config):
-                console.print(part)
-            if json_path is not None:
-                write(json_path, buckets_json(decoded))  # versioned: schema_version first
-                console.print(f"json: {json_path}", markup=False)
+            decoded = run_decode(options)
+            _print_and_write(render_decode(decoded, config=options.config), decoded, json_path)
             return
 
-        from neuronprobe.shape_buckets import fit_step_times, propose_buckets, read_lengths, read_step_times
-        from neuronprobe.shape_buckets.configs import CONFIG_NAMES
+        proposal = _proposal(
+            lengths,
+            column,
+            field_,
+            config,
+            cost,
+            step_times,
+            json_path,
+            max_buckets,
+            max_len,
+            multiple_of,
+            min_bucket,
+            fit,
+            compile_seconds,
+            compile_weight,
+            holdout,
+        )
         from neuronprobe.shape_buckets.console import render_proposal
 
-        if config not in (*CONFIG_NAMES, "all", "none"):
-            raise fail(f"--config {config!r}: use {', '.join(CONFIG_NAMES)}, all or none")
-        if step_times is not None and cost != "tokens":
-            raise fail("give either --cost or --step-times, not both")
-        from neuronprobe.files import check_outputs
+        _print_and_write(render_proposal(proposal, config=config), proposal, json_path)
 
-        if json_path is not None:
-            check_outputs([("--json", json_path)], [lengths, step_times])
-        data = read_lengths(lengths, column=column, field=field_)
-        cost_model: Any = cost if step_times is None else fit_step_times(*read_step_times(step_times))
-        proposal = propose_buckets(
-            data,
-            max_buckets,
-            cost=cost_model,
-            max_len=max_len,
-            multiple_of=multiple_of,
-            min_bucket=min_bucket,
-            fit=fit,
-            compile_seconds=compile_seconds,
-            compile_weight=compile_weight,
-            holdout=holdout,
-        )
-        console = out_console()
-        for part in render_proposal(proposal, config=config):
+
+def _proposal(
+    lengths: Path,
+    column: str | None,
+    field_: str | None,
+    config: str,
+    cost: str,
+    step_times: Path | None,
+    json_path: Path | None,
+    max_buckets: int,
+    max_len: int | None,
+    multiple_of: int | None,
+    min_bucket: int | None,
+    fit: str,
+    compile_seconds: float | None,
+    compile_weight: float,
+    holdout: float | None,
+) -> Any:
+    """``buckets LENGTHS``: the flags checked against each other, the lengths read, the ladder proposed."""
+    from neuronprobe.files import check_outputs
+    from neuronprobe.shape_buckets import fit_step_times, propose_buckets, read_lengths, read_step_times
+    from neuronprobe.shape_buckets.configs import CONFIG_NAMES
+
+    if config not in (*CONFIG_NAMES, "all", "none"):
+        raise fail(f"--config {config!r}: use {', '.join(CONFIG_NAMES)}, all or none")
+    if step_times is not None and cost != "tokens":
+        raise fail("give either --cost or --step-times, not both")
+    if json_path is not None:
+        check_outputs([("--json", json_path)], [lengths, step_times])
+    data = read_lengths(lengths, column=column, field=field_)
+    cost_model: Any = cost if step_times is None else fit_step_times(*read_step_times(step_times))
+    return propose_buckets(
+        data,
+        max_buckets,
+        cost=cost_model,
+        max_len=max_len,
+        multiple_of=multiple_of,
+        min_bucket=min_bucket,
+        fit=fit,
+        compile_seconds=compile_seconds,
+        compile_weight=compile_weight,
+        holdout=holdout,
+    )
+
+
+def _print_and_write(parts: Any, result: Any, json_path: Path | None, *, plain: bool = False) -> None:
+    """The rendered parts on stdout, and the result as versioned JSON (``schema_version`` first) when asked."""
+    from neuronprobe.shape_buckets.documents import buckets_json
+
+    console = out_console()
+    for part in parts:
+        if plain:  # the serving plan's lines are text, never markup
+            console.print(part, markup=False, highlight=False, soft_wrap=True)
+        else:
             console.print(part)
-        if json_path is not None:
-            write(json_path, buckets_json(proposal))  # versioned: schema_version first
-            console.print(f"json: {json_path}", markup=False)
+    if json_path is not None:
+        write(json_path, buckets_json(result))
+        console.print(f"json: {json_path}", markup=False)
 
 
 def _shape_in_worker(timeout: float) -> Callable[[str, tuple[str, ...], tuple[str, ...]], Any]:

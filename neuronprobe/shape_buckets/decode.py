@@ -65,6 +65,150 @@ from neuronprobe.shape_buckets.schedule import Plan, Replay, plan_batches, plan_
 from neuronprobe.vocabulary import Fit, ServingRuntime
 
 
+def _held_out(trace: DecodeTrace, holdout: float | None, notes: list[str]) -> tuple[DecodeTrace, DecodeTrace | None, DecodeHoldout | None]:
+    """The requests the ladders are fitted on, those held out to score them (None without ``holdout``), and what was held out."""
+    if holdout is None:
+        return trace, None, None
+    fit_trace, test_trace, order = _split(trace, holdout)
+    notes.append(
+        f"held out the last {holdout:.0%} of the requests ({order}): the ladders are fitted on the first {len(fit_trace)} "
+        f"and scored on the other {len(test_trace)} in the holdout table"
+    )
+    return fit_trace, test_trace, DecodeHoldout(fraction=float(holdout), order=order, fit_requests=len(fit_trace), test_requests=len(test_trace))
+
+
+def _decode_positions(fit_trace: DecodeTrace, shift: int, max_len: int | None, source: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The required lengths of every decode step and how many steps need each, the last edge, and how many steps
+    need more than it (counted, never truncated silently)."""
+    values, counts = position_histogram(fit_trace.prompts, fit_trace.outputs, shift)
+    if values.size == 0:
+        raise InputError(f"{source or 'the trace'}: no request generates more than one token, so there are no decode steps to bucket")
+    top = int(values[-1]) if max_len is None else int(max_len)
+    inside = values <= top
+    if not inside.any():
+        raise InputError(f"every decode step needs more than --max-len {top}; nothing fits a bucket")
+    beyond = int(counts[~inside].sum())
+    if beyond:
+        notes.append(f"{beyond} decode steps need more than the last bucket {top}: no graph serves them; left out of the overheads")
+    return values, counts, top, beyond
+
+
+def _measured_step(step_times: Any, notes: list[str]) -> StepModel:
+    """The step-time model from measured decode-step seconds (``fit_step_times``)."""
+    notes.append(
+        f"step time fitted from {step_times.n} measured decode steps: {step_times.intercept:.4g} + {step_times.model.a:.4g}*E "
+        f"+ {step_times.model.b:.4g}*E^2 s (R^2 = {step_times.r2:.3f})"
+    )
+    return StepModel(step_times.intercept, step_times.model.a, step_times.model.b, "seconds", "measured step times (seconds)")
+
+
+def _score_ladders_held_out(
+    holdout: DecodeHoldout, test_trace: DecodeTrace, ladders: list[tuple[str, list[int]]], shift: int, rule: Any, step: StepModel | None
+) -> None:
+    """Each ladder scored on the held-out requests' decode steps, into ``holdout.ladders``."""
+    tv, tc = position_histogram(test_trace.prompts, test_trace.outputs, shift)
+    for name, edges in ladders:
+        sc = score_ladder(tv, tc, edges, rule, step)
+        holdout.ladders[name] = DecodeScore(sc.kv_overhead, sc.step_overhead, sc.beyond_last)
+
+
+def _configs(
+    fit_trace: DecodeTrace,
+    plan_out: BatchPlan | None,
+    batch1_edges: list[int],
+    context_edges: list[int],
+    max_batch: int,
+    tp_degree: int | None,
+    speculation_length: int,
+    notes: list[str],
+) -> Any:
+    """The ready-to-paste configs: the continuous-batching plan's buckets when there is one, else the batch-1 ladder."""
+    if plan_out is not None:
+        notes.append(
+            "the configs use the continuous-batching plan's sequence buckets (fitted to the replayed steps, where the longest "
+            "sequence in the batch picks the bucket); the batch-1 ladder above is for batch 1"
+        )
+    return render_decode_configs(
+        edges=plan_out.seq_buckets if plan_out is not None else batch1_edges,
+        context_edges=context_edges,
+        context_top=int(round_up(int(fit_trace.prompts.max()), 1)),
+        batch_buckets=plan_out.batch_buckets if plan_out is not None else None,
+        max_batch=max_batch,
+        tp_degree=tp_degree,
+        speculation_length=speculation_length,
+    )
+
+
+def _memory_and_step(
+    shape: ModelShape,
+    target: str,
+    top: int,
+    batch: int,
+    dtype: str,
+    reserve_gib: float | None,
+    tp_degree: int | None,
+    step: StepModel | None,
+    notes: list[str],
+) -> tuple[MemoryFit, StepModel | None]:
+    """The memory fit per TP degree of a model's shape, and the step model in bytes per core at the TP degree
+    asked for (else the smallest that fits) when no measured step times gave one."""
+    reserve = None if reserve_gib is None else int(reserve_gib * 2**30)
+    mem = memory_fit(shape, target, top, batch, dtype, reserve)
+    tp = tp_degree or mem.smallest_tp
+    if tp_degree is not None and tp_degree not in [r.tp_degree for r in mem.rows]:
+        raise InputError(f"--tp-degree {tp_degree}: {mem.target} allows {', '.join(str(r.tp_degree) for r in mem.rows)}")
+    if step is None and tp is not None:
+        weights, per_token = step_bytes(mem, tp)
+        step = StepModel(weights, per_token, 0.0, "bytes per core", f"bytes read per core per step at TP {tp}: weights once + KV per token")
+    elif tp is None:
+        notes.append("no step-time model: the model fits at no TP degree, so there is no per-core step to model")
+    return mem, step
+
+
+def _batch_section(
+    fit_trace: DecodeTrace,
+    max_batch: int,
+    shift: int,
+    rule: Any,
+    tokens_per_second: float | None,
+    step_times: Any,
+    step: StepModel | None,
+    top: int,
+    graphs_budget: int,
+    defaults: list[int],
+    batch1_edges: list[int],
+    notes: list[str],
+) -> tuple[Any, BatchPlan | None, list[BatchPlan]]:
+    """Continuous batching replayed from the arrivals: the timeline, the proposed batch x sequence plan within
+    ``graphs_budget``, and the fixed plans it is compared with."""
+    timeline = None
+    plan_out: BatchPlan | None = None
+    batch_baselines: list[BatchPlan] = []
+    rep, source = _replay(fit_trace, max_batch, shift, rule, tokens_per_second, step_times, notes)
+    allow = not (rule.runtime == ServingRuntime.NXDI and shift > 0)
+    if not allow:
+        notes.append("NxD Inference refuses token_generation_batches with speculation (config.py _validate_batch_bucketing_compatibility): one batch bucket")
+    if rep.steps:
+        nb, nl, w = step_groups(rep)
+        fits = nl <= top
+        if not fits.all():
+            notes.append(f"{int(w[~fits].sum())} replayed steps need more than the last bucket {top}; left out of the batch plan")
+        nb, nl, w = nb[fits], nl[fits], w[fits]
+        real_total = float(rep.real[rep.longest <= top].sum())
+        plan = plan_batches(nb, nl, w, rule, max_batch, top, graphs_budget, allow)
+        plan_out = _batch_plan("proposed", plan, nb, nl, w, rule, real_total, rep, step, top)
+        pow2_batches = [b for b in (2**i for i in range(max_batch.bit_length())) if b < max_batch] + [max_batch]
+        for name, bl, sl in (
+            (f"{rule.runtime} default, no batch buckets", [max_batch], defaults),
+            ("default ladder x powers-of-two batches", pow2_batches if allow else [max_batch], defaults),
+            ("batch-1 proposal, no batch buckets", [max_batch], batch1_edges),
+        ):
+            p = Plan(bl, sl, plan_cost(nb, nl, w, bl, sl, rule), "fixed")
+            batch_baselines.append(_batch_plan(name, p, nb, nl, w, rule, real_total, rep, step, top))
+        timeline = _timeline(rep, max_batch, source, plan, rule)
+    return timeline, plan_out, batch_baselines
+
+
 def propose_decode_buckets(
     trace: DecodeTrace | tuple[Sequence[int], Sequence[int]] | Any,
     max_buckets: int = DEFAULT_MAX_BUCKETS,
@@ -100,6 +244,9 @@ def propose_decode_buckets(
     trace needs arrival times) and propose batch x sequence buckets within ``max_graphs``.
     ``holdout``: the share of requests (time order when known) held out for scoring.
     The result's ``frames()`` gives pandas DataFrames. Raises InputError for unusable input.
+
+    Long because it assembles the proposal's thirty fields in one place, in the order they depend on each other
+    (positions, cost and step models, ladders, memory, the batch plan, the holdout); each part is a helper above.
     """
     trace = as_decode_trace(trace)
     rule = rule_for(runtime)
@@ -114,37 +261,16 @@ def propose_decode_buckets(
     notes: list[str] = []
     shift = int(speculation_length)
 
-    fit_trace, test_trace, holdout_info = trace, None, None
-    if holdout is not None:
-        fit_trace, test_trace, order = _split(trace, holdout)
-        holdout_info = DecodeHoldout(fraction=float(holdout), order=order, fit_requests=len(fit_trace), test_requests=len(test_trace))
-        notes.append(
-            f"held out the last {holdout:.0%} of the requests ({order}): the ladders are fitted on the first {len(fit_trace)} "
-            f"and scored on the other {len(test_trace)} in the holdout table"
-        )
-
-    values, counts = position_histogram(fit_trace.prompts, fit_trace.outputs, shift)
-    if values.size == 0:
-        raise InputError(f"{trace.source or 'the trace'}: no request generates more than one token, so there are no decode steps to bucket")
-    observed_top = int(values[-1])
-    top = observed_top if max_len is None else int(max_len)
+    fit_trace, test_trace, holdout_info = _held_out(trace, holdout, notes)
+    values, counts, top, beyond = _decode_positions(fit_trace, shift, max_len, trace.source, notes)
     inside = values <= top
-    beyond = int(counts[~inside].sum())
-    if not inside.any():
-        raise InputError(f"every decode step needs more than --max-len {top}; nothing fits a bucket")
-    if beyond:
-        notes.append(f"{beyond} decode steps need more than the last bucket {top}: no graph serves them; left out of the overheads")
     v_in, c_in = values[inside], counts[inside]
 
     cost: CostModel = TOKENS if step_times is None else step_times.model
     mem: MemoryFit | None = None
     step: StepModel | None = None
     if step_times is not None:
-        step = StepModel(step_times.intercept, step_times.model.a, step_times.model.b, "seconds", "measured step times (seconds)")
-        notes.append(
-            f"step time fitted from {step_times.n} measured decode steps: {step_times.intercept:.4g} + {step_times.model.a:.4g}*E "
-            f"+ {step_times.model.b:.4g}*E^2 s (R^2 = {step_times.r2:.3f})"
-        )
+        step = _measured_step(step_times, notes)
 
     cands = candidate_edges(v_in, top, rule.fit, rule.multiple_of, None)
     m = int(cands.edges.size)
@@ -158,19 +284,9 @@ def propose_decode_buckets(
     k_solve = min(m, max(k_cap, len(defaults), len(pow2), len(prefill_edges)))
     solutions = solve(v_in, c_in, cands, cost, k_solve)
 
-    batch_top = max_batch or 1
     if model is not None:
         shape = model if isinstance(model, ModelShape) else load_model_shape(model, model_overrides, model_paths)
-        reserve = None if reserve_gib is None else int(reserve_gib * 2**30)
-        mem = memory_fit(shape, target or DEFAULT_TARGET, top, batch_top, dtype, reserve)
-        tp = tp_degree or mem.smallest_tp
-        if tp_degree is not None and tp_degree not in [r.tp_degree for r in mem.rows]:
-            raise InputError(f"--tp-degree {tp_degree}: {mem.target} allows {', '.join(str(r.tp_degree) for r in mem.rows)}")
-        if step is None and tp is not None:
-            weights, per_token = step_bytes(mem, tp)
-            step = StepModel(weights, per_token, 0.0, "bytes per core", f"bytes read per core per step at TP {tp}: weights once + KV per token")
-        elif tp is None:
-            notes.append("no step-time model: the model fits at no TP degree, so there is no per-core step to model")
+        mem, step = _memory_and_step(shape, target or DEFAULT_TARGET, top, max_batch or 1, dtype, reserve_gib, tp_degree, step, notes)
 
     def ladder(name: str, edges: list[int], c: np.ndarray = c_in, v: np.ndarray = v_in) -> DecodeLadder:
         sc = score_ladder(v, c, edges, rule, step)
@@ -189,62 +305,27 @@ def propose_decode_buckets(
         b.optimal_kv_overhead = score_ladder(v_in, c_in, solutions[same - 1].edges, rule, step).kv_overhead
         baselines.append(b)
 
-    timeline = None
+    graphs_budget = int(max_graphs or max(DEFAULT_DECODE_MAX_GRAPHS, chosen.graphs))
+    timeline: Any = None
     plan_out: BatchPlan | None = None
     batch_baselines: list[BatchPlan] = []
-    graphs_budget = int(max_graphs or max(DEFAULT_DECODE_MAX_GRAPHS, chosen.graphs))
     if max_batch is not None and fit_trace.arrivals is not None:
-        rep, source = _replay(fit_trace, max_batch, shift, rule, tokens_per_second, step_times, notes)
-        allow = not (rule.runtime == ServingRuntime.NXDI and speculation_length > 0)
-        if not allow:
-            notes.append(
-                "NxD Inference refuses token_generation_batches with speculation (config.py _validate_batch_bucketing_compatibility): one batch bucket"
-            )
-        if rep.steps:
-            nb, nl, w = step_groups(rep)
-            fits = nl <= top
-            if not fits.all():
-                notes.append(f"{int(w[~fits].sum())} replayed steps need more than the last bucket {top}; left out of the batch plan")
-            nb, nl, w = nb[fits], nl[fits], w[fits]
-            real_total = float(rep.real[rep.longest <= top].sum())
-            plan = plan_batches(nb, nl, w, rule, max_batch, top, graphs_budget, allow)
-            plan_out = _batch_plan("proposed", plan, nb, nl, w, rule, real_total, rep, step, top)
-            pow2_batches = [b for b in (2**i for i in range(max_batch.bit_length())) if b < max_batch] + [max_batch]
-            for name, bl, sl in (
-                (f"{rule.runtime} default, no batch buckets", [max_batch], defaults),
-                ("default ladder x powers-of-two batches", pow2_batches if allow else [max_batch], defaults),
-                ("batch-1 proposal, no batch buckets", [max_batch], chosen.edges),
-            ):
-                p = Plan(bl, sl, plan_cost(nb, nl, w, bl, sl, rule), "fixed")
-                batch_baselines.append(_batch_plan(name, p, nb, nl, w, rule, real_total, rep, step, top))
-            timeline = _timeline(rep, max_batch, source, plan, rule)
+        timeline, plan_out, batch_baselines = _batch_section(
+            fit_trace, max_batch, shift, rule, tokens_per_second, step_times, step, top, graphs_budget, defaults, chosen.edges, notes
+        )
 
     if holdout_info is not None and test_trace is not None:
-        tv, tc = position_histogram(test_trace.prompts, test_trace.outputs, shift)
-        for name, edges in [("proposed", chosen.edges)] + [(b.name, b.edges) for b in baselines]:
-            sc = score_ladder(tv, tc, edges, rule, step)
-            holdout_info.ladders[name] = DecodeScore(sc.kv_overhead, sc.step_overhead, sc.beyond_last)
+        ladders = [("proposed", chosen.edges)] + [(b.name, b.edges) for b in baselines]
+        _score_ladders_held_out(holdout_info, test_trace, ladders, shift, rule, step)
         if plan_out is not None and max_batch is not None and test_trace.arrivals is not None:
-            _score_plans_held_out(holdout_info, test_trace, [plan_out, *batch_baselines], max_batch, shift, rule, tokens_per_second, step_times, step, top)
+            plans = [plan_out, *batch_baselines]
+            _score_plans_held_out(holdout_info, test_trace, plans, max_batch, shift, rule, tokens_per_second, step_times, step, top)
 
     hist, hist_note = length_histogram(values, counts)
     if hist_note:
         notes.append(hist_note.replace("lengths", "required lengths"))
-    ctx_top = int(round_up(int(fit_trace.prompts.max()), 1))
-    if plan_out is not None:
-        notes.append(
-            "the configs use the continuous-batching plan's sequence buckets (fitted to the replayed steps, where the longest "
-            "sequence in the batch picks the bucket); the batch-1 ladder above is for batch 1"
-        )
-    configs = render_decode_configs(
-        edges=plan_out.seq_buckets if plan_out is not None else chosen.edges,
-        context_edges=context_edges,
-        context_top=ctx_top,
-        batch_buckets=plan_out.batch_buckets if plan_out is not None else None,
-        max_batch=max_batch or 1,
-        tp_degree=(tp_degree or (mem.smallest_tp if mem else None)),
-        speculation_length=int(speculation_length),
-    )
+    tp = tp_degree or (mem.smallest_tp if mem else None)
+    configs = _configs(fit_trace, plan_out, chosen.edges, context_edges, max_batch or 1, tp, shift, notes)
     return DecodeProposal(
         runtime=rule.runtime,
         fit=rule.fit,

@@ -39,6 +39,55 @@ HISTOGRAM_MAX_DISTINCT = 2000
 HISTOGRAM_BINS = 1000
 
 
+def _unpacked(lengths: Any, timestamps: Any, source: str) -> tuple[Any, Any, str]:
+    """The lengths, their timestamps and their source's name, from ``read_lengths``' LengthData or a plain sequence."""
+    if not isinstance(lengths, LengthData):
+        return lengths, timestamps, source
+    if timestamps is None:
+        timestamps = lengths.timestamps
+    return lengths.lengths, timestamps, source or lengths.source + (f" column {lengths.column}" if lengths.column else "")
+
+
+def _held_out(arr: np.ndarray, timestamps: Any, holdout: float | None, notes: list[str]) -> tuple[np.ndarray, np.ndarray | None, Holdout | None]:
+    """The items the ladder is fitted on, those held out to score it (None without ``holdout``), and what was held out."""
+    if holdout is None:
+        return arr, None, None
+    fit_part, test_part, order = _split(arr, timestamps, holdout)
+    notes.append(
+        f"held out the last {holdout:.0%} of the items ({order}): edges, curve and baselines are fitted on the "
+        f"first {fit_part.size} items; the holdout section scores them on the other {test_part.size}"
+    )
+    return fit_part, test_part, Holdout(fraction=float(holdout), order=order, fit_lengths=int(fit_part.size), test_lengths=int(test_part.size))
+
+
+def _baseline(name: str, edges: list[int], values: np.ndarray, counts: np.ndarray, fit: str, model: CostModel, scores: list[Any], solved: int) -> Baseline:
+    """A fixed ladder scored on the same lengths, next to the optimum with as many graphs."""
+    sc = score(values, counts, edges, fit, model)
+    return Baseline(
+        name=name,
+        edges=edges,
+        overhead=_overhead(sc),
+        graphs=len(edges),
+        beyond_last=sc.beyond_last,
+        cost=sc.cost,
+        optimal_at_same_k=_overhead(scores[min(len(edges), solved) - 1]),
+    )
+
+
+def _fitting(values: np.ndarray, counts: np.ndarray, top: int, where: str, notes: list[str]) -> tuple[np.ndarray, int]:
+    """Which distinct lengths fit under the last edge ``top``, and how many items do not (never truncated silently)."""
+    inside = values <= top
+    if not inside.any():
+        raise InputError(f"every length in {where} is longer than --max-len {top}; nothing fits a bucket")
+    beyond, total = int(counts[~inside].sum()), int(counts.sum())
+    if beyond:
+        notes.append(
+            f"{beyond} of {total} items ({100 * beyond / total:.2f}%) are longer than the last bucket "
+            f"{top}: no ladder can serve them; they are counted in beyond_last and left out of the overheads"
+        )
+    return inside, beyond
+
+
 def propose_buckets(
     lengths: Sequence[int] | np.ndarray | LengthData,
     max_buckets: int = DEFAULT_MAX_BUCKETS,
@@ -73,13 +122,7 @@ def propose_buckets(
     the given order) held out: the ladder is fitted on the rest and scored on it.
     Raises :class:`~neuronprobe.errors.InputError` for unusable input.
     """
-    if isinstance(lengths, LengthData):
-        if timestamps is None:
-            timestamps = lengths.timestamps
-        source = source or lengths.source + (f" column {lengths.column}" if lengths.column else "")
-        data: Any = lengths.lengths
-    else:
-        data = lengths
+    data, timestamps, source = _unpacked(lengths, timestamps, source)
     where = source or "lengths"
     arr = validate_lengths(data.to_numpy() if hasattr(data, "to_numpy") else data, where)
     model = parse_cost(cost.model if isinstance(cost, StepTimeFit) else cost)
@@ -91,27 +134,11 @@ def propose_buckets(
             f"cost fitted from {cost.n} step times: f(x) = {cost.model.a:.4g}*x + {cost.model.b:.4g}*x^2 seconds "
             f"(R^2 = {cost.r2:.3f}; the per-call {cost.intercept:.4g} s cancels out of padding)"
         )
-    holdout_info: Holdout | None = None
-    fit_part, test_part = arr, None
-    if holdout is not None:
-        fit_part, test_part, order = _split(arr, timestamps, holdout)
-        holdout_info = Holdout(fraction=float(holdout), order=order, fit_lengths=int(fit_part.size), test_lengths=int(test_part.size))
-        notes.append(
-            f"held out the last {holdout:.0%} of the items ({order}): edges, curve and baselines are fitted on the "
-            f"first {fit_part.size} items; the holdout section scores them on the other {test_part.size}"
-        )
+    fit_part, test_part, holdout_info = _held_out(arr, timestamps, holdout, notes)
 
     values, counts = np.unique(fit_part, return_counts=True)
     top = _max_len(int(values[-1]), max_len, multiple_of, min_bucket)
-    inside = values <= top
-    beyond = int(counts[~inside].sum())
-    if not inside.any():
-        raise InputError(f"every length in {where} is longer than --max-len {top}; nothing fits a bucket")
-    if beyond:
-        notes.append(
-            f"{beyond} of {fit_part.size} items ({100 * beyond / fit_part.size:.2f}%) are longer than the last bucket "
-            f"{top}: no ladder can serve them; they are counted in beyond_last and left out of the overheads"
-        )
+    inside, beyond = _fitting(values, counts, top, where, notes)
     v_in, c_in = values[inside], counts[inside]
     cands = candidate_edges(v_in, top, fit, multiple_of, min_bucket)
     m = int(cands.edges.size)
@@ -134,21 +161,9 @@ def propose_buckets(
     chosen: Solution = solutions[chosen_idx]
     chosen_score = scores[chosen_idx]
 
-    baselines = []
-    for name, edges in all_baselines(v_in, c_in, chosen.k, top, fit, multiple_of):
-        sc = score(values, counts, edges, fit, model)
-        same_k = min(len(edges), len(solutions))
-        baselines.append(
-            Baseline(
-                name=name,
-                edges=edges,
-                overhead=_overhead(sc),
-                graphs=len(edges),
-                beyond_last=sc.beyond_last,
-                cost=sc.cost,
-                optimal_at_same_k=_overhead(scores[same_k - 1]),
-            )
-        )
+    baselines = [
+        _baseline(name, edges, values, counts, fit, model, scores, len(solutions)) for name, edges in all_baselines(v_in, c_in, chosen.k, top, fit, multiple_of)
+    ]
 
     if holdout_info is not None and test_part is not None:
         _score_holdout(holdout_info, test_part, chosen.edges, baselines, fit, model)
