@@ -44,3 +44,26 @@ def refused(args: list[str], *inputs: Path) -> str:
     for p, data in before.items():
         assert p.read_bytes() == data, p
     return lines[0]
+
+
+def one_model_shard(tmp_path: Path, seconds: object = 1.0) -> Path:
+    """A shard folder as `nightly --shard 1/1` leaves it for `nightly merge`: one model, failed, that ran ``seconds``."""
+    import json
+
+    shard = tmp_path / "shard-1"
+    shard.mkdir()
+    manifest = {
+        "format": 1,
+        "config_sha256": "0" * 64,
+        "neuronprobe": "0.1.0",
+        "rules": "1",
+        "backend": "static",
+        "require_backend": None,
+        "date": "2026-01-02",
+        "history": 30,
+        "shard": [1, 1],
+        "config_models": ["m"],
+        "models": [{"name": "m", "error": "m.py: the model code raised ValueError", "internal": False, "seconds": seconds}],
+    }
+    (shard / "_shard.json").write_text(json.dumps(manifest))
+    return shard

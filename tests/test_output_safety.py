@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
 
 import pytest
 from diff_fixtures import make_report
-from helpers import MODELS, refused
+from helpers import MODELS, one_model_shard, refused
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
@@ -292,22 +291,7 @@ def _case_nightly_output_dir(tmp_path: Path) -> tuple[list[str], list[Path]]:
 
 def _case_nightly_history(tmp_path: Path) -> tuple[list[str], list[Path]]:
     """`nightly merge SHARD --history FILE`: the history folder is a shard's own manifest."""
-    shard = tmp_path / "shard-1"
-    shard.mkdir()
-    manifest = {
-        "format": 1,
-        "config_sha256": "0" * 64,
-        "neuronprobe": "0.1.0",
-        "rules": "1",
-        "backend": "static",
-        "require_backend": None,
-        "date": "2026-01-02",
-        "history": 30,
-        "shard": [1, 1],
-        "config_models": ["m"],
-        "models": [{"name": "m", "error": "m.py: the model code raised ValueError", "internal": False, "seconds": 1.0}],
-    }
-    (shard / "_shard.json").write_text(json.dumps(manifest))
+    shard = one_model_shard(tmp_path)
     return ["nightly", "merge", str(shard), "--history", str(shard / "_shard.json")], [shard / "_shard.json"]
 
 

@@ -15,7 +15,7 @@ from contextlib import redirect_stderr
 from pathlib import Path
 
 import pytest
-from helpers import MODELS
+from helpers import MODELS, one_model_shard
 from io_cli import IO_MODELS, refused_line, run_cli
 
 from neuronprobe.errors import InputError
@@ -145,23 +145,7 @@ def test_a_model_config_with_impossible_counts_is_refused_with_the_field_named(t
 
 
 def _shard(tmp_path: Path, seconds: object) -> Path:
-    shard = tmp_path / "shard-1"
-    shard.mkdir()
-    manifest = {
-        "format": 1,
-        "config_sha256": "0" * 64,
-        "neuronprobe": "0.1.0",
-        "rules": "1",
-        "backend": "static",
-        "require_backend": None,
-        "date": "2026-01-02",
-        "history": 30,
-        "shard": [1, 1],
-        "config_models": ["m"],
-        "models": [{"name": "m", "error": "m.py: the model code raised ValueError", "internal": False, "seconds": seconds}],
-    }
-    (shard / "_shard.json").write_text(json.dumps(manifest))
-    return shard
+    return one_model_shard(tmp_path, seconds)
 
 
 @pytest.mark.parametrize(
