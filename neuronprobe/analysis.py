@@ -157,61 +157,7 @@ class ClassifiedCall:
     verdict: Classification
 
 
-# --- public API ----------------------------------------------------------------
-
-
-def analyze(
-    model: Any,
-    example_inputs: Any = None,
-    *,
-    target: str = DEFAULT_TARGET,
-    backend: str = "auto",
-    require_backend: str | None = None,
-    name: str | None = None,
-    traffic: TrafficOptions | None = None,
-    sdk: str | None = None,
-    train: bool = False,
-    optimizer: str = "adamw",
-    optimizer_impl: str = "for-loop",
-    entry: str | None = None,
-    paths: list[str | os.PathLike[str]] | None = None,
-    stack: str | None = None,
-    support_table: str | os.PathLike[str] | None = None,
-    compiler_args: str | None = None,
-    native_mode: str | None = None,
-) -> Report:
-    """Analyse a model for Neuron: ``neuronprobe.analyze(model, example_inputs)`` in a notebook.
-
-    ``model`` is a ``torch.nn.Module`` (with ``example_inputs`` a tuple of
-    positional arguments or a dict of keyword arguments), a path to a model
-    file, or an ``hf:<model_type>`` spec. ``train=True`` analyses one training
-    step (forward, loss, backward, ``optimizer`` step in ``optimizer_impl`` form). ``entry`` names the
-    method to analyse instead of ``forward`` (``"generate"``), called with ``example_inputs``. ``paths``: folders a
-    model file imports packages from (``--path``); its own folder comes first, as ``python model.py`` has it.
-    ``stack`` is ``"xla"`` or ``"native"`` (TorchNeuron; default: what the SDK documents for ``target`` and ``sdk``), and
-    ``support_table`` a native release's ``torch_api_compatibility.md``; ``compiler_args`` the neuronx-cc
-    flags the integer rules follow (default: ``NEURON_CC_FLAGS``); ``native_mode`` ``"compile"`` analyses
-    ``torch.compile(backend="neuron")`` on the native stack instead of eager (the default).
-    """
-    options = AnalyzeOptions(
-        target=target,
-        backend=backend,
-        require_backend=require_backend,
-        sdk=sdk,
-        entry=entry,
-        paths=[Path(p) for p in paths or ()],
-        stack=stack,
-        support_table=Path(support_table) if support_table is not None else None,
-        compiler_args=compiler_args,
-        native_mode=native_mode,
-    )
-    if train:
-        from neuronprobe.training import TrainOptions, check_options
-
-        options.train = check_options(TrainOptions(optimizer=optimizer, optimizer_impl=optimizer_impl))
-    if isinstance(model, (str, os.PathLike)):
-        return analyze_spec(str(model), options, traffic or TrafficOptions())
-    return analyze_module(model, example_inputs, options, traffic, name)
+# --- the analysis of a module object or a spec (request/run.py and request/api.py build their options) ---
 
 
 def analyze_module(model: Any, example_inputs: Any, options: AnalyzeOptions, traffic: TrafficOptions | None = None, name: str | None = None) -> Report:
@@ -1175,4 +1121,4 @@ def _apply_traffic(report: Report, loaded: LoadedModel, traffic: TrafficOptions,
     report.not_analysed.extend(result.limitations)
 
 
-__all__ = ["AnalyzeOptions", "InputError", "TrafficOptions", "analyze", "analyze_module", "analyze_spec"]
+__all__ = ["AnalyzeOptions", "InputError", "TrafficOptions", "analyze_module", "analyze_spec"]
