@@ -113,6 +113,72 @@ def test_graph_counts_match_the_docs_examples() -> None:
     ]
 
 
+def test_graph_counts_and_rules_on_the_docs_own_configurations() -> None:
+    """Each configuration printed in aws-neuron-sdk@81ce03ae vllm-neuron/docs, with the count or verdict the docs give."""
+    # additional-config.md "Complete Configuration Example": max_model_len 1024, max_num_seqs 8, the defaults written out.
+    full = _dep(8192, 8, 1024)
+    assert default_prefill_buckets(full) == [128, 256, 512, 1024] and default_batch_buckets(full) == [1, 2, 4, 8]
+    assert check_neuron_config({"num_batched_tokens_buckets": [128, 256, 512, 1024], "num_seqs_buckets": [1, 2, 4, 8]}, full) == []
+    assert sum(graph_count(full, [128, 256, 512, 1024], [1, 2, 4, 8], [])) == 8  # one NEFF per bucket (compilation/index.md)
+    # decode-context-length-bucketing.md "Examples" and "NEFF count": |num_seqs_buckets| x (|ctx| + 1), x3 with EAGLE3.
+    di = _dep(8192, 8, 131072)
+    assert graph_count(di, [8192], [1, 2, 4, 8], [16384])[1] == 4 * 2
+    assert graph_count(_dep(8192, 4, 131072), [8192], [1, 2, 4], [4096, 8192, 16384])[1] == 3 * 4
+    assert graph_count(_dep(8192, 4, 131072, spec=5), [8192], [1, 2, 4], [4096, 8192, 16384])[1] == 3 * 4 * 3
+    assert check_neuron_config({"num_seqs_buckets": [1, 2, 4, 8], "decode_context_length_buckets": [16384]}, di) == []
+    # reference-configuration.md "complete" example: segmented prefill, kv_segment_size_buckets == num_batched_tokens_buckets == [2048].
+    seg = Deployment(SchedulerConfig(2048, 8, 4096, block_size=128), kv_segment_size=2048)
+    cfg = {"num_seqs_buckets": [1, 2, 4, 8], "kv_segment_size_buckets": [2048], "num_batched_tokens_buckets": [2048]}
+    assert check_neuron_config(cfg, seg) == [] and default_prefill_buckets(seg) == [2048]
+    assert graph_count(seg, [2048], [1, 2, 4, 8], []) == (1, 4)
+    # prefix-caching.md "Invalid: buckets don't match"; neuron-scheduler.md "Invalid: last bucket doesn't match" (twice).
+    assert any("must equal kv_segment_size_buckets" in e for e in check_neuron_config({**cfg, "num_batched_tokens_buckets": [1024, 2048]}, seg))
+    assert any("must equal min(" in e for e in check_neuron_config({"num_batched_tokens_buckets": [512, 1024, 2048]}, _dep(8192, 8, 131072)))
+    assert any("must equal max_num_seqs" in e for e in check_neuron_config({"num_seqs_buckets": [1, 2, 4]}, full))
+    # reference-configuration.md first example: TP 32 (sequence-parallel prefill) and its buckets pass the SP rule.
+    tp32 = _dep(4096, 8, 4096, tensor_parallel_size=32, sequence_parallel=True)
+    assert check_neuron_config({"num_batched_tokens_buckets": [128, 256, 512, 1024, 2048, 4096], "num_seqs_buckets": [1, 2, 4, 8]}, tp32) == []
+
+
+def test_tensor_parallel_plans_sequence_parallel_prefill_buckets() -> None:
+    # tensor_parallelism.md: prefill runs sequence-parallel under TP ("SP validation": T > world_size, T % world_size == 0),
+    # and model_bringup.md lists SP for every architecture: with TP > 1 the planned prefill buckets must obey it unasked.
+    rng = np.random.default_rng(0)
+    n = 60
+    trace = (rng.integers(20, 500, n), rng.integers(2, 40, n), np.sort(rng.uniform(0, 100, n)))
+    plan = propose_serving_plan(trace, max_num_batched_tokens=8192, max_num_seqs=8, max_model_len=16384, tensor_parallel_size=32)
+    assert plan.proposed is not None
+    assert all(t % 32 == 0 and t > 32 for t in plan.proposed.prefill_buckets), plan.proposed.prefill_buckets
+    assert any("sequence-parallel" in r for r in plan.rules)
+    off = propose_serving_plan(trace, max_num_batched_tokens=8192, max_num_seqs=8, max_model_len=16384, tensor_parallel_size=32, sequence_parallel=False)
+    assert off.proposed is not None and any(t % 32 for t in off.proposed.prefill_buckets)  # an explicit opt-out is honoured
+    with pytest.raises(InputError, match="divisible by and larger than --tensor-parallel-size 3"):
+        propose_serving_plan(trace, max_num_batched_tokens=8192, max_num_seqs=8, max_model_len=16384, tensor_parallel_size=3)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (dict(max_num_batched_tokens=3000, kv_segment_size=3000), r"--kv-segment-size 3000: use one of \[512, 1024, 2048, 4096, 8192\]"),
+        (dict(max_num_batched_tokens=512, kv_segment_size=512, block_size=1024), "--kv-segment-size 512: must be divisible by block_size 1024"),
+    ],
+)
+def test_kv_segment_size_outside_the_plugin_rules_is_bad_input(kw: dict, message: str) -> None:
+    trace = ([100, 200], [3, 2], [0.0, 1.0])
+    with pytest.raises(InputError, match=message):  # not the planner's AssertionError (exit 3)
+        propose_serving_plan(trace, max_num_seqs=4, max_model_len=4096, **kw)
+
+
+def test_report_states_what_the_docs_leave_open() -> None:
+    trace = ([100, 200], [3, 2], [0.0, 1.0])
+    plan = propose_serving_plan(trace, max_num_batched_tokens=8192, max_num_seqs=4, max_model_len=16384, kv_segment_size=8192)
+    assert any("_max_kv_concurrent" in a for a in plan.assumptions)  # neuron-scheduler.md: set by the device's KV memory
+    assert any("block_size 32" in a for a in plan.assumptions)
+    assert any("kv_segment_size 8192" in a and "prefix-caching.md" in a for a in plan.assumptions)  # the two docs disagree
+    plain = propose_serving_plan(trace, max_num_batched_tokens=8192, max_num_seqs=4, max_model_len=16384)
+    assert not any("kv_segment_size 8192" in a for a in plain.assumptions)
+
+
 def test_default_prefill_ladder_ends_at_min_of_tokens_and_model_len() -> None:
     assert default_prefill_buckets(_dep(8192, 8, 3000)) == [128, 256, 512, 1024, 2048, 3000]
     assert default_prefill_buckets(_dep(100, 8, 3000)) == [100]
@@ -334,6 +400,14 @@ def test_cli_serving_trace_json_and_errors(tmp_path: Path) -> None:
     )
     assert r.exit_code == 0, r.output
     assert "compile bill" in r.output and "min on 8 workers" in r.output
+    base = ["buckets", str(trace), "--decode", "--runtime", "vllm-neuron", "--max-num-seqs", "2", "--max-model-len", "1024"]
+    r = CliRunner().invoke(app, [*base, "--max-num-batched-tokens", "256", "--tensor-parallel-size", "8", "--json", str(out)])
+    assert r.exit_code == 0, r.output  # sequence-parallel prefill by default under TP: every prefill bucket a multiple of 8
+    assert all(t % 8 == 0 and t > 8 for t in json.loads(out.read_text())["proposed"]["prefill_buckets"])
+    r = CliRunner().invoke(app, [*base, "--max-num-batched-tokens", "256", "--tensor-parallel-size", "8", "--no-sequence-parallel", "--json", str(out)])
+    assert r.exit_code == 0 and json.loads(out.read_text())["proposed"]["prefill_buckets"] == [100, 256], r.output  # the opt-out
+    r = CliRunner().invoke(app, [*base, "--max-num-batched-tokens", "768", "--kv-segment-size", "768"])
+    assert r.exit_code == 2 and "--kv-segment-size 768: use one of [512, 1024, 2048, 4096, 8192]" in r.output and "Traceback" not in r.output
 
 
 # --- 6. everywhere a result goes: the report (JSON schema 6, HTML), analyze --serving-trace, DataFrames ---------
