@@ -50,7 +50,10 @@ SP_RULE = (
 ASSUMPTIONS = (
     "a prefix-cache hit excludes the last prompt token (vLLM v1 KVCacheManager recomputes it; the Neuron docs do not say); "
     "without a cached-tokens column there are no hits",
-    "EAGLE prefill graphs x2 (target prefill + draft initial pass, speculative_decoding_design.md 'Prefill warmup' gives no count)",
+    "EAGLE prefill graphs x2 per prefill bucket (target prefill + draft initial pass); the draft's K-1 recurrent passes of that warmup "
+    "are taken to share its decode graphs' shapes and are not counted again (speculative_decoding_design.md 'Prefill warmup' gives no count)",
+    "a text-only model: a multimodal model's vision-encoder graphs (num_vision_tokens_buckets, reference-configuration.md) "
+    "compile on top of the graphs counted here",
     "default num_seqs_buckets with a max_num_seqs that is not a power of two end with max_num_seqs (additional-config.md: "
     "'powers of two from 1 up to max_num_seqs' and 'the largest bucket must equal max_num_seqs')",
     "the KV cache holds max_num_seqs requests of max_model_len tokens: the scheduler's _max_kv_concurrent (KV blocks / max_model_len, "
