@@ -52,6 +52,40 @@ def test_replay_chunks_one_prefill_at_a_time_and_hides_decodes() -> None:
     assert r.decode_steps == 4 and r.prefill_steps == 4
 
 
+def test_hand_made_replay_lands_each_step_in_its_bucket() -> None:
+    # The replay of test_replay_chunks_one_prefill_at_a_time_and_hides_decodes, scored on hand-picked ladders:
+    # prefill 256 -> 256, 44 -> 64, 100 -> 128, 50 -> 64; decode (2, 301) and (2, 302) -> batch 2 x the max_model_len
+    # graph (no context bucket >= 301), (1, 52) and (1, 53) -> batch 1 x context 128.
+    cfg = SchedulerConfig(256, 2, 1024)
+    r = _replay([300, 100, 50], [3, 2, 4], [0, 0, 0], cfg)
+    traffic = Traffic.from_replay(r)
+    tm = TimeModel(1.0, 100.0, 1.0)
+    x = score("hand", traffic, Deployment(cfg), tm, [64, 128, 256], [1, 2], [128, 256], "test")
+    assert x.prefill_padded_tokens == 0 + 20 + 28 + 14
+    assert (x.prefill_graphs, x.decode_graphs) == (3, 2 * 3)
+    assert x.batch_padding_lines == 0
+    kv = 2 * 1024 + 2 * 1024 + 128 + 128
+    assert x.kv_overhead == round(100 * (kv - 860) / 860, 4)
+    # modelled seconds: prefill padded tokens / rate + per decode step (kv_share 1) B x E / (max_num_seqs x max_model_len)
+    assert x.modelled_seconds == round((256 + 64 + 128 + 64) / 100.0 + kv / (2 * 1024), 4)
+    one = score("one batch bucket", traffic, Deployment(cfg), tm, [256], [2], [], "test")
+    assert one.batch_padding_lines == 2 and one.prefill_padded_tokens == 4 * 256 - 450  # 3 -> 4 style batch padding
+
+
+def test_fit_at_each_boundary_matches_the_docs_examples() -> None:
+    # neuron-scheduler.md "Bucket Selection Logic": 50 -> 128, 127 -> 128, 128 -> 128, 129 -> 256, 1500 -> 2048
+    # (78 + 1 + 0 + 127 + 548 padding tokens); "3 decode requests -> padded to batch size 4"; a context need equal
+    # to a bucket runs in it, one more runs in the next (decode-context-length-bucketing.md: smallest bucket >= needed).
+    cfg = SchedulerConfig(8192, 8, 16384)
+    dep = Deployment(cfg)
+    one = np.ones(5, dtype=np.int64)
+    traffic = Traffic(np.array([50, 127, 128, 129, 1500]), one, np.array([3, 4, 5]), np.array([4096, 4097, 16384]), np.ones(3, dtype=np.int64), 0)
+    x = score("docs", traffic, dep, TimeModel(1.0, 1.0, 1.0), default_prefill_buckets(dep), [1, 2, 4, 8], [4096, 8192], "test")
+    assert x.prefill_padded_tokens == 78 + 1 + 0 + 127 + 548
+    assert x.batch_padding_lines == 1 + 0 + 3  # 3 -> 4, 4 -> 4, 5 -> 8
+    assert x.modelled_seconds == round((128 * 3 + 256 + 2048) + (4 * 4096 + 4 * 8192 + 8 * 16384) / (8 * 16384), 4)
+
+
 def test_replay_blocks_admission_at_max_num_seqs() -> None:
     r = _replay([10, 10, 10], [3, 3, 2], [0, 0, 0], SchedulerConfig(64, 1, 128))
     kinds = [(k, n) for k, n, _, _ in r.steps_table()]
