@@ -111,7 +111,10 @@ def buckets(
     max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="vllm-neuron: vLLM's max_num_seqs.")] = None,
     max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="vllm-neuron: vLLM's max_model_len.")] = None,
     tensor_parallel_size: Annotated[int, typer.Option("--tensor-parallel-size", help="vllm-neuron: vLLM's tensor_parallel_size.")] = 1,
-    sequence_parallel: Annotated[bool, typer.Option("--sequence-parallel", help="vllm-neuron: prefill buckets divisible by the TP degree.")] = False,
+    sequence_parallel: Annotated[
+        bool | None,
+        typer.Option("--sequence-parallel/--no-sequence-parallel", help="vllm-neuron: prefill buckets divisible by the TP degree (default: on with TP > 1)."),
+    ] = None,
     kv_segment_size: Annotated[int | None, typer.Option("--kv-segment-size", help="vllm-neuron: segmented prefill, kv_segment_size_buckets=[N].")] = None,
     compile_budget: Annotated[
         float | None, typer.Option("--compile-budget", help="vllm-neuron: minutes of compile wall time allowed (needs measured times).")

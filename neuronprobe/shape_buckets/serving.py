@@ -37,14 +37,33 @@ RULES = (
     "decode graphs = batch buckets x (context buckets + 1), x3 with EAGLE3",
     "design/vllm/neuron-scheduler.md get_default_num_batched_tokens_buckets: default prefill buckets are the powers of two from 128 up to "
     "min(max_num_batched_tokens, max_model_len)",
+    "design/vllm/prefix-caching.md, guides/reference-configuration.md: with segmented prefill num_batched_tokens_buckets = kv_segment_size_buckets, "
+    "one size, divisible by block_size",
+)
+# Sequence parallelism: prefill runs sequence-parallel under TP for every architecture (design/framework/model_bringup.md), so it
+# is on by default when tensor_parallel_size > 1; the rule is printed only when it applies.
+SP_RULE = (
+    "design/parallelism/tensor_parallelism.md: prefill runs sequence-parallel under TP (model_bringup.md: every architecture), "
+    "so each prefill bucket T must satisfy T > tensor_parallel_size and T % tensor_parallel_size == 0 ('SP validation')"
 )
 # What the docs leave open (the report lists them as "assumption:").
 ASSUMPTIONS = (
     "a prefix-cache hit excludes the last prompt token (vLLM v1 KVCacheManager recomputes it; the Neuron docs do not say); "
     "without a cached-tokens column there are no hits",
-    "EAGLE prefill graphs x2 (target prefill + draft initial pass, speculative_decoding_design.md 'Prefill warmup' gives no count)",
+    "EAGLE prefill graphs x2 per prefill bucket (target prefill + draft initial pass); the draft's K-1 recurrent passes of that warmup "
+    "are taken to share its decode graphs' shapes and are not counted again (speculative_decoding_design.md 'Prefill warmup' gives no count)",
+    "a text-only model: a multimodal model's vision-encoder graphs (num_vision_tokens_buckets, reference-configuration.md) "
+    "compile on top of the graphs counted here",
     "default num_seqs_buckets with a max_num_seqs that is not a power of two end with max_num_seqs (additional-config.md: "
     "'powers of two from 1 up to max_num_seqs' and 'the largest bucket must equal max_num_seqs')",
+    "the KV cache holds max_num_seqs requests of max_model_len tokens: the scheduler's _max_kv_concurrent (KV blocks / max_model_len, "
+    "neuron-scheduler.md 'Deadlock Prevention') depends on the device's memory and is taken as >= max_num_seqs; a smaller KV cache "
+    "admits fewer requests at once than replayed",
+)
+# reference-configuration.md lists 8192 among the kv_segment_size values; prefix-caching.md's kernel constraints list {512, ..., 4096}.
+KV_SEGMENT_8192 = (
+    "kv_segment_size 8192 is accepted as guides/reference-configuration.md lists it; design/vllm/prefix-caching.md's kernel constraints "
+    "stop at 4096: check that your vLLM Neuron accepts it"
 )
 
 
@@ -78,7 +97,7 @@ def propose_serving_plan(
     max_num_seqs: int,
     max_model_len: int,
     tensor_parallel_size: int = 1,
-    sequence_parallel: bool = False,
+    sequence_parallel: bool | None = None,
     kv_segment_size: int | None = None,
     num_speculative_tokens: int = 0,
     block_size: int = DEFAULT_BLOCK_SIZE,
@@ -100,14 +119,21 @@ def propose_serving_plan(
     Scrapes with ``vllm_neuron:compilation_time_seconds`` and ``compile_times`` (CSV
     graph,seconds[,host_gib]) calibrate the compile bill; without them it is uncalibrated and
     ``compile_budget_minutes`` is refused. ``max_graphs``: the most graphs (default: what the
-    default ladders compile). Raises InputError for unusable input.
+    default ladders compile). ``sequence_parallel``: None follows vLLM Neuron (on when
+    ``tensor_parallel_size > 1``). Raises InputError for unusable input.
     """
     cfg = SchedulerConfig(max_num_batched_tokens, max_num_seqs, max_model_len, num_speculative_tokens, block_size)
     cfg.check()
     _check_planning_options(tensor_parallel_size, max_graphs, compile_workers, host_memory_gib)
-    dep = Deployment(cfg, int(tensor_parallel_size), sequence_parallel, kv_segment_size)
+    sp = tensor_parallel_size > 1 if sequence_parallel is None else bool(sequence_parallel)
+    dep = Deployment(cfg, int(tensor_parallel_size), sp, kv_segment_size)
     tm = _time_model(decode_step_seconds, prefill_tokens_per_second, kv_share)
-    assumptions = list(ASSUMPTIONS)
+    assumptions = [
+        *ASSUMPTIONS,
+        f"block_size {block_size} (vLLM's block_size; reference-configuration.md's default is 32): prefix-cache hits count in whole blocks",
+    ]
+    if kv_segment_size == 8192:
+        assumptions.append(KV_SEGMENT_8192)
     if tm.assumed:
         assumptions.append(
             f"time model assumed: {tm.decode_step_seconds:g} s per full-shape decode step, {tm.prefill_tokens_per_second:g} prefill tokens/s, "
@@ -130,7 +156,7 @@ def propose_serving_plan(
         traffic_kind=kind,
         requests=requests,
         assumptions=assumptions,
-        rules=list(RULES),
+        rules=[*RULES, *([SP_RULE] if sp else [])],
         notes=notes,
         calibration_source="; ".join(calib),
     )

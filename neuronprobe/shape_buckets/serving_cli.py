@@ -17,7 +17,7 @@ class ServingOptions:
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     tensor_parallel_size: int = 1
-    sequence_parallel: bool = False
+    sequence_parallel: bool | None = None  # None: vLLM Neuron's own (on when tensor_parallel_size > 1)
     kv_segment_size: int | None = None
     speculation_length: int = 0
     block_size: int = 32

@@ -38,6 +38,7 @@ from neuronprobe.shape_buckets.schedule import plan_batches
 from neuronprobe.shape_buckets.vllm_neuron import ServingReplay
 from neuronprobe.shape_buckets.vllm_neuron_rules import (
     CONTEXT_MULTIPLE,
+    KV_SEGMENT_SIZES,
     Deployment,
     check_neuron_config,
     default_batch_buckets,
@@ -324,9 +325,15 @@ def _compile_budget(dep: Deployment, compile_budget_minutes: float | None, sampl
     s = dep.scheduler
     if dep.sequence_parallel and (s.prefill_top % dep.tensor_parallel_size or s.prefill_top <= dep.tensor_parallel_size):
         raise InputError(
-            f"--sequence-parallel: min(max_num_batched_tokens, max_model_len) = {s.prefill_top} must be divisible by and larger than "
-            f"--tensor-parallel-size {dep.tensor_parallel_size} (the largest prefill bucket equals it)"
+            f"sequence-parallel prefill (on with --tensor-parallel-size > 1, tensor_parallelism.md): min(max_num_batched_tokens, max_model_len) = "
+            f"{s.prefill_top} must be divisible by and larger than --tensor-parallel-size {dep.tensor_parallel_size} (the largest prefill bucket "
+            "equals it); --no-sequence-parallel if your model's prefill is not sequence-parallel"
         )
+    seg = dep.kv_segment_size
+    if seg is not None and seg not in KV_SEGMENT_SIZES:
+        raise InputError(f"--kv-segment-size {seg}: use one of {list(KV_SEGMENT_SIZES)} (kv_segment_size_buckets, reference-configuration.md)")
+    if seg is not None and seg % s.block_size:
+        raise InputError(f"--kv-segment-size {seg}: must be divisible by block_size {s.block_size} (reference-configuration.md)")
     if dep.kv_segment_size is not None and dep.kv_segment_size != s.prefill_top:
         raise InputError(
             f"--kv-segment-size {dep.kv_segment_size}: num_batched_tokens_buckets must equal kv_segment_size_buckets and end at "

@@ -29,6 +29,8 @@ The rules, each from the SDK docs (``aws-neuron/aws-neuron-sdk@81ce03ae``, ``vll
   lifecycle figure), so a request with O output tokens then runs O - 1 decode steps.
 
 Assumptions where the docs are silent (each is repeated in the report):
+- KV capacity: ``_max_kv_concurrent`` (KV blocks / ``max_model_len``, "Deadlock Prevention") depends on
+  the device's memory; unless given it is taken as ``max_num_seqs``.
 - Speculative decoding: the draft acceptance rate is not modelled; a step yields one token per
   request (an upper bound on the steps); the speculative tokens only raise the context needed.
 - ``max_model_len``: a prompt of ``max_model_len`` tokens or more is refused by vLLM (counted,

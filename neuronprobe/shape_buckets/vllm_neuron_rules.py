@@ -8,11 +8,14 @@ Sources (``aws-neuron/aws-neuron-sdk@81ce03ae``, ``vllm-neuron/docs/``):
   ``design/vllm/additional-config.md``). With segmented prefill they must equal
   ``kv_segment_size_buckets`` (``design/vllm/prefix-caching.md``, ``guides/reference-configuration.md``).
   Under sequence parallelism each must be divisible by the TP degree and larger than it
-  (``design/parallelism/tensor_parallelism.md``, "SP validation" and "SP constraint").
+  (``design/parallelism/tensor_parallelism.md``, "SP validation" and "SP constraint"). Prefill is
+  sequence-parallel under TP for every architecture (``design/framework/model_bringup.md``), so
+  :func:`neuronprobe.propose_serving_plan` turns it on when ``tensor_parallel_size > 1`` unless told not to.
 - ``num_seqs_buckets``: default powers of two from 1 to ``max_num_seqs``; strictly ascending,
   positive; the largest must equal ``max_num_seqs`` (``additional-config.md``).
 - ``kv_segment_size_buckets``: values in {512, 1024, 2048, 4096, 8192}, divisible by ``block_size``
-  (``reference-configuration.md``); one size only at present (``prefix-caching.md``).
+  (``reference-configuration.md``); one size only at present (``prefix-caching.md``, whose kernel
+  constraints list {512, ..., 4096}: the report states that disagreement when 8192 is used).
 - ``decode_context_length_buckets``: strictly ascending, each < ``max_model_len`` and divisible by
   128; a ``max_model_len`` graph is always compiled as the fallback (``design/vllm/decode-context-length-bucketing.md``).
 - Graphs: one NEFF per prefill bucket and per (batch, context) decode pair
