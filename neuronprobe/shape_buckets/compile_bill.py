@@ -130,6 +130,19 @@ def _fit(samples: list[Sample], attr: str) -> tuple[float, float] | None:
     return float(a), float(b)
 
 
+def fit_error_words(kind: str, fit: tuple[float, float], samples: list[Sample]) -> str | None:
+    """The fit and its worst residual on the measurements it came from, in words; None where a line meets every
+    point by construction (fewer than three distinct sizes), so the user can judge a price read off the fit."""
+    if len({s.size for s in samples}) < 3:
+        return None
+    a, b = fit
+    worst = max(samples, key=lambda s: abs(s.seconds - (a + b * s.size)))
+    residual = abs(worst.seconds - (a + b * worst.size))
+    share = f"{100 * residual / worst.seconds:.1f}% of that graph's time" if worst.seconds > 0 else "a graph measured at 0 s"
+    unit = "tokens" if kind == "prefill" else "batch x context"
+    return f"{kind} fit {a:.1f} s + {b:.3g} s x {unit} over {len(samples)} measured graphs: worst residual {residual:.1f} s ({share})"
+
+
 def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], workers: int, host_memory_gib: float | None, source: str) -> CompileBill:
     """The bill of ``graphs`` ((bucket_name, kind, size)) priced from ``samples``; uncalibrated without any."""
     if workers < 1:
@@ -149,6 +162,9 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
             f = fits[kind]
             assert f is not None
             bill.fits[kind] = [round(f[0], 6), round(f[1], 9), float(len(mine))]
+            error = fit_error_words(kind, f, mine)
+            if error:
+                bill.notes.append(error)
         with_host = [s for s in mine if s.host_gib is not None]
         host_fits[kind] = _fit(with_host, "host_gib") if with_host else None
     unsized = [s for s in samples if s.kind == UNSIZED]

@@ -140,13 +140,15 @@ def _key(s: PromSample) -> tuple[str, tuple[tuple[str, str], ...]]:
     return s.name, s.labels
 
 
-def window(scrapes: list[Scrape], names: tuple[str, ...]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Each cumulative series' count over the scrapes: increases between consecutive scrapes, resets counted whole."""
+def window(scrapes: list[Scrape], names: tuple[str, ...], exact: bool = False) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Each cumulative series' count over the scrapes: increases between consecutive scrapes, resets counted whole.
+
+    ``names``: prefixes of the series to count, or with ``exact`` the series' names."""
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for i, sc in enumerate(scrapes):
         for s in sc.samples:
-            if not any(s.name.startswith(n) for n in names):
+            if not (s.name in names if exact else any(s.name.startswith(n) for n in names)):
                 continue
             if not (math.isfinite(s.value) and 0 <= s.value <= MAX_COUNT) and not s.name.endswith("_sum"):
                 raise InputError(f"{sc.source} line {s.line}: {s.name} is {s.value!r}; a count must be a number between 0 and 2^53")
@@ -205,7 +207,8 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
     """The prefill-token and decode-batch distributions per bucket, and the compile time per graph."""
     if not scrapes:
         raise InputError("--metrics: give at least one scrape")
-    counts = window(scrapes, (PADDING_TOKENS + "_bucket", PADDING_SEQS + "_bucket", EXECUTIONS))
+    # Exact names: prometheus_client also writes <name>_created (a timestamp, not a count) outside multiprocess mode.
+    counts = window(scrapes, (PADDING_TOKENS + "_bucket", PADDING_SEQS + "_bucket", EXECUTIONS, EXECUTIONS + "_total"), exact=True)
     models = {dict(labels).get("model_name") for (_, labels) in counts}
     models.discard(None)
     if len(models) > 1:

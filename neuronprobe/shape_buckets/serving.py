@@ -232,9 +232,10 @@ def _traffic(trace: Any, mt: Any, cfg: SchedulerConfig, tm: TimeModel, notes: li
         )
     if bv.size and bv.max() > cfg.max_num_seqs:
         raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {cfg.max_num_seqs}")
-    traffic = Traffic(pv, pc, bv, np.full(bv.size, cfg.max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
-    notes.append(f"prefill: {resolution_words(mt.prefill)}")
-    notes.append(f"decode batch: {resolution_words(mt.decode)}")
+    resolution = (resolution_words(mt.prefill), resolution_words(mt.decode))
+    traffic = Traffic(pv, pc, bv, np.full(bv.size, cfg.max_model_len, dtype=np.int64), bc, 0, ctx_known=False, resolution=resolution)
+    notes.append(f"prefill: {resolution[0]}")
+    notes.append(f"decode batch: {resolution[1]}")
     notes.append(
         "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
     )
