@@ -53,7 +53,9 @@ def test_cache_explain_misses_only_on_a_component_of_the_schemes_key(tmp_path: P
     e = explain(_manifest(tmp_path / "plan.json", scheme), _manifest(tmp_path / "cache.json", scheme, **changed))
     assert [g.verdict for g in e.graphs] == [verdict, verdict]
     key = next(iter(changed))
-    assert any(w.startswith(f"{key}: planned") for w in e.graphs[0].why), e.graphs[0].why
+    assert any(w.startswith(key) and ": planned" in w for w in e.graphs[0].why), e.graphs[0].why
+    if key == "tensor_parallel_size":  # named as the docs name the key component it stands for
+        assert e.graphs[0].why == ["tensor_parallel_size (collective replica groups): planned 8, cache 4"]
     if verdict == "unknown":
         assert all(f"not in the {scheme} key" in w for w in e.graphs[0].why)
     same = explain(_manifest(tmp_path / "plan.json", scheme), _manifest(tmp_path / "same.json", scheme))
@@ -137,3 +139,23 @@ def test_a_scrape_with_created_series_is_read(tmp_path: Path) -> None:
     plain = propose_serving_plan(None, max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096, metrics=[DATA / "scrape_1.prom"])
     assert plan.histograms == plain.histograms and plan.decode_steps == 40
     assert not any("neff_execution_count" in n and "differs" in n for n in plan.notes)
+
+
+# --- 6. analyze --serving-trace: its uncalibrated bill says how to calibrate with a command that takes measurements --
+
+
+def test_the_report_bill_of_analyze_names_the_command_that_calibrates(tmp_path: Path) -> None:
+    from neuronprobe.shape_buckets.serving import serving_for_report
+
+    trace = tmp_path / "trace.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,50,4\n")
+    plan = serving_for_report(trace, None, {"max_num_batched_tokens": 512, "max_num_seqs": 4, "max_model_len": 4096, "tensor_parallel_size": 2})
+    how = plan.compile_bill.how_to_calibrate
+    assert how.startswith("uncalibrated: no compile times were measured.")
+    # analyze takes neither --metrics nor --compile-times: the bill names the buckets command with this plan's engine
+    assert (
+        f"neuronprobe buckets {trace} --decode --runtime vllm-neuron --max-num-batched-tokens 512 --max-num-seqs 4 --max-model-len 4096 "
+        "--tensor-parallel-size 2 --compile-times FILE" in how
+    ), how
+    r = CliRunner().invoke(app, ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--compile-times", "x.csv"])
+    assert r.exit_code == 2  # the option is not analyze's: the sentence above must not send the user to it

@@ -45,6 +45,8 @@ from neuronprobe.errors import InputError
 
 SCHEMES = ("vllm-neuron", "torchneuron", "xla")
 COMPONENTS = ("model", "dtype", "torch_neuronx", "neuronxcc", "nki", "compiler_args", "target", "tensor_parallel_size")
+# The key component a manifest field stands for, where the names differ (compilation_cache.md "Cache Key").
+KEY_WORDS = {"model": " (the traced graph)", "dtype": " (input dtypes)", "tensor_parallel_size": " (collective replica groups)"}
 # The manifest's components each scheme's key holds (module docstring). model, dtype and TP stand for the traced
 # graph, its input dtypes and its collective replica groups: every scheme hashes the graph, so they are in all three.
 # A component outside a scheme's key changes the key only if it changes the graph the key hashes: "unknown", not "miss".
@@ -125,7 +127,7 @@ def _differs(plan: dict[str, Any], cache: dict[str, Any], keys: tuple[str, ...] 
         if key == "compiler_args":
             a, b = sorted(a or []), sorted(b or [])  # canonicalized args (compilation_cache.md)
         if a != b:
-            out.append(f"{key}: planned {a!r}, cache {b!r}")
+            out.append(f"{key}{KEY_WORDS.get(key, '')}: planned {a!r}, cache {b!r}")
     return out
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
 from neuronprobe.report.schema.serving import ServingPlan
-from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
+from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, HOW_TO_CALIBRATE, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
 from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
@@ -285,10 +285,18 @@ def serving_for_report(trace_path: Path | None, engine: str | None, options: dic
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 
     check_input_file(trace_path, "trace")
-    return propose_serving_plan(
+    plan = propose_serving_plan(
         read_decode_trace(trace_path),
         max_num_batched_tokens=values["max_num_batched_tokens"],
         max_num_seqs=values["max_num_seqs"],
         max_model_len=values["max_model_len"],
         tensor_parallel_size=values.get("tensor_parallel_size", 1),
     )
+    if not plan.compile_bill.calibrated:  # analyze takes no measurements: name the command that does, with this engine
+        engine = " ".join(f"--{k.replace('_', '-')} {values[k]}" for k in ENGINE_KEYS if k in values)
+        plan.compile_bill.how_to_calibrate = (
+            "uncalibrated: no compile times were measured. analyze takes none; price these ladders with "
+            f"neuronprobe buckets {trace_path} --decode --runtime vllm-neuron {engine} --compile-times FILE (or --metrics SCRAPE): "
+            + HOW_TO_CALIBRATE.split(": ", 1)[1].split(". ", 1)[1]
+        )
+    return plan
