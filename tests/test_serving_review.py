@@ -159,3 +159,23 @@ def test_the_report_bill_of_analyze_names_the_command_that_calibrates(tmp_path: 
     ), how
     r = CliRunner().invoke(app, ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--compile-times", "x.csv"])
     assert r.exit_code == 2  # the option is not analyze's: the sentence above must not send the user to it
+
+
+# --- 3. the one per-graph constant left (the recompile section's 60 s): every renderer says it is an estimate ---
+
+
+def test_the_html_recompile_section_says_where_its_compile_time_comes_from() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report_fixtures import rich_report
+
+    from neuronprobe.recompiles import DEFAULT_COMPILE_SECONDS
+    from neuronprobe.report.html import render_html
+
+    report = rich_report()
+    assert report.recompiles is not None
+    report.recompiles.compile_seconds_per_graph = DEFAULT_COMPILE_SECONDS
+    report.recompiles.compile_seconds_source = "an estimate; give --compile-seconds"
+    page = render_html(report)
+    assert "(about 60 s each: an estimate; give --compile-seconds)" in page
