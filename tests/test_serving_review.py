@@ -179,3 +179,21 @@ def test_the_html_recompile_section_says_where_its_compile_time_comes_from() -> 
     report.recompiles.compile_seconds_source = "an estimate; give --compile-seconds"
     page = render_html(report)
     assert "(about 60 s each: an estimate; give --compile-seconds)" in page
+
+
+# --- 3. host RAM against the instance: the worker count that fits, and what it costs in wall time ---------------
+
+
+def test_too_little_host_ram_names_the_workers_that_fit() -> None:
+    from neuronprobe.shape_buckets.compile_bill import Sample, compile_bill
+
+    graphs = [(f"decode_b{b}", "decode", b * 4096) for b in (1, 2, 4, 8)]
+    samples = [Sample(n, k, s, 100.0, 10.0) for n, k, s in graphs]  # four graphs of 100 s and 10 GiB each
+    bill = compile_bill(graphs, samples, 4, 25.0, "t")
+    assert bill.wall_seconds == 100.0 and bill.host_peak_gib == 40.0
+    assert bill.notes[-1] == (
+        "the 4 parallel compiles need up to 40.0 GiB of host RAM, more than the instance's 25 GiB: "
+        "NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS=2 fits (peak 20.0 GiB, 3.3 min wall instead of 1.7 min)"
+    )
+    alone = compile_bill(graphs, samples, 4, 8.0, "t")
+    assert alone.notes[-1].endswith("one compile alone needs up to 10.0 GiB: a larger compile host (or a remote cache filled elsewhere)")

@@ -210,9 +210,24 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
     bill.host_peak_gib = None if peak is None else round(peak, 3)
     if peak is not None and host_memory_gib is not None and peak > host_memory_gib:
         bill.notes.append(
-            f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: lower NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS"
+            f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: "
+            + _workers_that_fit(costs, workers, host_memory_gib, wall)
         )
     return bill
+
+
+def _workers_that_fit(costs: list[GraphCost], workers: int, host_memory_gib: float, wall: float) -> str:
+    """The most workers whose compiles fit in the host's RAM, with their wall time, in words."""
+    seconds = [g.seconds or 0.0 for g in costs]
+    host = [g.host_gib for g in costs]
+    for w in range(workers - 1, 0, -1):
+        w_wall, w_peak = schedule_compiles(seconds, host, w)
+        if w_peak is not None and w_peak <= host_memory_gib:
+            return (
+                f"NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS={w} fits (peak {w_peak:.1f} GiB, {w_wall / 60:.1f} min wall instead of {wall / 60:.1f} min)"
+            )
+    biggest = max((h or 0.0) for h in host)
+    return f"one compile alone needs up to {biggest:.1f} GiB: a larger compile host (or a remote cache filled elsewhere)"
 
 
 def schedule_compiles(seconds: list[float], host: list[float | None], workers: int) -> tuple[float, float | None]:
