@@ -197,3 +197,11 @@ def test_too_little_host_ram_names_the_workers_that_fit() -> None:
     )
     alone = compile_bill(graphs, samples, 4, 8.0, "t")
     assert alone.notes[-1].endswith("one compile alone needs up to 10.0 GiB: a larger compile host (or a remote cache filled elsewhere)")
+
+
+def test_a_plan_from_metrics_states_how_it_reads_the_padding_histograms() -> None:
+    plan = propose_serving_plan(None, max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096, metrics=[DATA / "scrape_1.prom"])
+    said = [a for a in plan.assumptions if "num_seqs_padding" in a]
+    assert len(said) == 1 and "bucket minus the real" in said[0] and "metrics.md" in said[0]
+    traced = propose_serving_plan(([300], [3], [0.0]), max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096)
+    assert not any("num_seqs_padding" in a for a in traced.assumptions)

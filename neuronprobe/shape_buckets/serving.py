@@ -47,6 +47,13 @@ ASSUMPTIONS = (
     "'powers of two from 1 up to max_num_seqs' and 'the largest bucket must equal max_num_seqs')",
 )
 
+# How a scrape is read where design/vllm/metrics.md gives one line per metric (the report lists it when the traffic is a scrape).
+METRICS_ASSUMPTION = (
+    "each vllm_neuron:num_batched_tokens_padding / num_seqs_padding observation is one execution's padding, the bucket minus the real "
+    "tokens or batch lines (design/vllm/metrics.md: 'Number of padded sequence lengths / batch lines processed'); rank_id 0's series "
+    "stand for every rank"
+)
+
 
 def _trace_arrays(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, str]:
     from neuronprobe.shape_buckets.decode import as_decode_trace
@@ -117,6 +124,8 @@ def propose_serving_plan(
     notes = measured.notes
     samples, calib, compiled_before, mt = measured.samples, measured.sources, measured.compiled_before, measured.scraped
     traffic, source, kind, requests = _traffic(trace, mt, cfg, tm, notes)
+    if kind == "metrics":
+        assumptions.append(METRICS_ASSUMPTION)
     plan = plan_from_traffic(
         traffic,
         dep,
