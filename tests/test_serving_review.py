@@ -118,9 +118,7 @@ def test_the_fit_states_its_error_on_the_measurements(tmp_path: Path) -> None:
 
 
 def test_metrics_histograms_carry_the_bin_resolution() -> None:
-    plan = propose_serving_plan(
-        None, max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096, metrics=[DATA / f"scrape_{i}.prom" for i in (1, 2, 3)]
-    )
+    plan = propose_serving_plan(None, max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096, metrics=[DATA / f"scrape_{i}.prom" for i in (1, 2, 3)])
     by = {h.name: h for h in plan.histograms}
     assert "known to within 100" in by["prefill tokens per step"].resolution
     assert "known to within 5" in by["decode batch per step"].resolution

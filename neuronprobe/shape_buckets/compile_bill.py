@@ -223,9 +223,7 @@ def _workers_that_fit(costs: list[GraphCost], workers: int, host_memory_gib: flo
     for w in range(workers - 1, 0, -1):
         w_wall, w_peak = schedule_compiles(seconds, host, w)
         if w_peak is not None and w_peak <= host_memory_gib:
-            return (
-                f"NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS={w} fits (peak {w_peak:.1f} GiB, {w_wall / 60:.1f} min wall instead of {wall / 60:.1f} min)"
-            )
+            return f"NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS={w} fits (peak {w_peak:.1f} GiB, {w_wall / 60:.1f} min wall instead of {wall / 60:.1f} min)"
     biggest = max((h or 0.0) for h in host)
     return f"one compile alone needs up to {biggest:.1f} GiB: a larger compile host (or a remote cache filled elsewhere)"
 
