@@ -203,3 +203,22 @@ def test_a_plan_from_metrics_states_how_it_reads_the_padding_histograms() -> Non
     assert len(said) == 1 and "bucket minus the real" in said[0] and "metrics.md" in said[0]
     traced = propose_serving_plan(([300], [3], [0.0]), max_num_batched_tokens=512, max_num_seqs=8, max_model_len=4096)
     assert not any("num_seqs_padding" in a for a in traced.assumptions)
+
+
+# --- 6. the console: analyze --serving-trace prints the plan and its bill, not only the JSON and HTML -------------
+
+
+def test_analyze_console_shows_the_serving_plan(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,50,4\n")
+    out = tmp_path / "r.json"
+    args = ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--backend", "static", "--serving-trace", str(trace)]
+    r = CliRunner().invoke(
+        app, [*args, "--max-num-batched-tokens", "512", "--max-num-seqs", "4", "--max-model-len", "4096", "--max-compiles", "0", "--json", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    plan = json.loads(out.read_text())["serving"]
+    p = plan["proposed"]
+    assert f"serving on vLLM Neuron: num_batched_tokens_buckets {p['prefill_buckets']}, num_seqs_buckets {p['batch_buckets']}" in r.output
+    assert f"{p['graphs']} graphs (the default ladders: {plan['baselines'][0]['graphs']})" in r.output
+    assert "serving compile bill: " + str(len(plan["compile_bill"]["graphs"])) + " graphs; uncalibrated: no compile times were measured." in r.output

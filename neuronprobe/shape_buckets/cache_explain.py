@@ -189,9 +189,8 @@ def _explain_xla(plan: dict[str, Any], root: Path) -> Explanation:
         hashed = _torch_xla_entries(root)
         if hashed:
             reason = f"a torch-xla persistent cache (XLA_PERSISTENT_CACHE_PATH): {hashed} graph(s) keyed by their graph hash, none attributable without the traced graph"
-            rows = [GraphVerdict(g, "unknown", [reason]) for g in plan["graphs"]]
             note = "the Neuron compile cache (NEURON_CC_FLAGS --cache_dir, default /var/tmp/neuron-compile-cache) is the folder with neuronxcc-<version>/"
-            return Explanation("xla", str(root), hashed, rows, "folder", [note])
+            return Explanation("xla", str(root), hashed, [GraphVerdict(g, "unknown", [reason]) for g in plan["graphs"]], "folder", [note])
     entries: list[Path] = []
     for v in versions:
         entries += [p for p in (root / f"neuronxcc-{v}").iterdir() if p.is_dir() and p.name.startswith("MODULE_")]
