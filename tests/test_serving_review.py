@@ -222,3 +222,19 @@ def test_analyze_console_shows_the_serving_plan(tmp_path: Path) -> None:
     assert f"serving on vLLM Neuron: num_batched_tokens_buckets {p['prefill_buckets']}, num_seqs_buckets {p['batch_buckets']}" in r.output
     assert f"{p['graphs']} graphs (the default ladders: {plan['baselines'][0]['graphs']})" in r.output
     assert "serving compile bill: " + str(len(plan["compile_bill"]["graphs"])) + " graphs; uncalibrated: no compile times were measured." in r.output
+
+
+def test_the_execution_count_cross_check_needs_the_counter_in_every_scrape(tmp_path: Path) -> None:
+    from neuronprobe.shape_buckets.metrics import read_scrape, traffic_from_scrapes
+
+    # scrape_2 and scrape_3 carry no neff_execution_count: its window is unknown, not 0
+    mt = traffic_from_scrapes([read_scrape(DATA / f"scrape_{i}.prom") for i in (1, 2, 3)])
+    assert not any("neff_execution_count" in n for n in mt.notes), mt.notes
+    off = tmp_path / "off.prom"
+    off.write_text(
+        (DATA / "scrape_1.prom")
+        .read_text()
+        .replace('bucket_name="decode_b8",model_name="m",rank_id="0"} 40.0', 'bucket_name="decode_b8",model_name="m",rank_id="0"} 41.0')
+    )
+    mt = traffic_from_scrapes([read_scrape(off)])
+    assert "decode_b8: neff_execution_count 41 differs from the padding histogram's 40 executions" in mt.notes

@@ -248,6 +248,8 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
         d[le] = d.get(le, 0.0) + value
     if skipped_ranks:
         notes.append(f"{skipped_ranks} series from ranks other than rank_id 0 left out (every rank runs the same steps)")
+    # A counter missing from a scrape has an unknown window there (not 0): cross-check only where every scrape has it.
+    counted = set.intersection(*({s.label("bucket_name") for s in sc.samples if s.name in (EXECUTIONS, EXECUTIONS + "_total")} for sc in scrapes))
     prefill: list[BucketHistogram] = []
     decode: list[BucketHistogram] = []
     for (kind, bucket), d in sorted(bins.items()):
@@ -274,7 +276,7 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
         h = BucketHistogram(bucket, lower, upper, cnt)
         (prefill if kind == "prefill" else decode).append(h)
         label = f"{kind}_{'s' if kind == 'prefill' else 'b'}{bucket}"
-        if label in execs and abs(execs[label] - sum(cnt)) > 0.5:
+        if label in execs and label in counted and abs(execs[label] - sum(cnt)) > 0.5:
             notes.append(f"{label}: neff_execution_count {execs[label]:g} differs from the padding histogram's {sum(cnt)} executions")
     compile_seconds: dict[str, float] = {}
     for sc in scrapes:  # a gauge: the latest scrape wins
