@@ -6,6 +6,7 @@ from typing import Any
 
 from neuronprobe.formatting import format_bytes, format_percent
 from neuronprobe.report.schema.report import ReportData
+from neuronprobe.report.schema.serving import ServingPlan
 from neuronprobe.vocabulary import CaptureStrategy, Origin, TopVerdict, Verdict
 
 TOP_FINDINGS = 10
@@ -93,6 +94,8 @@ def render_summary(report: ReportData) -> Any:
         from neuronprobe.report.console_parity import render_parity
 
         parts.append(render_parity(report.parity))
+    if report.serving is not None:
+        parts.extend(Text(line) for line in serving_lines(report.serving))
     if report.buckets is not None:
         b = report.buckets
         parts.append(Text(f"buckets: {b.edges} ({b.k} graphs) pad {format_percent(b.overhead.tokens)} tokens under {b.cost_model} cost"))
@@ -107,6 +110,31 @@ def render_summary(report: ReportData) -> Any:
     for limit in report.not_analysed:
         parts.append(Text(f"not analysed: {limit.what}: {limit.why}", style="dim"))
     return Group(*parts)
+
+
+def serving_lines(plan: ServingPlan) -> list[str]:
+    """The serving section in two lines: the proposed ladders against the default's, and the compile bill
+    (``buckets --runtime vllm-neuron`` prints the whole plan; the JSON and HTML hold all of it)."""
+    out = []
+    p = plan.proposed
+    if p is not None:
+        default = plan.baselines[0] if plan.baselines else None
+        out.append(
+            f"serving on vLLM Neuron: num_batched_tokens_buckets {p.prefill_buckets}, num_seqs_buckets {p.batch_buckets}, "
+            f"decode_context_length_buckets {p.context_buckets or 'none'}: {p.graphs} graphs"
+            + (
+                ""
+                if default is None
+                else f" (the default ladders: {default.graphs}), modelled time +{p.time_overhead:.1f}% over unpadded (default +{default.time_overhead:.1f}%)"
+            )
+        )
+    bill = plan.compile_bill
+    if bill.calibrated and bill.wall_seconds is not None:
+        host = "" if bill.host_peak_gib is None else f", host RAM peak {bill.host_peak_gib:.1f} GiB"
+        out.append(f"serving compile bill: {len(bill.graphs)} graphs, {bill.wall_seconds / 60:.1f} min on {bill.workers} workers{host}, from {bill.source}")
+    else:
+        out.append(f"serving compile bill: {len(bill.graphs)} graphs; {bill.how_to_calibrate}")
+    return out
 
 
 def counts_line(report: ReportData) -> str:

@@ -15,18 +15,25 @@ hit or miss, with the components that differ), or the cache folder itself, read 
   and NKI versions, canonical compiler args, platform target and collective replica groups;
   entries ``<root>/<hash>/``. The hash cannot be recomputed without the FX graph, so a folder
   says only how many entries it holds (an empty one: every graph misses).
-- ``torchneuron`` (TorchNeuron dev source ``csrc/core/cache/CacheUtils.h``, ``PersistentCacheBackend``,
-  per ``shared/research/field-2026-12.md``): XXH3-128 over the in-memory key and the HLO bytes,
-  files ``<root>/ab/cd/<key>.neff``: counted, as above.
+- ``torchneuron`` (TorchNeuron source, ``parmoham-aws/test-repo-parmoham@98154b8``:
+  ``torch_neuronx/csrc/core/cache/CacheUtils.h``, ``PersistentCacheBackend.cpp``): XXH3-128 over the
+  in-memory key and the HLO bytes, files ``<root>/ab/cd/<key>.neff``: counted, as above. The
+  in-memory key is a SHA-256 over the StableHLO text and the I/O shapes and dtypes
+  (``neuron_dynamo_backend/utils/stablehlo_utils.py``) plus the platform target, logical cores,
+  optimization level and extra compiler args (``csrc/core/KernelExecution.cpp``): no version is in
+  it, a new toolchain misses only where it emits another HLO (``KEY_COMPONENTS``).
 - ``xla`` (torch-neuronx on torch-xla, ``shared/research/neuron_api.md`` §2.5):
   ``<root>/neuronxcc-<version>/MODULE_<graph hash>+<flags hash>/`` with ``compile_flags.json``: the
   compiler version and the flags are readable, so a graph misses when no folder has the planned
   neuronxcc version, or none of its entries has the planned flags; otherwise the graph hash (HLO)
-  decides, which is unknown here.
+  decides, which is unknown here. torch-xla's own persistent cache (``runtime.initialize_cache``,
+  ``XLA_PERSISTENT_CACHE_PATH``) is another folder: one file per graph named by its decimal graph
+  hash, flat (measured with torch-xla 2.9 on CPU); it is recognised and counted, as above.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -38,6 +45,20 @@ from neuronprobe.errors import InputError
 
 SCHEMES = ("vllm-neuron", "torchneuron", "xla")
 COMPONENTS = ("model", "dtype", "torch_neuronx", "neuronxcc", "nki", "compiler_args", "target", "tensor_parallel_size")
+# The key component a manifest field stands for, where the names differ (compilation_cache.md "Cache Key").
+KEY_WORDS = {"model": " (the traced graph)", "dtype": " (input dtypes)", "tensor_parallel_size": " (collective replica groups)"}
+# The manifest's components each scheme's key holds (module docstring). model, dtype and TP stand for the traced
+# graph, its input dtypes and its collective replica groups: every scheme hashes the graph, so they are in all three.
+# A component outside a scheme's key changes the key only if it changes the graph the key hashes: "unknown", not "miss".
+KEY_COMPONENTS = {
+    "vllm-neuron": COMPONENTS,  # compilation_cache.md "Cache Key": all of them
+    # torch_neuronx@98154b8 compile.py compute_cache_key (StableHLO text, I/O shapes and dtypes) + KernelExecution.cpp
+    # GenerateCacheKey (platform target, logical cores, optimization level, extra args); CacheUtils.h: a toolchain version
+    # invalidates an entry only "causing different HLO to be generated"
+    "torchneuron": ("model", "dtype", "compiler_args", "target", "tensor_parallel_size"),
+    # neuron_api.md 2.5: HLO hash + flags hash, the neuronxcc version in the path; the target is one of the flags
+    "xla": ("model", "dtype", "neuronxcc", "compiler_args", "target", "tensor_parallel_size"),
+}
 MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_ENTRIES = 1_000_000
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -99,14 +120,14 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return data
 
 
-def _differs(plan: dict[str, Any], cache: dict[str, Any]) -> list[str]:
+def _differs(plan: dict[str, Any], cache: dict[str, Any], keys: tuple[str, ...] = COMPONENTS) -> list[str]:
     out = []
-    for key in COMPONENTS:
+    for key in keys:
         a, b = plan.get(key), cache.get(key)
         if key == "compiler_args":
             a, b = sorted(a or []), sorted(b or [])  # canonicalized args (compilation_cache.md)
         if a != b:
-            out.append(f"{key}: planned {a!r}, cache {b!r}")
+            out.append(f"{key}{KEY_WORDS.get(key, '')}: planned {a!r}, cache {b!r}")
     return out
 
 
@@ -122,12 +143,17 @@ def explain(plan_path: Path, cache_path: Path) -> Explanation:
         cache = read_manifest(cache_path)
         if cache["scheme"] != scheme:
             raise InputError(f"{cache_path}: a {cache['scheme']} cache cannot serve a {scheme} deployment")
-        common = _differs(plan, cache)
+        in_key = KEY_COMPONENTS[scheme]
+        common = _differs(plan, cache, in_key)
+        outside = [
+            f"{d} (not in the {scheme} key: a miss only if it changes the traced graph)"
+            for d in _differs(plan, cache, tuple(k for k in COMPONENTS if k not in in_key))
+        ]
         present = set(cache["graphs"])
         rows = []
         for g in plan["graphs"]:
             why = list(common) + ([] if g in present else ["input shapes: no graph of this bucket in the cache"])
-            rows.append(GraphVerdict(g, "miss" if why else "hit", why))
+            rows.append(GraphVerdict(g, "miss" if why else "unknown" if outside else "hit", why or outside))
         return Explanation(scheme, str(cache_path), len(present), rows, "manifest")
     if scheme == "xla":
         return _explain_xla(plan, cache_path)
@@ -159,6 +185,12 @@ def _count(root: Path, scheme: str) -> int:
 def _explain_xla(plan: dict[str, Any], root: Path) -> Explanation:
     version = plan.get("neuronxcc")
     versions = sorted(p.name.removeprefix("neuronxcc-") for p in root.iterdir() if p.is_dir() and p.name.startswith("neuronxcc-"))
+    if not versions:
+        hashed = _torch_xla_entries(root)
+        if hashed:
+            reason = f"a torch-xla persistent cache (XLA_PERSISTENT_CACHE_PATH): {hashed} graph(s) keyed by their graph hash, none attributable without the traced graph"
+            note = "the Neuron compile cache (NEURON_CC_FLAGS --cache_dir, default /var/tmp/neuron-compile-cache) is the folder with neuronxcc-<version>/"
+            return Explanation("xla", str(root), hashed, [GraphVerdict(g, "unknown", [reason]) for g in plan["graphs"]], "folder", [note])
     entries: list[Path] = []
     for v in versions:
         entries += [p for p in (root / f"neuronxcc-{v}").iterdir() if p.is_dir() and p.name.startswith("MODULE_")]
@@ -181,6 +213,16 @@ def _explain_xla(plan: dict[str, Any], root: Path) -> Explanation:
     else:
         rows = [GraphVerdict(g, "unknown", ["compiler version and flags match; the graph hash needs the HLO"]) for g in plan["graphs"]]
     return Explanation("xla", str(root), len(entries), rows, "folder")
+
+
+def _torch_xla_entries(root: Path) -> int:
+    """Files of a torch-xla persistent cache folder (flat, each named by a decimal graph hash); 0 when the folder is not one."""
+    names = [p.name for p in itertools.islice(root.iterdir(), MAX_ENTRIES + 1)]
+    if len(names) > MAX_ENTRIES:
+        raise InputError(f"{root}: more than {MAX_ENTRIES} cache entries; point at one model's cache")
+    if names and all(n.isdigit() for n in names) and all((root / n).is_file() for n in names):
+        return len(names)
+    return 0
 
 
 def _read_json_list(path: Path) -> list[str] | None:

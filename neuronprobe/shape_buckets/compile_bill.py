@@ -130,6 +130,19 @@ def _fit(samples: list[Sample], attr: str) -> tuple[float, float] | None:
     return float(a), float(b)
 
 
+def fit_error_words(kind: str, fit: tuple[float, float], samples: list[Sample]) -> str | None:
+    """The fit and its worst residual on the measurements it came from, in words; None where a line meets every
+    point by construction (fewer than three distinct sizes), so the user can judge a price read off the fit."""
+    if len({s.size for s in samples}) < 3:
+        return None
+    a, b = fit
+    worst = max(samples, key=lambda s: abs(s.seconds - (a + b * s.size)))
+    residual = abs(worst.seconds - (a + b * worst.size))
+    share = f"{100 * residual / worst.seconds:.1f}% of that graph's time" if worst.seconds > 0 else "a graph measured at 0 s"
+    unit = "tokens" if kind == "prefill" else "batch x context"
+    return f"{kind} fit {a:.1f} s + {b:.3g} s x {unit} over {len(samples)} measured graphs: worst residual {residual:.1f} s ({share})"
+
+
 def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], workers: int, host_memory_gib: float | None, source: str) -> CompileBill:
     """The bill of ``graphs`` ((bucket_name, kind, size)) priced from ``samples``; uncalibrated without any."""
     if workers < 1:
@@ -149,6 +162,9 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
             f = fits[kind]
             assert f is not None
             bill.fits[kind] = [round(f[0], 6), round(f[1], 9), float(len(mine))]
+            error = fit_error_words(kind, f, mine)
+            if error:
+                bill.notes.append(error)
         with_host = [s for s in mine if s.host_gib is not None]
         host_fits[kind] = _fit(with_host, "host_gib") if with_host else None
     unsized = [s for s in samples if s.kind == UNSIZED]
@@ -194,9 +210,22 @@ def compile_bill(graphs: list[tuple[str, str, int]], samples: list[Sample], work
     bill.host_peak_gib = None if peak is None else round(peak, 3)
     if peak is not None and host_memory_gib is not None and peak > host_memory_gib:
         bill.notes.append(
-            f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: lower NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS"
+            f"the {workers} parallel compiles need up to {peak:.1f} GiB of host RAM, more than the instance's {host_memory_gib:g} GiB: "
+            + _workers_that_fit(costs, workers, host_memory_gib, wall)
         )
     return bill
+
+
+def _workers_that_fit(costs: list[GraphCost], workers: int, host_memory_gib: float, wall: float) -> str:
+    """The most workers whose compiles fit in the host's RAM, with their wall time, in words."""
+    seconds = [g.seconds or 0.0 for g in costs]
+    host = [g.host_gib for g in costs]
+    for w in range(workers - 1, 0, -1):
+        w_wall, w_peak = schedule_compiles(seconds, host, w)
+        if w_peak is not None and w_peak <= host_memory_gib:
+            return f"NEURON_LIBTORCH_PARALLEL_COMPILE_WORKERS={w} fits (peak {w_peak:.1f} GiB, {w_wall / 60:.1f} min wall instead of {wall / 60:.1f} min)"
+    biggest = max((h or 0.0) for h in host)
+    return f"one compile alone needs up to {biggest:.1f} GiB: a larger compile host (or a remote cache filled elsewhere)"
 
 
 def schedule_compiles(seconds: list[float], host: list[float | None], workers: int) -> tuple[float, float | None]:

@@ -140,13 +140,15 @@ def _key(s: PromSample) -> tuple[str, tuple[tuple[str, str], ...]]:
     return s.name, s.labels
 
 
-def window(scrapes: list[Scrape], names: tuple[str, ...]) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Each cumulative series' count over the scrapes: increases between consecutive scrapes, resets counted whole."""
+def window(scrapes: list[Scrape], names: tuple[str, ...], exact: bool = False) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Each cumulative series' count over the scrapes: increases between consecutive scrapes, resets counted whole.
+
+    ``names``: prefixes of the series to count, or with ``exact`` the series' names."""
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
     for i, sc in enumerate(scrapes):
         for s in sc.samples:
-            if not any(s.name.startswith(n) for n in names):
+            if not (s.name in names if exact else any(s.name.startswith(n) for n in names)):
                 continue
             if not (math.isfinite(s.value) and 0 <= s.value <= MAX_COUNT) and not s.name.endswith("_sum"):
                 raise InputError(f"{sc.source} line {s.line}: {s.name} is {s.value!r}; a count must be a number between 0 and 2^53")
@@ -205,7 +207,8 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
     """The prefill-token and decode-batch distributions per bucket, and the compile time per graph."""
     if not scrapes:
         raise InputError("--metrics: give at least one scrape")
-    counts = window(scrapes, (PADDING_TOKENS + "_bucket", PADDING_SEQS + "_bucket", EXECUTIONS))
+    # Exact names: prometheus_client also writes <name>_created (a timestamp, not a count) outside multiprocess mode.
+    counts = window(scrapes, (PADDING_TOKENS + "_bucket", PADDING_SEQS + "_bucket", EXECUTIONS, EXECUTIONS + "_total"), exact=True)
     models = {dict(labels).get("model_name") for (_, labels) in counts}
     models.discard(None)
     if len(models) > 1:
@@ -245,6 +248,8 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
         d[le] = d.get(le, 0.0) + value
     if skipped_ranks:
         notes.append(f"{skipped_ranks} series from ranks other than rank_id 0 left out (every rank runs the same steps)")
+    # A counter missing from a scrape has an unknown window there (not 0): cross-check only where every scrape has it.
+    counted = set.intersection(*({s.label("bucket_name") for s in sc.samples if s.name in (EXECUTIONS, EXECUTIONS + "_total")} for sc in scrapes))
     prefill: list[BucketHistogram] = []
     decode: list[BucketHistogram] = []
     for (kind, bucket), d in sorted(bins.items()):
@@ -271,7 +276,7 @@ def traffic_from_scrapes(scrapes: list[Scrape]) -> MetricsTraffic:
         h = BucketHistogram(bucket, lower, upper, cnt)
         (prefill if kind == "prefill" else decode).append(h)
         label = f"{kind}_{'s' if kind == 'prefill' else 'b'}{bucket}"
-        if label in execs and abs(execs[label] - sum(cnt)) > 0.5:
+        if label in execs and label in counted and abs(execs[label] - sum(cnt)) > 0.5:
             notes.append(f"{label}: neff_execution_count {execs[label]:g} differs from the padding histogram's {sum(cnt)} executions")
     compile_seconds: dict[str, float] = {}
     for sc in scrapes:  # a gauge: the latest scrape wins

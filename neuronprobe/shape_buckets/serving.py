@@ -16,7 +16,7 @@ import numpy as np
 from neuronprobe.defaults import DEFAULT_DECODE_TOKENS_PER_SECOND
 from neuronprobe.errors import InputError
 from neuronprobe.report.schema.serving import ServingPlan
-from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, Sample, parse_bucket_name
+from neuronprobe.shape_buckets.compile_bill import DEFAULT_COMPILE_WORKERS, HOW_TO_CALIBRATE, Sample, parse_bucket_name
 from neuronprobe.shape_buckets.serving_plan import TimeModel, Traffic, plan_from_traffic
 from neuronprobe.shape_buckets.vllm_neuron import DEFAULT_BLOCK_SIZE, Clock, SchedulerConfig, replay_vllm_neuron
 from neuronprobe.shape_buckets.vllm_neuron_rules import Deployment
@@ -64,6 +64,13 @@ ASSUMPTIONS = (
 KV_SEGMENT_8192 = (
     "kv_segment_size 8192 is accepted as guides/reference-configuration.md lists it; design/vllm/prefix-caching.md's kernel constraints "
     "stop at 4096: check that your vLLM Neuron accepts it"
+)
+
+# How a scrape is read where design/vllm/metrics.md gives one line per metric (the report lists it when the traffic is a scrape).
+METRICS_ASSUMPTION = (
+    "each vllm_neuron:num_batched_tokens_padding / num_seqs_padding observation is one execution's padding, the bucket minus the real "
+    "tokens or batch lines (design/vllm/metrics.md: 'Number of padded sequence lengths / batch lines processed'); rank_id 0's series "
+    "stand for every rank"
 )
 
 
@@ -143,6 +150,8 @@ def propose_serving_plan(
     notes = measured.notes
     samples, calib, compiled_before, mt = measured.samples, measured.sources, measured.compiled_before, measured.scraped
     traffic, source, kind, requests = _traffic(trace, mt, cfg, tm, notes)
+    if kind == "metrics":
+        assumptions.append(METRICS_ASSUMPTION)
     plan = plan_from_traffic(
         traffic,
         dep,
@@ -258,9 +267,10 @@ def _traffic(trace: Any, mt: Any, cfg: SchedulerConfig, tm: TimeModel, notes: li
         )
     if bv.size and bv.max() > cfg.max_num_seqs:
         raise InputError(f"--metrics: decode batches of up to {int(bv.max())}, more than --max-num-seqs {cfg.max_num_seqs}")
-    traffic = Traffic(pv, pc, bv, np.full(bv.size, cfg.max_model_len, dtype=np.int64), bc, 0, ctx_known=False)
-    notes.append(f"prefill: {resolution_words(mt.prefill)}")
-    notes.append(f"decode batch: {resolution_words(mt.decode)}")
+    resolution = (resolution_words(mt.prefill), resolution_words(mt.decode))
+    traffic = Traffic(pv, pc, bv, np.full(bv.size, cfg.max_model_len, dtype=np.int64), bc, 0, ctx_known=False, resolution=resolution)
+    notes.append(f"prefill: {resolution[0]}")
+    notes.append(f"decode batch: {resolution[1]}")
     notes.append(
         "the metrics carry no decode context length (neff_execution_count keeps its label with context buckets): no decode_context_length_buckets are planned from them"
     )
@@ -310,10 +320,18 @@ def serving_for_report(trace_path: Path | None, engine: str | None, options: dic
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 
     check_input_file(trace_path, "trace")
-    return propose_serving_plan(
+    plan = propose_serving_plan(
         read_decode_trace(trace_path),
         max_num_batched_tokens=values["max_num_batched_tokens"],
         max_num_seqs=values["max_num_seqs"],
         max_model_len=values["max_model_len"],
         tensor_parallel_size=values.get("tensor_parallel_size", 1),
     )
+    if not plan.compile_bill.calibrated:  # analyze takes no measurements: name the command that does, with this engine
+        engine = " ".join(f"--{k.replace('_', '-')} {values[k]}" for k in ENGINE_KEYS if k in values)
+        plan.compile_bill.how_to_calibrate = (
+            "uncalibrated: no compile times were measured. analyze takes none; price these ladders with "
+            f"neuronprobe buckets {trace_path} --decode --runtime vllm-neuron {engine} --compile-times FILE (or --metrics SCRAPE): "
+            + HOW_TO_CALIBRATE.split(": ", 1)[1].split(". ", 1)[1]
+        )
+    return plan

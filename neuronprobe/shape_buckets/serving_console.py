@@ -45,7 +45,12 @@ def render_serving(plan: ServingPlan) -> list[str]:
             f"compile bill: {len(bill.graphs)} graphs, {_minutes(bill.wall_seconds)} on {bill.workers} workers "
             f"({_minutes(bill.serial_seconds)} serial), from {bill.source}"
             + ("" if bill.host_peak_gib is None else f"; host RAM peak {bill.host_peak_gib:.1f} GiB")
-            + ("" if bill.host_memory_gib is None else f" of {bill.host_memory_gib:g} GiB")
+            + ("" if bill.host_memory_gib is None or bill.host_peak_gib is None else f" of {bill.host_memory_gib:g} GiB")
+            + (
+                ""
+                if bill.host_memory_gib is None or bill.host_peak_gib is not None
+                else f"; host RAM peak uncalibrated, the instance has {bill.host_memory_gib:g} GiB"
+            )
         )
     else:
         out.append(f"compile bill: {len(bill.graphs)} graphs; {bill.how_to_calibrate}")

@@ -75,6 +75,7 @@ class Traffic:
     weights: np.ndarray
     real_kv: int  # sum over decode steps of the real context of each request (0 when unknown)
     ctx_known: bool = True
+    resolution: tuple[str, str] | None = None  # (prefill, batch) in words where the sizes come from histogram bins
 
     @staticmethod
     def from_replay(rep: ServingReplay) -> Traffic:
@@ -376,13 +377,14 @@ def _vllm_settings(proposed: ServingLadders, dep: Deployment) -> tuple[dict[str,
 
 def _traffic_histograms(traffic: Traffic, traffic_kind: str) -> list[DimHistogram]:
     """The traffic per bucket dimension: prefill tokens, decode batch and (when known) decode context per step."""
-    pres = "exact (one prefill chunk per step)" if traffic_kind == "trace" else "padding-histogram bins (see resolution)"
+    exact = "exact (one prefill chunk per step)" if traffic_kind == "trace" else "padding-histogram bins"
+    pres, bres = traffic.resolution or (exact, exact)
     hists = [
         _histogram("prefill tokens per step", traffic.prefill_values, traffic.prefill_counts, pres),
     ]
     if traffic.batch.size:
         bv, inv = np.unique(traffic.batch, return_inverse=True)
-        hists.append(_histogram("decode batch per step", bv, np.bincount(inv, weights=traffic.weights).astype(np.int64), pres))
+        hists.append(_histogram("decode batch per step", bv, np.bincount(inv, weights=traffic.weights).astype(np.int64), bres))
         if traffic.ctx_known:
             cv, cinv = np.unique(traffic.ctx, return_inverse=True)
             hists.append(_histogram("decode context needed per step", cv, np.bincount(cinv, weights=traffic.weights).astype(np.int64), "exact"))
