@@ -44,9 +44,11 @@ EXIT_UNUSABLE = 2
 # A skip reason means "no accelerator here" (or "no CUDA here", which on a Neuron runner is the same lie)
 # when it names an accelerator and says it is missing or required; either alone is not enough
 # ("slow on GPU", "neuron count too large for CI" are other reasons).
+# The Neuron SDK's packages count as pip spells them too (torch-neuronx, neuronx-cc, transformers-neuronx,
+# neuronx-distributed): "neuronx" is AWS's alone, the NEURON simulator never writes it.
 ACCELERATOR_WORDS = re.compile(
     r"\b(cuda|cudnn|nccl|gpus?|accelerators?|nvidia|neuroncores?|trainium|inferentia|trn[123]|inf2|"
-    r"torch_xla|torch_neuronx|neuronx?_?cc|libneuronxla)\b",
+    r"torch[-_]xla|torch[-_]neuronx?|neuronx?[-_]?cc|libneuronxla|neuronx(?:[-_]\w+)?|transformers[-_]neuronx)\b",
     re.I,
 )
 # "neuron" alone is also the NEURON simulator (neuron.yale.edu, `pip install neuron`, written in capitals),

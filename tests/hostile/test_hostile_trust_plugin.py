@@ -33,6 +33,15 @@ pytest_plugins = ("pytester",)
         ("neuron runtime not available", True),
         ("Trainium only", True),
         ("requires NeuronCores", True),
+        # the SDK's packages as pip spells them (with a hyphen), as real suites write their reasons
+        ("neuronx-cc is not installed", True),
+        ("torch-neuronx not installed", True),
+        ("requires torch-neuronx", True),
+        ("transformers-neuronx not installed", True),
+        ("neuronx-distributed not installed", True),
+        ("NeuronX device not found", True),
+        # neuroimaging's NKI (the Nathan Kline Institute's data), not the Neuron Kernel Interface
+        ("NKI-Rockland sample not available", False),
         # neither
         ("could not import 'pandas': No module named 'pandas'", False),
         ("neuron count too large for CI", False),
