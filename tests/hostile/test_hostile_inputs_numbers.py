@@ -95,6 +95,14 @@ def test_every_command_checks_its_numbers_at_the_edge(tmp_path):
     assert not (tmp_path / "r").exists() and not (tmp_path / "ref").exists()
 
 
+def test_a_parity_sdk_release_of_thousands_of_digits_is_one_sentence(tmp_path):
+    """Was exit 3: int() of a 5,000-digit part is a ValueError past Python's digit limit; a release reads like the rule files'."""
+    model = _model(tmp_path, MODELS / "mlp.py")
+    line = refused_line(["parity", str(model), "--sdk", "2." + "9" * 5000, "-o", str(tmp_path / "r")], [model])
+    assert line.startswith("error: --sdk '2.999") and line.endswith("': expected a Neuron SDK release such as 2.26 or 2.27.0"), line[-200:]
+    assert not (tmp_path / "r").exists()
+
+
 # --- numbers read from files -------------------------------------------------------------------
 
 
