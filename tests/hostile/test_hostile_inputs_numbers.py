@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import MODELS, one_model_shard
-from io_cli import IO_MODELS, bounded, refused_line, run_cli
+from io_cli import IO_MODELS, bounded, refused_here, refused_line, run_cli
 
 from neuronprobe.errors import InputError
 from neuronprobe.files import strict_json_text, write_atomic
@@ -98,7 +98,7 @@ def test_every_command_checks_its_numbers_at_the_edge(tmp_path):
 def test_a_parity_sdk_release_of_thousands_of_digits_is_one_sentence(tmp_path):
     """Was exit 3: int() of a 5,000-digit part is a ValueError past Python's digit limit; a release reads like the rule files'."""
     model = _model(tmp_path, MODELS / "mlp.py")
-    line = refused_line(["parity", str(model), "--sdk", "2." + "9" * 5000, "-o", str(tmp_path / "r")], [model])
+    line = refused_here(["parity", str(model), "--sdk", "2." + "9" * 5000, "-o", str(tmp_path / "r")], [model])
     assert line.startswith("error: --sdk '2.999") and line.endswith("': expected a Neuron SDK release such as 2.26 or 2.27.0"), line[-200:]
     assert not (tmp_path / "r").exists()
 
