@@ -74,18 +74,22 @@ def test_plain():
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "1"]], ids=["serial", "xdist"])
+@pytest.mark.parametrize("workers", [[], ["-p", "xdist", "-n", "2"]], ids=["serial", "xdist"])
 def test_the_summary_line_is_there_with_and_without_xdist(pytester: pytest.Pytester, workers: list[str]) -> None:
+    """Under xdist the conversions happen in the workers and the summary is written by the controller: with two
+    workers each collects every module, and the module skipped at import is still named once."""
     pytester.makeconftest(FAKE_REAL_SDK)
-    pytester.makepyfile(test_suite=SUITE)
+    pytester.makepyfile(test_suite=SUITE, test_gpu_module='import pytest\npytest.skip("no GPU on this machine", allow_module_level=True)\n')
     result = pytester.runpytest_subprocess("--require-accelerator", "neuron", *workers)
     assert result.ret == 1
-    result.assert_outcomes(passed=1, failed=1, skipped=1)  # the NEURON simulator skip stays a skip
+    result.assert_outcomes(passed=1, failed=1, skipped=2)  # the NEURON simulator skip stays a skip
     result.stdout.fnmatch_lines(
         [
             "*accelerator skips turned into failures*",
             "1 test(s) skipped for lack of an accelerator on a runner declared to have neuron:",
             "  test_suite.py::test_needs_cuda",
+            "1 module(s) skipped whole for lack of an accelerator on a runner declared to have neuron:",
+            "  test_gpu_module.py (no GPU on this machine)",
         ]
     )
 
