@@ -16,7 +16,9 @@ A CI job on a Trainium runner declares what it has::
   ``importorskip("torch_neuronx")``), or when the skipped test carries a marker
   named for an accelerator (``@pytest.mark.gpu``). Marks on the test, its class or
   its module (``pytestmark``) count alike. The test's name never counts: a
-  ``test_neuron_count`` skipped as "slow" stays a skip.
+  ``test_neuron_count`` skipped as "slow" stays a skip, and neither does a marker
+  when the reason is the NEURON simulator's (``NEURON not installed``,
+  ``importorskip("neuron")``): its projects mark their own tests ``neuron``.
 * A whole module skipped at import (``pytest.skip(..., allow_module_level=True)``)
   for lack of an accelerator fails the session (exit 1) and is named in the summary.
 
@@ -42,9 +44,11 @@ EXIT_UNUSABLE = 2
 # A skip reason means "no accelerator here" (or "no CUDA here", which on a Neuron runner is the same lie)
 # when it names an accelerator and says it is missing or required; either alone is not enough
 # ("slow on GPU", "neuron count too large for CI" are other reasons).
+# The Neuron SDK's packages count as pip spells them too (torch-neuronx, neuronx-cc, transformers-neuronx,
+# neuronx-distributed): "neuronx" is AWS's alone, the NEURON simulator never writes it.
 ACCELERATOR_WORDS = re.compile(
     r"\b(cuda|cudnn|nccl|gpus?|accelerators?|nvidia|neuroncores?|trainium|inferentia|trn[123]|inf2|"
-    r"torch_xla|torch_neuronx|neuronx?_?cc|libneuronxla)\b",
+    r"torch[-_]xla|torch[-_]neuronx?|neuronx?[-_]?cc|libneuronxla|neuronx(?:[-_]\w+)?|transformers[-_]neuronx)\b",
     re.I,
 )
 # "neuron" alone is also the NEURON simulator (neuron.yale.edu, `pip install neuron`, written in capitals),
@@ -52,6 +56,9 @@ ACCELERATOR_WORDS = re.compile(
 # and a failed import counts only when the module is an accelerator's (below), never `neuron` itself.
 NEURON_WORD = re.compile(r"\b(?:Neuron|neuron)\b(?!\s+simulat)")
 SIMULATOR_CONTEXT = re.compile(r"\bsimulat|\bhoc\b|\bnrn", re.I)
+# A reason that names the NEURON simulator as what is missing ("NEURON" in capitals, its hoc/nrn tools, "neuron
+# simulator"): such projects mark those tests `@pytest.mark.neuron`, which then says nothing of an accelerator.
+SIMULATOR_NAMED = re.compile(r"\bNEURON\b|\b[Nn]euron\s+simulat|\bhoc\b|\bnrn")
 # pytest.importorskip's reasons, and Python's own: the module is then what the reason is about.
 IMPORT_FAILURE = re.compile(r"(?:could not import|no module named|cannot import name \S+ from)\s+['\"]?(?P<module>[\w.]+)", re.I)
 ACCELERATOR_MODULES = re.compile(
@@ -147,6 +154,13 @@ def lacks_accelerator(reason: str) -> bool:
     return bool(named and ABSENCE_WORDS.search(reason))
 
 
+def names_neuron_simulator(reason: str) -> bool:
+    """A skip reason about the NEURON simulator: ``import neuron`` failed, or it names the simulator or its tools."""
+    if any(m.group("module").split(".")[0] == "neuron" for m in IMPORT_FAILURE.finditer(reason)):
+        return True
+    return bool(SIMULATOR_NAMED.search(reason))
+
+
 def _accelerator_marker(item: pytest.Item) -> str | None:
     """The first marker of the test (its own, its class's or its module's) named for an accelerator."""
     return next((m.name for m in item.iter_markers() if m.name.lower() in ACCELERATOR_MARKERS), None)
@@ -162,10 +176,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if not report.skipped or hasattr(report, "wasxfail"):
         return
     reason = _skip_reason(report)
-    marker = _accelerator_marker(item)
-    if not lacks_accelerator(reason) and marker is None:
-        return
     if not lacks_accelerator(reason):
+        marker = _accelerator_marker(item)
+        # a marker counts unless the reason says the missing thing is the NEURON simulator (a `neuron` marker there is its own)
+        if marker is None or names_neuron_simulator(reason):
+            return
         reason = f"{reason}; marked {marker}"
     report.outcome = "failed"
     # A skipif mark skips in the setup phase, which pytest would count as an error in a fixture;

@@ -172,7 +172,7 @@ def read_shard(folder: Path) -> Shard:
 
     file = Path(folder) / MANIFEST_FILE
     if not Path(folder).is_dir():
-        raise ConfigError(f"{folder}: not a shard folder (no such folder)")
+        raise ConfigError(f"{folder}: not a shard folder ({'it is not a folder' if Path(folder).exists() else 'no such folder'})")
     if not file.exists() and not file.is_symlink():
         raise ConfigError(f"{folder}: not a shard folder (no {MANIFEST_FILE}; was its shard run killed?)")
     try:

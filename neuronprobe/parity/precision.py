@@ -19,17 +19,16 @@ default; ``--precision SPEC`` (repeatable) adds one exactly (``matmult:bf16``,
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from neuronprobe.errors import InputError
 from neuronprobe.report.model import PrecisionInfo
+from neuronprobe.support.rulefile import RELEASE  # a release as rule files write it (2.27.0: at most 4 digits a part)
 from neuronprobe.vocabulary import AutoCast, LowType, ServedDtype, Word
 
 # The first release whose compiler defaults to --auto-cast none with mixed-precision accumulation on.
 DEFAULTS_CHANGED_IN = (2, 27)
-_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)*$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ class Precision:
 
 
 def _release(release: str) -> tuple[int, ...]:
-    if not _RELEASE.match(release.strip()):
+    if not RELEASE.match(release.strip()):
         raise InputError(f"--sdk {release!r}: expected a Neuron SDK release such as 2.26 or 2.27.0")
     return tuple(int(p) for p in release.strip().split("."))
 

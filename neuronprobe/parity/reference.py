@@ -317,8 +317,9 @@ def load_reference(folder: str | Path) -> FrozenReference:
     base = Path(folder)
     manifest_path = base / MANIFEST_NAME
     if not base.is_dir():
-        raise InputError(f"--reference {folder}: no such folder; {NEVER_RECOMPUTED}: save one first with --save-reference {folder}")
-    if not manifest_path.is_file():
+        there = "exists and is not a folder" if base.exists() else "no such folder"
+        raise InputError(f"--reference {folder}: {there}; {NEVER_RECOMPUTED}: save one first with --save-reference {folder}")
+    if not manifest_path.exists():  # a pipe, a device or a folder in its place is refused by the bounded reader, by its kind
         raise InputError(f"--reference {folder}: no {MANIFEST_NAME} in the folder; {NEVER_RECOMPUTED}: save one first with --save-reference {folder}")
     where = str(manifest_path)
     from neuronprobe.files import read_input, read_input_text
@@ -379,7 +380,7 @@ def load_reference(folder: str | Path) -> FrozenReference:
             )
         )
     tensors_path = base / TENSORS_NAME
-    if not tensors_path.is_file():
+    if not tensors_path.exists():
         raise InputError(f"--reference {folder}: {TENSORS_NAME} is missing; {NEVER_RECOMPUTED}: save the reference again")
     blob = read_input(tensors_path, "reference tensors", cap=MAX_TENSORS_BYTES)
     expected = _field(data, "files", dict, where).get(TENSORS_NAME)

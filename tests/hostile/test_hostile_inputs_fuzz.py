@@ -2,7 +2,8 @@
 
 Each reader runs in-process on generated input and either parses or raises the typed user error
 (InputError, ConfigError: exit 2); never another exception (exit 3). The file is byte-identical
-afterwards. Example counts stay modest: the suite must stay fast.
+afterwards, and each example runs within the time bound (io_cli.bounded: CPU seconds, and a
+watchdog for a hang). Example counts stay modest: the suite must stay fast.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from io_cli import bounded
 
 from neuronprobe.errors import ConfigError, InputError
 from neuronprobe.files import read_input
@@ -38,6 +41,15 @@ JSON_VALUE = st.recursive(
 )
 
 
+@contextlib.contextmanager
+def read_only(*paths: Path) -> Iterator[None]:
+    """What runs inside reads ``paths`` within the time bound and leaves each byte-identical."""
+    before = [p.read_bytes() for p in paths]
+    with bounded():
+        yield
+    assert [p.read_bytes() for p in paths] == before
+
+
 def _write(folder: Path, name: str, data: bytes) -> Path:
     path = folder / name
     path.write_bytes(data)
@@ -59,12 +71,11 @@ def _check_trace(trace: DecodeTrace) -> None:
 def test_a_fuzzed_csv_trace_parses_or_is_one_input_error(tmp_path, rows, header):
     text = header + "\n" + "".join(",".join(r) + "\n" for r in rows)
     path = _write(tmp_path, "t.csv", text.encode("utf-8", "surrogatepass"))
-    before = path.read_bytes()
-    try:
-        _check_trace(read_decode_trace(path))
-    except InputError as exc:
-        assert str(exc).startswith(str(path)) and "\n" not in str(exc)
-    assert path.read_bytes() == before
+    with read_only(path):
+        try:
+            _check_trace(read_decode_trace(path))
+        except InputError as exc:
+            assert str(exc).startswith(str(path)) and "\n" not in str(exc)
 
 
 @FUZZ
@@ -74,46 +85,49 @@ def test_a_fuzzed_csv_trace_parses_or_is_one_input_error(tmp_path, rows, header)
 def test_a_fuzzed_jsonl_trace_parses_or_is_one_input_error(tmp_path, lines):
     text = "".join(json.dumps(line) + "\n" for line in lines)  # json.dumps writes NaN/Infinity too: hostile on purpose
     path = _write(tmp_path, "t.jsonl", text.encode())
-    try:
-        _check_trace(read_decode_trace(path))
-    except InputError as exc:
-        assert str(exc).startswith(str(path))
+    with read_only(path):
+        try:
+            _check_trace(read_decode_trace(path))
+        except InputError as exc:
+            assert str(exc).startswith(str(path)) and "\n" not in str(exc)
 
 
 @FUZZ
 @given(data=st.binary(max_size=300), suffix=st.sampled_from([".csv", ".tsv", ".jsonl", ".parquet", ".txt"]))
 def test_fuzzed_bytes_as_a_trace_or_lengths_parse_or_are_one_input_error(tmp_path, data, suffix):
     path = _write(tmp_path, "t" + suffix, data)
-    with contextlib.suppress(InputError):
-        _check_trace(read_decode_trace(path))
-    try:
-        got = read_lengths(path)
-        assert isinstance(got, LengthData) and (got.lengths >= 1).all()
-    except InputError:
-        pass
-    assert path.read_bytes() == data
+    with read_only(path):
+        with contextlib.suppress(InputError):
+            _check_trace(read_decode_trace(path))
+        try:
+            got = read_lengths(path)
+            assert isinstance(got, LengthData) and (got.lengths >= 1).all()
+        except InputError:
+            pass
 
 
 @FUZZ
 @given(lines=st.lists(NUMBER_TEXT, max_size=8), bom=st.booleans())
 def test_a_fuzzed_lengths_file_parses_or_is_one_input_error(tmp_path, lines, bom):
     path = _write(tmp_path, "L.txt", (b"\xef\xbb\xbf" if bom else b"") + "".join(line + "\n" for line in lines).encode())
-    try:
-        got = read_lengths(path)
-        assert got.lengths.dtype == np.int64 and (got.lengths >= 1).all()
-    except InputError as exc:
-        assert str(exc).startswith(str(path))
+    with read_only(path):
+        try:
+            got = read_lengths(path)
+            assert got.lengths.dtype == np.int64 and (got.lengths >= 1).all()
+        except InputError as exc:
+            assert str(exc).startswith(str(path)) and "\n" not in str(exc)
 
 
 @FUZZ
 @given(rows=st.lists(st.tuples(NUMBER_TEXT, NUMBER_TEXT), max_size=6))
 def test_fuzzed_step_times_parse_or_are_one_input_error(tmp_path, rows):
     path = _write(tmp_path, "steps.csv", ("length,seconds\n" + "".join(f"{a},{b}\n" for a, b in rows)).encode())
-    try:
-        lengths, seconds = read_step_times(path)
-        assert np.isfinite(lengths).all() and np.isfinite(seconds).all()
-    except InputError as exc:
-        assert str(exc).startswith(str(path))
+    with read_only(path):
+        try:
+            lengths, seconds = read_step_times(path)
+            assert np.isfinite(lengths).all() and np.isfinite(seconds).all()
+        except InputError as exc:
+            assert str(exc).startswith(str(path)) and "\n" not in str(exc)
 
 
 def _shard_manifest() -> st.SearchStrategy[dict]:
@@ -146,18 +160,18 @@ def test_a_fuzzed_shard_manifest_is_read_or_one_config_error(tmp_path, manifest,
     folder.mkdir(exist_ok=True)
     text = json.dumps(manifest) if constant else dumps(manifest)  # with and without bare NaN/Infinity
     path = _write(folder, "_shard.json", text.encode())
-    try:
-        shard = read_shard(folder)
-    except ConfigError as exc:
-        assert str(exc).startswith(str(folder)) and "\n" not in str(exc)
-        return
-    for entry in shard.manifest.models:
+    with read_only(path):
         try:
-            out = _analysed(shard, entry)  # what merge does with each entry: never a ValueError on 'seconds'
-            assert math.isfinite(out.seconds) and out.seconds >= 0
-        except ConfigError:
-            pass  # the report of a model without an error is missing here: one sentence
-    assert path.read_bytes() == text.encode()
+            shard = read_shard(folder)
+        except ConfigError as exc:
+            assert str(exc).startswith(str(folder)) and "\n" not in str(exc)
+            return
+        for entry in shard.manifest.models:
+            try:
+                out = _analysed(shard, entry)  # what merge does with each entry: never a ValueError on 'seconds'
+                assert math.isfinite(out.seconds) and out.seconds >= 0
+            except ConfigError as exc:
+                assert "\n" not in str(exc)  # the report of a model without an error is missing here: one sentence
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -185,12 +199,12 @@ def test_a_fuzzed_reference_manifest_is_loaded_or_one_input_error(tmp_path, fiel
         manifest["tensors"][0]["shape"] = value  # type: ignore[index]
     else:
         manifest[field] = value
-    _write(folder, "manifest.json", json.dumps(manifest).encode())
-    _write(folder, "outputs.safetensors", b"\x00" * 16)
-    try:
-        load_reference(folder)
-    except InputError as exc:
-        assert str(exc).startswith((str(folder), "--reference")) and "\n" not in str(exc)
+    files = [_write(folder, "manifest.json", json.dumps(manifest).encode()), _write(folder, "outputs.safetensors", b"\x00" * 16)]
+    with read_only(*files):
+        try:
+            load_reference(folder)
+        except InputError as exc:
+            assert str(exc).startswith((str(folder), "--reference")) and "\n" not in str(exc)
 
 
 @FUZZ
@@ -205,8 +219,9 @@ def test_the_codec_output_is_strict_json_that_reads_back(value):
 @given(data=st.binary(max_size=2000), cap=st.integers(min_value=0, max_value=2500))
 def test_the_bounded_reader_returns_the_bytes_or_names_the_cap(tmp_path, data, cap):
     path = _write(tmp_path, "f.bin", data)
-    try:
-        assert read_input(path, "trace", cap=cap) == data
-        assert len(data) <= cap
-    except InputError as exc:
-        assert len(data) > cap and "neuronprobe's cap on one input file" in str(exc)
+    with read_only(path):
+        try:
+            assert read_input(path, "trace", cap=cap) == data
+            assert len(data) <= cap
+        except InputError as exc:
+            assert len(data) > cap and "neuronprobe's cap on one input file" in str(exc)

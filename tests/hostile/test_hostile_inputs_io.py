@@ -302,6 +302,41 @@ def test_a_trace_with_a_byte_order_mark_is_read(tmp_path):
     assert read_lengths(lengths).lengths.tolist() == [5, 9]
 
 
+BOM = b"\xef\xbb\xbf"  # what Excel and Notepad put before UTF-8 text
+
+
+def test_every_trace_reader_reads_past_a_byte_order_mark(tmp_path):
+    """Issue 34.9 on every reader a serving trace, a scrape or a measurement goes through (buckets, --decode,
+    --decode-trace, --serving-trace, --metrics, --compile-times, --step-times, --shapes): the mark is not part of
+    the first column's or metric's name. The Azure trace puts TIMESTAMP first: kept, a mark would cost the arrivals."""
+    from neuronprobe.recompiles.traffic import read_shapes
+    from neuronprobe.shape_buckets.compile_bill import read_compile_times
+    from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+    from neuronprobe.shape_buckets.metrics import read_scrape, traffic_from_scrapes
+    from neuronprobe.shape_buckets.reading import read_lengths, read_step_times
+
+    def marked(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_bytes(BOM + text.encode())
+        return path
+
+    azure = "TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:15:46.68,374,44\r\n2023-11-16 18:15:50.99,396,109\r\n"
+    for name, text in (("azure.csv", azure), ("azure.tsv", azure.replace(",", "\t"))):
+        trace = read_decode_trace(marked(name, text))
+        assert (trace.prompt_column, trace.time_column) == ("ContextTokens", "TIMESTAMP") and trace.arrivals is not None
+        assert trace.arrivals.tolist() == pytest.approx([0.0, 4.31])
+    scrape = marked("s.prom", 'vllm_neuron:num_seqs_padding_bucket{bucket_name="decode_b8",le="+Inf"} 40.0\n')
+    (decode,) = traffic_from_scrapes([read_scrape(scrape)]).decode
+    assert (decode.bucket, sum(decode.counts)) == (8, 40)
+    (sample,) = read_compile_times(marked("ct.csv", "graph,seconds\ndecode_b8,60\n"), 4096)
+    assert (sample.name, sample.seconds) == ("decode_b8", 60.0)
+    lengths, seconds = read_step_times(marked("steps.csv", "length,seconds\n100,0.01\n200,0.02\n"))
+    assert lengths.tolist() == [100, 200] and seconds.tolist() == [0.01, 0.02]
+    assert len(read_shapes(marked("shapes.jsonl", '{"x": [1, 8]}\n{"x": [1, 16]}\n')).signatures) == 2
+    assert read_lengths(marked("L.csv", "length\n5\n9\n")).lengths.tolist() == [5, 9]
+    assert read_lengths(marked("L.jsonl", '{"n": 5}\n{"n": 9}\n'), field="n").lengths.tolist() == [5, 9]
+
+
 def test_a_get_model_that_loops_is_stopped_at_the_timeout_in_its_worker(tmp_path):
     model = _copy_model(tmp_path, IO_MODELS / "shape_get_model_loops.py")
     trace = _trace(tmp_path)

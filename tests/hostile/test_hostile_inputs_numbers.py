@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from helpers import MODELS, one_model_shard
-from io_cli import IO_MODELS, refused_line, run_cli
+from io_cli import IO_MODELS, bounded, refused_here, refused_line, run_cli
 
 from neuronprobe.errors import InputError
 from neuronprobe.files import strict_json_text, write_atomic
@@ -93,6 +93,14 @@ def test_every_command_checks_its_numbers_at_the_edge(tmp_path):
     line = refused_line(["parity", str(model), "--rtol", "nan", "--save-reference", str(tmp_path / "ref"), "-o", str(tmp_path / "r")], [model])
     assert line == "error: --rtol nan: use a finite number"
     assert not (tmp_path / "r").exists() and not (tmp_path / "ref").exists()
+
+
+def test_a_parity_sdk_release_of_thousands_of_digits_is_one_sentence(tmp_path):
+    """Was exit 3: int() of a 5,000-digit part is a ValueError past Python's digit limit; a release reads like the rule files'."""
+    model = _model(tmp_path, MODELS / "mlp.py")
+    line = refused_here(["parity", str(model), "--sdk", "2." + "9" * 5000, "-o", str(tmp_path / "r")], [model])
+    assert line.startswith("error: --sdk '2.999") and line.endswith("': expected a Neuron SDK release such as 2.26 or 2.27.0"), line[-200:]
+    assert not (tmp_path / "r").exists()
 
 
 # --- numbers read from files -------------------------------------------------------------------
@@ -232,10 +240,14 @@ def test_doctor_with_an_unreadable_cache_folder_is_one_sentence(monkeypatch):
         raise PermissionError(errno.EACCES, "Permission denied", "/home/u/.cache/neuronprobe/xla-cpu")
 
     monkeypatch.setattr(xla_env, "inspect_managed", unreadable)
-    result = CliRunner().invoke(app, ["doctor"])
+    with bounded():
+        result = CliRunner().invoke(app, ["doctor"])
     assert result.exit_code == 2, result.output
     lines = result.output.strip().splitlines()
-    assert lines[-1] == "error: /home/u/.cache/neuronprobe/xla-cpu: permission denied (Permission denied); give neuronprobe access or another path"
+    assert (
+        len(lines) == 1
+        and lines[0] == "error: /home/u/.cache/neuronprobe/xla-cpu: permission denied (Permission denied); give neuronprobe access or another path"
+    )
     assert "Traceback" not in result.output
 
 
@@ -253,11 +265,32 @@ def shell():
 
 
 def _magic(shell, text: str) -> str:
+    """Run a cell: nothing raised into the notebook (a magic's exit code), within the time bound; what it printed."""
     err = io.StringIO()
-    with redirect_stderr(err):
+    with bounded(), redirect_stderr(err):
         result = shell.run_cell(text)
     assert result.error_in_exec is None and result.error_before_exec is None  # nothing raised into the notebook
     return err.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        (["--json", "{model}"], "error: --json {model} is an input of this command ({model}); write the output elsewhere"),
+        (
+            ["--max-buckets", BIG],
+            "error: --max-buckets 1000000000...000000 (27 digits): use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)",
+        ),
+    ],
+    ids=["json-over-the-model", "max-buckets-past-int64"],
+)
+def test_a_line_magic_the_command_refuses_is_one_line_and_leaves_the_model_file_alone(shell, tmp_path, extra, words):
+    model = _model(tmp_path, MODELS / "mlp.py")
+    before = model.read_bytes()
+    args = " ".join(a.format(model=model) for a in extra)
+    out = _magic(shell, f"%neuronprobe analyze {model} {args} -o {tmp_path / 'r'}")
+    assert out.strip().splitlines() == [words.format(model=model)]
+    assert model.read_bytes() == before and not (tmp_path / "r").exists()
 
 
 def test_a_line_magic_with_an_unclosed_quote_is_one_line(shell):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from io_cli import refused_line, run_cli
+from io_cli import bounded, refused_line, run_cli
 
 from neuronprobe.errors import InputError
 from neuronprobe.shape_buckets.cache_explain import explain, read_manifest
@@ -87,8 +87,9 @@ _lines = st.lists(
 
 def _parsed_or_input_error(texts: list[str]) -> None:
     try:
-        scrapes = [parse_prometheus(t, f"s{i}") for i, t in enumerate(texts)]
-        traffic = traffic_from_scrapes(scrapes)
+        with bounded():
+            scrapes = [parse_prometheus(t, f"s{i}") for i, t in enumerate(texts)]
+            traffic = traffic_from_scrapes(scrapes)
     except InputError as exc:
         assert "\n" not in str(exc) and str(exc)
         return
@@ -119,7 +120,7 @@ def test_a_histogram_series_with_resets_and_hostile_values_parses_or_is_one_inpu
 def test_fuzzed_bytes_as_a_scrape_file_parse_or_are_one_input_error(tmp_path, data):
     path = tmp_path / "scrape.prom"
     path.write_bytes(data)
-    with contextlib.suppress(InputError):
+    with bounded(), contextlib.suppress(InputError):
         traffic_from_scrapes([read_scrape(path)])
     assert path.read_bytes() == data
 
@@ -181,10 +182,13 @@ def test_a_fuzzed_compile_times_csv_parses_or_is_one_input_error(tmp_path, rows,
     text = ("graph,seconds,host_gib\n" if header else "") + "".join(f"{g},{s}" + (f",{h}" if h is not None else "") + "\n" for g, s, h in rows)
     path.write_text(text)
     try:
-        samples = read_compile_times(path, 4096)
+        with bounded():
+            samples = read_compile_times(path, 4096)
     except InputError as exc:
         assert "\n" not in str(exc)
         return
+    finally:
+        assert path.read_text() == text
     for s in samples:
         assert 1 <= s.size <= 2**48 and math.isfinite(s.seconds) and 0 <= s.seconds <= MAX_COMPILE_SECONDS
 
@@ -225,10 +229,13 @@ def test_a_fuzzed_manifest_is_explained_or_one_input_error(tmp_path, fields, con
     cache = tmp_path / "cache.json"
     cache.write_text(json.dumps(_plan()))
     try:
-        result = explain(plan, cache)
+        with bounded():
+            result = explain(plan, cache)
     except InputError as exc:
         assert "\n" not in str(exc)
         return
+    finally:
+        assert plan.read_text() == text and cache.read_text() == json.dumps(_plan())
     assert constant == "" or "tensor_parallel_size" in fields  # a bare NaN or Infinity never reaches a verdict
     assert {g.verdict for g in result.graphs} <= {"hit", "miss", "unknown"}
 

@@ -18,6 +18,7 @@ import pytest
 from diff_fixtures import finding, make_report
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from io_cli import bounded
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
@@ -32,7 +33,8 @@ FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCh
 def _reads_or_refuses(path: Path, read) -> None:
     before = path.read_bytes()
     try:
-        read(path)
+        with bounded():
+            read(path)
     except InputError as exc:
         assert str(path) in str(exc) or str(path.name) in str(exc), str(exc)
     assert path.read_bytes() == before

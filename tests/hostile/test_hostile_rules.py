@@ -15,6 +15,7 @@ import pytest
 from helpers import MODELS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from io_cli import bounded
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
@@ -169,7 +170,8 @@ def _mutated_rule_files(draw: st.DrawFn) -> object:
 def _loads_or_refuses(path: Path) -> None:
     before = path.read_bytes()
     try:
-        _load(path)
+        with bounded():
+            _load(path)
     except InputError as exc:
         assert str(exc).startswith(str(path)), str(exc)
     assert path.read_bytes() == before
