@@ -35,7 +35,6 @@ as safetensors) raises no audit event. Name such files in ``cache_inputs``.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import hmac
@@ -50,6 +49,7 @@ from typing import Any
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.file_reads import FileReads, file_sha256
 from neuronprobe.files import folder_lock, read_input, write_atomic, write_new
+from neuronprobe.loaders.resolve import local_imports  # the model file's own imports (also the output guard's inputs)
 from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec, request_of
 from neuronprobe.report.model import Report
 
@@ -133,56 +133,6 @@ def load_secret(cache_folder: Path) -> Secret:
 
 def sign(key: bytes, body: str) -> str:
     return hmac.new(key, _MAC_CONTEXT + body.encode("utf-8"), hashlib.sha256).hexdigest()
-
-
-def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
-    """The model file and every file it imports from its own folder tree, recursively (sorted).
-
-    ``roots``: the package roots elsewhere its imports also resolve against (``path = [...]``, ``PYTHONPATH``),
-    searched after the model's folder, as sys.path has them during the analysis.
-    """
-    search = [model_file.resolve().parent, *(Path(r).resolve() for r in roots)]
-    seen: set[Path] = set()
-    todo = [model_file.resolve()]
-    while todo:
-        file = todo.pop()
-        if file in seen:
-            continue
-        seen.add(file)
-        try:
-            tree = ast.parse(file.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            continue  # the analysis will say what is wrong with it; its bytes are still hashed
-        for node in ast.walk(tree):
-            names: list[tuple[str, int]] = []
-            if isinstance(node, ast.Import):
-                names = [(a.name, 0) for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                names = [(base, node.level)] + [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
-            for name, level in names:
-                if level:
-                    start = file.parent
-                    for _ in range(level - 1):
-                        start = start.parent
-                    todo += [p.resolve() for p in _module_files(start, name)]
-                    continue
-                found = next((hit for root in search if (hit := _module_files(root, name))), [])  # the first root that has it, as import does
-                todo += [p.resolve() for p in found]
-    return sorted(seen)
-
-
-def _module_files(start: Path, dotted: str) -> list[Path]:
-    if not dotted:
-        return []
-    parts = dotted.split(".")
-    found = []
-    for i in range(1, len(parts) + 1):
-        base = start.joinpath(*parts[:i])
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                found.append(candidate)
-    return found
 
 
 def stack_versions() -> dict[str, str | None]:
