@@ -30,7 +30,9 @@ restored from another branch) could otherwise decide what the night reports. So:
   a recording worker, is not cached, and the night says so.
 
 What the cache cannot see: a file opened by native code (a Rust or C++ reader such
-as safetensors) raises no audit event. Name such files in ``cache_inputs``.
+as safetensors) raises no audit event. Name such files in ``cache_inputs``. A model
+file whose analysis loaded a known native reader (:data:`neuronprobe.file_reads.NATIVE_READERS`)
+and whose config names no ``cache_inputs`` is not cached, and the night says so.
 """
 
 from __future__ import annotations
@@ -294,6 +296,13 @@ class ResultCache:
             return
         if reads.unverifiable:
             self.notes.append(f"{model.name}: not cached: it read {reads.unverifiable[0]}, which is not a regular file the cache can hash")
+            return
+        native = reads.native_readers
+        if native and not is_named_spec(model.model) and not model.cache_inputs:
+            self.notes.append(
+                f"{model.name}: not cached: its code loaded {', '.join(native)}, which open files in native code where the cache cannot see them; "
+                "name the files it reads in cache_inputs (the model file itself when it reads none)"
+            )
             return
         key = self.key_of(model)
         body = {"key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}
