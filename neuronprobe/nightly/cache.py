@@ -55,14 +55,17 @@ from neuronprobe.loaders.resolve import local_imports  # the model file's own im
 from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec, request_of
 from neuronprobe.report.model import Report
 
-CACHE_FORMAT = 2  # 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses)
+# 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses).
+# 3: entries of model files that loaded a native reader without cache_inputs are no longer written; the
+# format is in the key and in the MAC's context, so a format-2 entry (maybe such a model's) is a miss.
+CACHE_FORMAT = 3
 DEFAULT_CACHE_DIR = ".cache"  # inside the reports folder: the cache of that history
 # The installed distributions whose versions change an analysis (absent ones count as absent).
 STACK_DISTRIBUTIONS = ("torch", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla", "transformers", "torchvision", "timm")
 KEY_ENV = "NEURONPROBE_CACHE_KEY"  # the secret, e.g. from a CI secret: at least MIN_KEY_CHARS characters
 KEY_FILE_NAME = "cache.key"  # under ${XDG_CONFIG_HOME:-~/.config}/neuronprobe/, created 0600 on first use
 MIN_KEY_CHARS = 32
-_MAC_CONTEXT = b"neuronprobe result cache entry v2\0"  # a key used elsewhere cannot sign an entry by accident
+_MAC_CONTEXT = f"neuronprobe result cache entry v{CACHE_FORMAT}\0".encode()  # a key used elsewhere cannot sign an entry by accident
 
 
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})

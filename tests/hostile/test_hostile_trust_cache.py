@@ -149,6 +149,21 @@ def test_an_entry_signed_with_another_key_or_an_old_format_is_not_reused(config,
     assert count(analysed) == 3
 
 
+def test_an_entry_of_the_format_before_the_native_reader_check_is_not_reused(config, analysed, monkeypatch):
+    """Format 2 cached model files that loaded safetensors: such an entry, validly signed, must not outlive the upgrade."""
+    import neuronprobe.nightly.cache as cache_module
+
+    now = (cache_module.CACHE_FORMAT, cache_module._MAC_CONTEXT)
+    monkeypatch.setattr(cache_module, "CACHE_FORMAT", 2)
+    monkeypatch.setattr(cache_module, "_MAC_CONTEXT", b"neuronprobe result cache entry v2\0")
+    assert night(config, N1).exit_code == 0
+    assert json.loads(entry_file(config).read_text())["format"] == 2
+    monkeypatch.setattr(cache_module, "CACHE_FORMAT", now[0])
+    monkeypatch.setattr(cache_module, "_MAC_CONTEXT", now[1])
+    assert night(config, N2).exit_code == 0
+    assert count(analysed) == 2 and reused(config, N2) is None
+
+
 def test_another_key_misses_every_entry(config, analysed, monkeypatch):
     assert night(config, N1).exit_code == 0
     monkeypatch.setenv(KEY_ENV, "z" * 64)  # a CI cache restored where another secret is configured
