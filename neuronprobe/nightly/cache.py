@@ -44,7 +44,6 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 

@@ -64,7 +64,6 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
     model_file = o.model if o.model is not None and not o.model.startswith("hf:") else None
     if o.json_path is not None:
         from neuronprobe.files import check_outputs
-
         from neuronprobe.loaders.resolve import model_file_imports
 
         check_outputs([("--json", o.json_path)], [o.trace, o.step_times, model_file, *model_file_imports(model_file, o.paths)])
