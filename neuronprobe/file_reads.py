@@ -9,9 +9,12 @@ hashes each by content when the analysis ends. The cache stores those hashes and
 checks them again before it reuses the report.
 
 What it cannot see, said plainly: a file read by native code that opens it
-itself (a Rust or C++ reader such as ``safetensors``, ``numpy.fromfile`` on a
-path, a library's own ``fopen``) raises no audit event. Those files are named by
-the model's ``cache_inputs`` in the nightly config. Files of the Python
+itself (a Rust or C++ reader such as ``safetensors``, ``torch.from_file``, a
+library's own ``fopen``) raises no audit event. Those files are named by the
+model's ``cache_inputs`` in the nightly config. The snapshot lists the known
+native readers (:data:`NATIVE_READERS`) the analysis loaded, so that the cache
+stays off for a model file that may have read files it could not see, until the
+config names them. Files of the Python
 installation (the standard library, site-packages, neuronprobe itself) are not
 recorded: their versions are in the cache key already. Kernel files (``/proc``,
 ``/sys``, ``/dev``) and the worker's own temporary folder are not inputs.
@@ -37,6 +40,10 @@ from dataclasses import dataclass, field
 # Reading a file to hash it: 1 MiB at a time, so a checkpoint of many GB needs no memory.
 _CHUNK = 1 << 20
 _KERNEL_DIRS = ("/proc/", "/sys/", "/dev/")
+# Modules that open files by path in native code (no audit event): safetensors and tokenizers (Rust),
+# sentencepiece, pyarrow, h5py, PyTables, lmdb, soundfile, OpenCV, decord, PyAV (C/C++).
+# None of them is loaded by torch or by neuronprobe's own analysis of a plain model file.
+NATIVE_READERS = ("safetensors", "tokenizers", "sentencepiece", "pyarrow", "h5py", "tables", "lmdb", "soundfile", "cv2", "decord", "av")
 
 
 @dataclass
@@ -45,9 +52,10 @@ class FileReads:
 
     files: dict[str, str | None] = field(default_factory=dict)
     unverifiable: list[str] = field(default_factory=list)  # read, but not a regular file: no content to hash
+    native_readers: list[str] = field(default_factory=list)  # NATIVE_READERS loaded: files they opened were not seen
 
     def to_json(self) -> dict[str, object]:
-        return {"files": dict(sorted(self.files.items())), "unverifiable": sorted(self.unverifiable)}
+        return {"files": dict(sorted(self.files.items())), "unverifiable": sorted(self.unverifiable), "native_readers": self.native_readers}
 
 
 def file_sha256(path: str) -> str | None:
@@ -79,9 +87,15 @@ def _installation_dirs() -> tuple[str, ...]:
 
 
 def _is_read(mode: object, flags: object) -> bool:
+    """Whether an open can read the file's earlier content: ``r``, ``r+``, ``a+`` (``np.memmap(mode="r+")``), ``O_RDWR``.
+
+    Not a read: ``w``/``w+`` and ``O_TRUNC`` (the content is discarded), ``x`` and ``O_EXCL`` (a new file), ``a`` and ``O_WRONLY``.
+    """
     if isinstance(mode, str):
-        return not any(c in mode for c in "wax+")
-    return isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDONLY
+        return "r" in mode or ("a" in mode and "+" in mode)
+    if not isinstance(flags, int) or flags & (os.O_TRUNC | os.O_EXCL):
+        return False
+    return flags & os.O_ACCMODE in (os.O_RDONLY, os.O_RDWR)
 
 
 class ReadRecorder:
@@ -97,8 +111,10 @@ class ReadRecorder:
         own = (os.path.join(os.path.realpath(private_tmp), ""),) if private_tmp else ()
         self._skip = (*_installation_dirs(), *own, *_KERNEL_DIRS)
         self.active = False
+        self._loaded: set[str] = set()
 
     def start(self) -> ReadRecorder:
+        self._loaded = set(sys.modules)  # a native reader imported after this is the analysis's
         sys.addaudithook(self._hook)
         self.active = True
         return self
@@ -127,7 +143,8 @@ class ReadRecorder:
                 out.files[path] = file_sha256(path)
             except OSError:
                 out.unverifiable.append(path)
+        out.native_readers = [name for name in NATIVE_READERS if name in sys.modules and name not in self._loaded]
         return out
 
 
-__all__ = ["FileReads", "ReadRecorder", "file_sha256"]
+__all__ = ["NATIVE_READERS", "FileReads", "ReadRecorder", "file_sha256"]

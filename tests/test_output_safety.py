@@ -361,3 +361,137 @@ def test_every_output_option_is_refused_over_an_input(tmp_path, option):
     before = sorted(p.name for p in tmp_path.rglob("*"))
     refused(args, *inputs)
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing written, nothing half-written
+
+
+# --- and each input the other way round: an output over it is refused -----------------------
+# Classifying a path option as an input is not enough: the command must also hand it to the guard.
+# (`--path DIR` was classified while a module the model imports from DIR could be overwritten.)
+# A new input option without a case here fails test_every_input_option_has_a_protection_case.
+
+VLLM = ["--max-num-batched-tokens", "256", "--max-num-seqs", "4", "--max-model-len", "512"]
+# Commands that write no file: nothing of theirs can be overwritten by their own outputs.
+NO_OUTPUT_COMMANDS = {"rules", "cache"}
+
+
+def _file(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def _split(tmp_path: Path) -> tuple[Path, Path]:
+    """The split model and its package root elsewhere, copied: (model folder, package root)."""
+    import shutil
+
+    shutil.copytree(MODELS / "split_model", tmp_path / "split_model")
+    shutil.copytree(MODELS / "split_pkgroot", tmp_path / "split_pkgroot")
+    return tmp_path / "split_model", tmp_path / "split_pkgroot"
+
+
+def _analyze_over(option: str, name: str, text: str, *extra: str) -> object:
+    def case(tmp_path: Path) -> tuple[list[str], list[Path]]:
+        model, target = _model(tmp_path), _file(tmp_path, name, text)
+        return ["analyze", str(model), option, str(target), *extra, "--json", str(target)], [model, target]
+
+    return case
+
+
+def _in_case_audit_path(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model, repo = _model(tmp_path), _repo(tmp_path)
+    return ["analyze", str(model), "--audit", str(repo), "--json", str(repo / "train.py")], [model, repo / "train.py"]
+
+
+def _in_case_import_path(command: str) -> object:
+    def case(tmp_path: Path) -> tuple[list[str], list[Path]]:
+        folder, root = _split(tmp_path)
+        imported = root / "splitlib" / "factors.py"  # reached through a relative import of splitlib.layers
+        return [command, str(folder / "uses_package.py"), "--path", str(root), "--json", str(imported)], [imported, folder / "uses_package.py"]
+
+    return case
+
+
+def _in_case_audit_baseline(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    repo = _repo(tmp_path)
+    baseline = _file(tmp_path, "baseline.json", '{"findings": []}\n')
+    return ["audit", str(repo), "--baseline", str(baseline), "--json", str(baseline)], [baseline, repo / "train.py"]
+
+
+def _in_case_buckets_lengths(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    lengths = _file(tmp_path, "L.txt", "5\n9\n")
+    return ["buckets", str(lengths), "--json", str(lengths)], [lengths]
+
+
+TRACE = "TIMESTAMP,prompt_tokens,output_tokens\n0.0,100,20\n1.0,120,30\n"
+
+
+def _in_case_buckets_model(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    trace, model = _file(tmp_path, "t.csv", TRACE), tmp_path / "d.py"
+    model.write_bytes((MODELS / "decode_wide_lm.py").read_bytes())
+    return ["buckets", str(trace), "--decode", "--model", str(model), "--json", str(model)], [trace, model]
+
+
+def _in_case_buckets_import_path(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    folder, root = _split(tmp_path)
+    trace, shapes = _file(tmp_path, "t.csv", TRACE), root / "splitlib" / "shapes.py"
+    return ["buckets", str(trace), "--decode", "--model", str(folder / "decode_shape.py"), "--path", str(root), "--json", str(shapes)], [trace, shapes]
+
+
+def _in_case_buckets_serving(option: str, name: str, text: str) -> object:
+    def case(tmp_path: Path) -> tuple[list[str], list[Path]]:
+        trace, target = _file(tmp_path, "t.csv", TRACE), _file(tmp_path, name, text)
+        return ["buckets", str(trace), "--decode", "--runtime", "vllm-neuron", *VLLM, option, str(target), "--json", str(target)], [trace, target]
+
+    return case
+
+
+def _in_case_parity_reference(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model, manifest = _model(tmp_path), _file(tmp_path, "ref/manifest.json", "{}\n")
+    return ["parity", str(model), "--reference", str(manifest.parent), "--json", str(manifest)], [model, manifest]
+
+
+def _in_case_setup_from_dump(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    dump = _file(tmp_path, "dump.json", "{}\n")
+    return ["setup", "native-table", "--from-dump", str(dump), "--path", str(dump)], [dump]
+
+
+INPUT_CASES = {
+    ("analyze", "model"): _case_analyze_json,
+    ("analyze", "rules"): _analyze_over("--rules", "rules.json", '{"rules": []}\n'),
+    ("analyze", "shapes"): _analyze_over("--shapes", "s.jsonl", '{"x": [2, 4]}\n'),
+    ("analyze", "lengths"): _analyze_over("--lengths", "L.txt", "5\n9\n"),
+    ("analyze", "decode_trace"): _analyze_over("--decode-trace", "t.csv", TRACE),
+    ("analyze", "serving_trace"): _analyze_over("--serving-trace", "t.csv", TRACE, *VLLM),
+    ("analyze", "support_table"): _analyze_over("--support-table", "table.json", "{}\n"),
+    ("analyze", "audit_path"): _in_case_audit_path,
+    ("analyze", "import_path"): _in_case_import_path("analyze"),
+    ("audit", "paths"): _case_audit_json,
+    ("audit", "baseline"): _in_case_audit_baseline,
+    ("report", "run"): _case_report_output,
+    ("diff", "base"): _case_diff_html,
+    ("diff", "new"): _case_diff_json,
+    ("nightly", "config"): _case_nightly_output_dir,
+    ("nightly", "shard_dirs"): _case_nightly_history,
+    ("buckets", "lengths"): _in_case_buckets_lengths,
+    ("buckets", "step_times"): _case_buckets_json,
+    ("buckets", "model"): _in_case_buckets_model,
+    ("buckets", "import_path"): _in_case_buckets_import_path,
+    ("buckets", "metrics"): _in_case_buckets_serving("--metrics", "m.prom", "x 1\n"),
+    ("buckets", "compile_times"): _in_case_buckets_serving("--compile-times", "c.csv", "a,b\n"),
+    ("parity", "model"): _case_parity_json,
+    ("parity", "reference"): _in_case_parity_reference,
+    ("parity", "import_path"): _in_case_import_path("parity"),
+    ("setup", "from_dump"): _in_case_setup_from_dump,
+}
+
+
+def test_every_input_option_has_a_protection_case():
+    inputs = {k for k, way in FILE_PARAMS.items() if way == "input" and k[0] not in NO_OUTPUT_COMMANDS}
+    assert set(INPUT_CASES) == inputs
+
+
+@pytest.mark.parametrize("option", sorted(INPUT_CASES), ids=lambda o: f"{o[0]}-{o[1]}")
+def test_every_input_option_is_protected_from_the_commands_outputs(tmp_path, option):
+    args, inputs = INPUT_CASES[option](tmp_path)
+    line = refused(args, *inputs)
+    assert "is an input of this command" in line, line

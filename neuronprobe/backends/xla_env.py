@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 import subprocess
 import sys
 import time
@@ -384,7 +385,9 @@ def _locked(path: Path) -> Iterator[None]:
     import fcntl
 
     path.mkdir(parents=True, exist_ok=True)
-    with open(path / LOCK_FILE, "w") as fh:
+    # Never truncated, never followed: a lock file is only ever empty, and a link there is not ours to open.
+    fd = os.open(path / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -433,6 +436,18 @@ def setup_env(
         return _setup_locked(path, requirements, progress, base_python)
     finally:
         lock.__exit__(None, None, None)
+
+
+def _own_lock(path: Path) -> set[str]:
+    """``{LOCK_FILE}`` when the folder's lock file is one a set-up leaves (an empty regular file), else empty.
+
+    Someone's own ``.setup.lock`` (with content, or a link) is not ours: it counts as a foreign file.
+    """
+    try:
+        info = os.lstat(path / LOCK_FILE)
+    except OSError:
+        return set()
+    return {LOCK_FILE} if stat.S_ISREG(info.st_mode) and info.st_size == 0 else set()
 
 
 def _owned_entries() -> set[str]:
@@ -514,7 +529,7 @@ def check_setup_target(path: Path) -> None:
         entries = {entry.name for entry in path.iterdir()}
     except OSError as exc:
         raise InputError(f"setup --path {path}: cannot be read ({exc.strerror or exc})") from None
-    entries.discard(LOCK_FILE)  # a set-up stopped right after taking its lock left only that
+    entries -= _own_lock(path)  # a set-up stopped right after taking its lock left only that
     problem = ownership_problem(path, entries) if entries else None
     if problem:
         raise InputError(f"setup --path {path}: {problem}; give a new or empty folder (neuronprobe never installs into an environment it did not create)")
@@ -527,7 +542,7 @@ def _setup_locked(path: Path, requirements: Path, progress: Callable[[str], None
     folder is stamped with a fresh random token before anything else is written; a
     complete environment is reused untouched (a legacy one in the default place too).
     """
-    entries = {entry.name for entry in path.iterdir()} - {LOCK_FILE}
+    entries = {entry.name for entry in path.iterdir()} - _own_lock(path)
     problem = ownership_problem(path, entries) if entries else None
     if problem:
         raise InputError(f"setup --path {path}: {problem}; give a new or empty folder (neuronprobe never installs into an environment it did not create)")

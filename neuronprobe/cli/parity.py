@@ -124,7 +124,9 @@ def parity(
             timeout,
         )
         options.paths = import_paths(import_path)
-        reads, saves, folders = [model, *references.reads()], references.outputs(), _reference_folder(references)
+        from neuronprobe.loaders.resolve import model_file_imports
+
+        reads, saves, folders = [model, *model_file_imports(model, options.paths), *references.reads()], references.outputs(), _reference_folder(references)
         if json_path is not None:
             check_outputs([*analyze_outputs(json_path, output_dir, "", html), *saves], reads, folders=folders)
         else:

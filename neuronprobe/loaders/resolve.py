@@ -14,6 +14,7 @@ transformers' log level are as they were afterwards.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import linecache
 import os
@@ -132,6 +133,68 @@ def import_roots(model_file: str | os.PathLike[str] | None, paths: Sequence[str 
         if folder not in roots:
             roots.append(folder)
     return roots
+
+
+def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """The model file and every file it imports from its own folder tree, recursively (sorted).
+
+    ``roots``: the package roots elsewhere its imports also resolve against (``path = [...]``, ``PYTHONPATH``),
+    searched after the model's folder, as sys.path has them during the analysis.
+    """
+    search = [model_file.resolve().parent, *(Path(r).resolve() for r in roots)]
+    seen: set[Path] = set()
+    todo = [model_file.resolve()]
+    while todo:
+        file = todo.pop()
+        if file in seen:
+            continue
+        seen.add(file)
+        try:
+            tree = ast.parse(file.read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue  # the analysis will say what is wrong with it; its bytes are still hashed
+        for node in ast.walk(tree):
+            names: list[tuple[str, int]] = []
+            if isinstance(node, ast.Import):
+                names = [(a.name, 0) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                names = [(base, node.level)] + [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
+            for name, level in names:
+                if level:
+                    start = file.parent
+                    for _ in range(level - 1):
+                        start = start.parent
+                    todo += [p.resolve() for p in _module_files(start, name)]
+                    continue
+                found = next((hit for root in search if (hit := _module_files(root, name))), [])  # the first root that has it, as import does
+                todo += [p.resolve() for p in found]
+    return sorted(seen)
+
+
+def _module_files(start: Path, dotted: str) -> list[Path]:
+    if not dotted:
+        return []
+    parts = dotted.split(".")
+    found = []
+    for i in range(1, len(parts) + 1):
+        base = start.joinpath(*parts[:i])
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                found.append(candidate)
+    return found
+
+
+def model_file_imports(spec: str | None, paths: Sequence[str | os.PathLike[str]] = ()) -> list[Path]:
+    """The files a model file reads as code: itself and what it imports from its folder, ``--path`` and ``PYTHONPATH``.
+
+    For the output guard: ``analyze m.py --json helper.py`` would destroy the helper the model imports.
+    Empty for a named spec (``hf:``, ``tv:``, ``timm:``) or no model; installed packages are the stack's, not inputs.
+    """
+    if not spec or spec.startswith((HF_PREFIX, *VISION_PREFIXES)) or not spec.endswith(".py"):
+        return []
+    roots = [Path(p) for p in (*paths, *pythonpath_entries()) if Path(p).name not in ("site-packages", "dist-packages")]
+    return local_imports(Path(spec), roots)
 
 
 def pythonpath_entries(environ: dict[str, str] | None = None) -> list[str]:

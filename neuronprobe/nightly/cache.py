@@ -30,12 +30,13 @@ restored from another branch) could otherwise decide what the night reports. So:
   a recording worker, is not cached, and the night says so.
 
 What the cache cannot see: a file opened by native code (a Rust or C++ reader such
-as safetensors) raises no audit event. Name such files in ``cache_inputs``.
+as safetensors) raises no audit event. Name such files in ``cache_inputs``. A model
+file whose analysis loaded a known native reader (:data:`neuronprobe.file_reads.NATIVE_READERS`)
+and whose config names no ``cache_inputs`` is not cached, and the night says so.
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import hashlib
 import hmac
@@ -43,24 +44,27 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError, ReportFormatError
 from neuronprobe.file_reads import FileReads, file_sha256
 from neuronprobe.files import folder_lock, read_input, write_atomic, write_new
+from neuronprobe.loaders.resolve import local_imports  # the model file's own imports (also the output guard's inputs)
 from neuronprobe.nightly.run import Analysed, ModelConfig, NightlyConfig, is_named_spec, request_of
 from neuronprobe.report.model import Report
 
-CACHE_FORMAT = 2  # 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses)
+# 2: entries carry an HMAC and the files the analysis read (format 1 entries are misses).
+# 3: entries of model files that loaded a native reader without cache_inputs are no longer written; the
+# format is in the key and in the MAC's context, so a format-2 entry (maybe such a model's) is a miss.
+CACHE_FORMAT = 3
 DEFAULT_CACHE_DIR = ".cache"  # inside the reports folder: the cache of that history
 # The installed distributions whose versions change an analysis (absent ones count as absent).
 STACK_DISTRIBUTIONS = ("torch", "torch-xla", "torch-neuronx", "neuronx-cc", "libneuronxla", "transformers", "torchvision", "timm")
 KEY_ENV = "NEURONPROBE_CACHE_KEY"  # the secret, e.g. from a CI secret: at least MIN_KEY_CHARS characters
 KEY_FILE_NAME = "cache.key"  # under ${XDG_CONFIG_HOME:-~/.config}/neuronprobe/, created 0600 on first use
 MIN_KEY_CHARS = 32
-_MAC_CONTEXT = b"neuronprobe result cache entry v2\0"  # a key used elsewhere cannot sign an entry by accident
+_MAC_CONTEXT = f"neuronprobe result cache entry v{CACHE_FORMAT}\0".encode()  # a key used elsewhere cannot sign an entry by accident
 
 
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
@@ -133,56 +137,6 @@ def load_secret(cache_folder: Path) -> Secret:
 
 def sign(key: bytes, body: str) -> str:
     return hmac.new(key, _MAC_CONTEXT + body.encode("utf-8"), hashlib.sha256).hexdigest()
-
-
-def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
-    """The model file and every file it imports from its own folder tree, recursively (sorted).
-
-    ``roots``: the package roots elsewhere its imports also resolve against (``path = [...]``, ``PYTHONPATH``),
-    searched after the model's folder, as sys.path has them during the analysis.
-    """
-    search = [model_file.resolve().parent, *(Path(r).resolve() for r in roots)]
-    seen: set[Path] = set()
-    todo = [model_file.resolve()]
-    while todo:
-        file = todo.pop()
-        if file in seen:
-            continue
-        seen.add(file)
-        try:
-            tree = ast.parse(file.read_bytes())
-        except (OSError, SyntaxError, ValueError):
-            continue  # the analysis will say what is wrong with it; its bytes are still hashed
-        for node in ast.walk(tree):
-            names: list[tuple[str, int]] = []
-            if isinstance(node, ast.Import):
-                names = [(a.name, 0) for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                names = [(base, node.level)] + [(f"{base}.{a.name}" if base else a.name, node.level) for a in node.names]
-            for name, level in names:
-                if level:
-                    start = file.parent
-                    for _ in range(level - 1):
-                        start = start.parent
-                    todo += [p.resolve() for p in _module_files(start, name)]
-                    continue
-                found = next((hit for root in search if (hit := _module_files(root, name))), [])  # the first root that has it, as import does
-                todo += [p.resolve() for p in found]
-    return sorted(seen)
-
-
-def _module_files(start: Path, dotted: str) -> list[Path]:
-    if not dotted:
-        return []
-    parts = dotted.split(".")
-    found = []
-    for i in range(1, len(parts) + 1):
-        base = start.joinpath(*parts[:i])
-        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-            if candidate.is_file():
-                found.append(candidate)
-    return found
 
 
 def stack_versions() -> dict[str, str | None]:
@@ -344,6 +298,13 @@ class ResultCache:
             return
         if reads.unverifiable:
             self.notes.append(f"{model.name}: not cached: it read {reads.unverifiable[0]}, which is not a regular file the cache can hash")
+            return
+        native = reads.native_readers
+        if native and not is_named_spec(model.model) and not model.cache_inputs:
+            self.notes.append(
+                f"{model.name}: not cached: its code loaded {', '.join(native)}, which open files in native code where the cache cannot see them; "
+                "name the files it reads in cache_inputs (the model file itself when it reads none)"
+            )
             return
         key = self.key_of(model)
         body = {"key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}

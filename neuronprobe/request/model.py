@@ -129,7 +129,10 @@ class AnalyzeRequest:
 
     def reads(self) -> list[Any]:
         """The files the request names that an analysis reads (no output may be one of them); audit folders are walked by the caller."""
+        from neuronprobe.loaders.resolve import model_file_imports
+
         files: list[Any] = [self.model, self.shapes, self.lengths, self.rules, self.decode_trace, self.support_table]
+        files += model_file_imports(self.model, self.path)  # the helpers it imports are inputs too
         if self.wants_serving:
             files.append(self.serving_trace)
         return files

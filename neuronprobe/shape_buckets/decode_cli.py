@@ -64,8 +64,9 @@ def run_decode(o: DecodeOptions) -> DecodeProposal:
     model_file = o.model if o.model is not None and not o.model.startswith("hf:") else None
     if o.json_path is not None:
         from neuronprobe.files import check_outputs
+        from neuronprobe.loaders.resolve import model_file_imports
 
-        check_outputs([("--json", o.json_path)], [o.trace, o.step_times, model_file])
+        check_outputs([("--json", o.json_path)], [o.trace, o.step_times, model_file, *model_file_imports(model_file, o.paths)])
     trace = read_decode_trace(o.trace, o.prompt_column, o.output_column, o.time_column)
     fit = fit_step_times(*read_step_times(o.step_times)) if o.step_times is not None else None
     model: str | ModelShape | None = o.model

@@ -63,6 +63,36 @@ def test_buckets_decode_never_writes_over_its_step_times(tmp_path):
     assert line.startswith(f"error: --json {steps} is an input of this command")
 
 
+def _split_model(tmp_path: Path) -> tuple[Path, Path]:
+    """The split model (a file beside it and a package root elsewhere) copied: (its folder, the package root)."""
+    import shutil
+
+    folder, root = tmp_path / "split_model", tmp_path / "split_pkgroot"
+    shutil.copytree(MODELS / "split_model", folder)
+    shutil.copytree(MODELS / "split_pkgroot", root)
+    return folder, root
+
+
+@pytest.mark.parametrize("command", ["analyze", "parity"])
+def test_a_helper_the_model_imports_is_an_input_not_an_output(tmp_path, command):
+    """`analyze model.py --json helper.py` used to write the report over the helper model.py imports (exit 0)."""
+    folder, _ = _split_model(tmp_path)
+    helper = folder / "helper.py"
+    line = refused_line([command, str(folder / "model.py"), "--json", str(helper), "--no-html"], [helper, folder / "model.py"])
+    assert line == f"error: --json {helper} is an input of this command ({helper.resolve()}); write the output elsewhere"
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == ["decode_shape.py", "helper.py", "model.py", "uses_package.py"]
+
+
+def test_buckets_decode_never_writes_over_a_module_its_model_imports_from_path(tmp_path):
+    """`buckets --decode --model m.py --path ROOT --json ROOT/pkg/mod.py`: the module the model imports from --path is an input."""
+    folder, root = _split_model(tmp_path)
+    shapes = root / "splitlib" / "shapes.py"
+    trace = _trace(tmp_path)
+    args = ["buckets", str(trace), "--decode", "--model", str(folder / "decode_shape.py"), "--path", str(root), "--json", str(shapes)]
+    line = refused_line(args, [shapes, trace, folder / "decode_shape.py"])
+    assert line == f"error: --json {shapes} is an input of this command ({shapes.resolve()}); write the output elsewhere"
+
+
 def test_two_parity_runs_saving_into_one_folder_never_overwrite_each_other(tmp_path):
     """Two `parity --save-reference ref` at once: one reference, complete and self-consistent; the other run exit 2, nothing written."""
     model = _copy_model(tmp_path, MODELS / "parity_reference.py")

@@ -149,6 +149,21 @@ def test_an_entry_signed_with_another_key_or_an_old_format_is_not_reused(config,
     assert count(analysed) == 3
 
 
+def test_an_entry_of_the_format_before_the_native_reader_check_is_not_reused(config, analysed, monkeypatch):
+    """Format 2 cached model files that loaded safetensors: such an entry, validly signed, must not outlive the upgrade."""
+    import neuronprobe.nightly.cache as cache_module
+
+    now = (cache_module.CACHE_FORMAT, cache_module._MAC_CONTEXT)
+    monkeypatch.setattr(cache_module, "CACHE_FORMAT", 2)
+    monkeypatch.setattr(cache_module, "_MAC_CONTEXT", b"neuronprobe result cache entry v2\0")
+    assert night(config, N1).exit_code == 0
+    assert json.loads(entry_file(config).read_text())["format"] == 2
+    monkeypatch.setattr(cache_module, "CACHE_FORMAT", now[0])
+    monkeypatch.setattr(cache_module, "_MAC_CONTEXT", now[1])
+    assert night(config, N2).exit_code == 0
+    assert count(analysed) == 2 and reused(config, N2) is None
+
+
 def test_another_key_misses_every_entry(config, analysed, monkeypatch):
     assert night(config, N1).exit_code == 0
     monkeypatch.setenv(KEY_ENV, "z" * 64)  # a CI cache restored where another secret is configured
@@ -222,6 +237,64 @@ def test_a_pipe_the_model_read_keeps_it_out_of_the_cache(tmp_path):
         reads = recorder.snapshot()  # stops recording (an audit hook cannot be removed)
     assert reads.unverifiable == [str(fifo)]
     assert reads.files == {str(tmp_path / "data.txt"): hashlib.sha256(b"x").hexdigest()}
+
+
+@pytest.mark.parametrize(
+    ("how", "read"),
+    [("r+b", True), ("a+", True), (os.O_RDWR, True), (os.O_RDONLY, True), ("w", False), ("a", False), ("xb", False), (os.O_RDWR | os.O_TRUNC, False)],
+)
+def test_a_file_opened_to_read_and_write_is_a_read(tmp_path, how, read):
+    """`np.memmap(path, mode="r+")` opens with "r+b" and reads the data: it was not recorded, so its change reused a stale night."""
+    data = tmp_path / "table.bin"
+    if how != "xb":
+        data.write_bytes(b"rows")
+    recorder = ReadRecorder(private_tmp=str(tmp_path / "private")).start()
+    try:
+        if isinstance(how, str):
+            with open(data, how):
+                pass
+        else:
+            os.close(os.open(data, how))
+    finally:
+        reads = recorder.snapshot()
+    assert (str(data) in reads.files) is read, reads.files
+
+
+def _native_night(folder: Path, date: str) -> tuple[int, str, list[Path]]:
+    """A real `neuronprobe nightly` process: its exit code, its output and the cache entries after it."""
+    from io_cli import run_cli
+
+    ran = run_cli(["nightly", str(folder / "nightly.toml"), "-o", str(folder / "reports"), "--date", date, "--jobs", "1"], env={KEY_ENV: KEY}, bound_s=300)
+    return ran.code, ran.stdout + ran.stderr, sorted((folder / "reports" / DEFAULT_CACHE_DIR).glob("*.json"))
+
+
+def _checkpoint(folder: Path, rows: int) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.ones(rows, 4)}, str(folder / "w.safetensors"))
+
+
+def test_a_model_whose_code_loaded_a_native_reader_is_cached_only_once_its_files_are_named(tmp_path):
+    """A checkpoint read by safetensors (Rust opens it, no audit event) changed after a cached night: the stale report
+    was reused. Now the cache stays off for that model and says why, until `cache_inputs` names the files it reads."""
+    from io_cli import IO_MODELS
+
+    (tmp_path / "ckpt.py").write_bytes((IO_MODELS / "native_checkpoint.py").read_bytes())
+    _checkpoint(tmp_path, 4)
+    (tmp_path / "nightly.toml").write_text('[[models]]\nmodel = "ckpt.py"\n')
+    code, output, entries = _native_night(tmp_path, N1)
+    assert code == 0, output
+    assert "note: ckpt: not cached: its code loaded safetensors, which open files in native code where the cache cannot see them" in output
+    assert entries == []
+    (tmp_path / "nightly.toml").write_text('[[models]]\nmodel = "ckpt.py"\ncache_inputs = ["w.safetensors"]\n')
+    code, output, entries = _native_night(tmp_path, N2)
+    assert code == 0 and "not cached" not in output and len(entries) == 1, output
+    _checkpoint(tmp_path, 8)  # another checkpoint: another model
+    code, output, _ = _native_night(tmp_path, "2025-06-03")
+    assert "reused the report" not in output, output
+    summary = json.loads((tmp_path / "reports" / "2025-06-03" / SUMMARY_FILE).read_text())
+    assert summary["models"][0]["reused_from"] is None
 
 
 def test_cache_inputs_must_exist(tmp_path):

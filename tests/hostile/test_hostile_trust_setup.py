@@ -111,6 +111,24 @@ def simulated(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     return commands
 
 
+def test_someone_elses_lock_file_alone_is_not_ours(tmp_path, simulated):
+    """A folder holding only a `.setup.lock` with content was taken for an interrupted set-up: truncated, then pip ran there."""
+    (tmp_path / ".setup.lock").write_text("another tool's lock: pid 4242\n")
+    refused(tmp_path, "the folder already holds files neuronprobe did not put there (.setup.lock)")
+    assert simulated == []  # no venv made, no pip run
+
+
+def test_a_lock_file_that_is_a_link_is_never_followed(tmp_path, simulated):
+    """`.setup.lock` -> a file elsewhere: opening it for the lock used to truncate the link's target."""
+    precious = tmp_path / "precious.txt"
+    precious.write_text("someone's notes\n")
+    folder = tmp_path / "env"
+    folder.mkdir()
+    (folder / ".setup.lock").symlink_to(precious)
+    refused(folder, "the folder already holds files neuronprobe did not put there (.setup.lock)")
+    assert precious.read_text() == "someone's notes\n" and simulated == []
+
+
 def test_a_new_folder_is_stamped_with_a_token_the_marker_repeats_and_is_reused(tmp_path, simulated):
     env = setup_env(tmp_path / "env")
     assert env.usable and not env.reused
