@@ -147,6 +147,7 @@ FILE_PARAMS: dict[tuple[str, str], str] = {
     ("setup", "from_dump"): "input",
     # issue 37: serving traffic and compile measurements; cache explain's plan and cache folder
     ("analyze", "serving_trace"): "input",
+    ("analyze", "compile_times"): "input",
     ("buckets", "metrics"): "input",
     ("buckets", "compile_times"): "input",
     ("cache", "plan"): "input",
@@ -445,6 +446,12 @@ def _in_case_buckets_serving(option: str, name: str, text: str) -> object:
     return case
 
 
+def _in_case_analyze_compile_times(tmp_path: Path) -> tuple[list[str], list[Path]]:
+    model, trace = _model(tmp_path), _file(tmp_path, "t.csv", TRACE)
+    times = _file(tmp_path, "times.csv", "graph,seconds\nprefill_s512,100\n")
+    return ["analyze", str(model), "--serving-trace", str(trace), *VLLM, "--compile-times", str(times), "--json", str(times)], [model, trace, times]
+
+
 def _in_case_parity_reference(tmp_path: Path) -> tuple[list[str], list[Path]]:
     model, manifest = _model(tmp_path), _file(tmp_path, "ref/manifest.json", "{}\n")
     return ["parity", str(model), "--reference", str(manifest.parent), "--json", str(manifest)], [model, manifest]
@@ -462,6 +469,7 @@ INPUT_CASES = {
     ("analyze", "lengths"): _analyze_over("--lengths", "L.txt", "5\n9\n"),
     ("analyze", "decode_trace"): _analyze_over("--decode-trace", "t.csv", TRACE),
     ("analyze", "serving_trace"): _analyze_over("--serving-trace", "t.csv", TRACE, *VLLM),
+    ("analyze", "compile_times"): _in_case_analyze_compile_times,
     ("analyze", "support_table"): _analyze_over("--support-table", "table.json", "{}\n"),
     ("analyze", "audit_path"): _in_case_audit_path,
     ("analyze", "import_path"): _in_case_import_path("analyze"),

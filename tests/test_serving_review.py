@@ -139,24 +139,46 @@ def test_a_scrape_with_created_series_is_read(tmp_path: Path) -> None:
     assert not any("neff_execution_count" in n and "differs" in n for n in plan.notes)
 
 
-# --- 6. analyze --serving-trace: its uncalibrated bill says how to calibrate with a command that takes measurements --
+# --- 6. analyze --serving-trace: its bill priced by --compile-times, or saying how to calibrate ----------------------
 
 
-def test_the_report_bill_of_analyze_names_the_command_that_calibrates(tmp_path: Path) -> None:
+def test_the_report_bill_of_analyze_names_how_to_calibrate_and_compile_times_prices_it(tmp_path: Path) -> None:
     from neuronprobe.shape_buckets.serving import serving_for_report
 
     trace = tmp_path / "trace.csv"
     trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,50,4\n")
-    plan = serving_for_report(trace, None, {"max_num_batched_tokens": 512, "max_num_seqs": 4, "max_model_len": 4096, "tensor_parallel_size": 2})
+    engine = {"max_num_batched_tokens": 512, "max_num_seqs": 4, "max_model_len": 4096, "tensor_parallel_size": 2}
+    plan = serving_for_report(trace, None, engine)
     how = plan.compile_bill.how_to_calibrate
-    assert how.startswith("uncalibrated: no compile times were measured.")
-    # analyze takes neither --metrics nor --compile-times: the bill names the buckets command with this plan's engine
+    assert how.startswith("uncalibrated: no compile times were measured. Price these ladders with analyze --compile-times FILE")
+    # a scrape is read by buckets: the bill names that command with this plan's engine
     assert (
         f"neuronprobe buckets {trace} --decode --runtime vllm-neuron --max-num-batched-tokens 512 --max-num-seqs 4 --max-model-len 4096 "
-        "--tensor-parallel-size 2 --compile-times FILE" in how
+        "--tensor-parallel-size 2 --metrics SCRAPE" in how
     ), how
-    r = CliRunner().invoke(app, ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--compile-times", "x.csv"])
-    assert r.exit_code == 2  # the option is not analyze's: the sentence above must not send the user to it
+    priced = serving_for_report(trace, None, engine, DATA / "compile_times.csv")
+    assert priced.compile_bill.calibrated and priced.compile_bill.wall_seconds is not None and priced.compile_bill.wall_seconds > 0
+    assert [g.name for g in priced.compile_bill.graphs] == [g.name for g in plan.compile_bill.graphs]
+
+
+def test_analyze_compile_times_prices_the_serving_bill_and_is_an_input(tmp_path: Path) -> None:
+    trace = tmp_path / "trace.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,50,4\n")
+    times = tmp_path / "times.csv"
+    times.write_bytes((DATA / "compile_times.csv").read_bytes())
+    out = tmp_path / "r.json"
+    engine = ["--max-num-batched-tokens", "512", "--max-num-seqs", "4", "--max-model-len", "4096"]
+    args = ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--backend", "static", "--serving-trace", str(trace), *engine]
+    r = CliRunner().invoke(app, [*args, "--compile-times", str(times), "--json", str(out), "--no-html"])
+    assert r.exit_code == 0, r.output
+    bill = json.loads(out.read_text())["serving"]["compile_bill"]
+    assert bill["calibrated"] is True and bill["wall_seconds"] > 0, bill
+    assert "serving compile bill: " in r.output and "uncalibrated" not in r.output.split("serving compile bill: ", 1)[1].split("\n", 1)[0]
+    before = times.read_bytes()
+    r = CliRunner().invoke(app, [*args, "--compile-times", str(times), "--json", str(times)])
+    assert r.exit_code == 2 and times.read_bytes() == before  # an input is never an output
+    r = CliRunner().invoke(app, ["analyze", str(Path(__file__).parent / "models" / "mlp.py"), "--compile-times", str(times)])
+    assert r.exit_code == 2 and "with --serving-trace" in r.output
 
 
 # --- 3. the one per-graph constant left (the recompile section's 60 s): every renderer says it is an estimate ---

@@ -85,6 +85,13 @@ def analyze(
     serving_max_num_seqs: Annotated[int | None, typer.Option("--max-num-seqs", help="With --serving-trace: vLLM's max_num_seqs.")] = None,
     serving_max_model_len: Annotated[int | None, typer.Option("--max-model-len", help="With --serving-trace: vLLM's max_model_len.")] = None,
     serving_tp: Annotated[int | None, typer.Option("--tensor-parallel-size", help="With --serving-trace: vLLM's tensor_parallel_size.")] = None,
+    compile_times: Annotated[
+        Path | None,
+        typer.Option(
+            "--compile-times",
+            help="With --serving-trace: measured compile times that price the plan's graphs (the formats of `buckets --compile-times`).",
+        ),
+    ] = None,
     field_: Annotated[str | None, typer.Option("--field", help="Field of --lengths in JSON Lines.")] = None,
     batch_sizes: Annotated[
         str | None,
@@ -173,6 +180,7 @@ def analyze(
                 max_num_seqs=serving_max_num_seqs,
                 max_model_len=serving_max_model_len,
                 tensor_parallel_size=serving_tp,
+                compile_times=compile_times,
                 train=train,
                 optimizer=optimizer,
                 optimizer_impl=optimizer_impl,

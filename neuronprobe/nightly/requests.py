@@ -20,7 +20,7 @@ from neuronprobe.request.model import FIELDS, OPTION_NAMES, OUTPUT_NAMES, Analyz
 NOT_NIGHTLY = frozenset({"model", *OUTPUT_NAMES, "fail_on", "fail_on_recompiles"})
 REQUEST_KEYS: frozenset[str] = frozenset(OPTION_NAMES) - NOT_NIGHTLY
 # Request keys that name a file or folder: relative to the config's folder.
-FILE_KEYS = ("rules", "support_table", "decode_trace", "serving_trace", "audit")
+FILE_KEYS = ("rules", "support_table", "decode_trace", "serving_trace", "compile_times", "audit")
 
 _HINTS = typing.get_type_hints(AnalyzeRequest)
 

@@ -75,6 +75,8 @@ class AnalyzeRequest:
     max_num_seqs: int | None = dataclasses.field(default=None, metadata=_meta("--max-num-seqs", "serving"))
     max_model_len: int | None = dataclasses.field(default=None, metadata=_meta("--max-model-len", "serving"))
     tensor_parallel_size: int | None = dataclasses.field(default=None, metadata=_meta("--tensor-parallel-size", "serving"))
+    # measured compile times that price the serving plan's graphs (the formats `buckets --compile-times` reads)
+    compile_times: Path | None = dataclasses.field(default=None, metadata=_meta("--compile-times", "serving"))
     # --- training, parity, audit: the other sections ---
     train: bool = dataclasses.field(default=False, metadata=_meta("--train", "train"))
     optimizer: str = dataclasses.field(default="adamw", metadata=_meta("--optimizer", "train"))
@@ -125,7 +127,12 @@ class AnalyzeRequest:
 
     @property
     def wants_serving(self) -> bool:
-        return self.serving_trace is not None or self.serving_engine is not None or any(v is not None for v in self.vllm_options.values())
+        return (
+            self.serving_trace is not None
+            or self.serving_engine is not None
+            or self.compile_times is not None
+            or any(v is not None for v in self.vllm_options.values())
+        )
 
     def reads(self) -> list[Any]:
         """The files the request names that an analysis reads (no output may be one of them); audit folders are walked by the caller."""
@@ -134,7 +141,7 @@ class AnalyzeRequest:
         files: list[Any] = [self.model, self.shapes, self.lengths, self.rules, self.decode_trace, self.support_table]
         files += model_file_imports(self.model, self.path)  # the helpers it imports are inputs too
         if self.wants_serving:
-            files.append(self.serving_trace)
+            files += [self.serving_trace, self.compile_times]
         return files
 
 

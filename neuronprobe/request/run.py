@@ -64,7 +64,7 @@ def plan_request(request: AnalyzeRequest) -> Plan:
     if request.wants_serving:  # issue 37
         from neuronprobe.shape_buckets.serving import serving_for_report
 
-        serving = serving_for_report(request.serving_trace, request.serving_engine, request.vllm_options)
+        serving = serving_for_report(request.serving_trace, request.serving_engine, request.vllm_options, request.compile_times)
     return Plan(request, gates, request_limits(request), decode, serving, reads)
 
 

@@ -282,16 +282,23 @@ def _traffic(trace: Any, mt: Any, cfg: SchedulerConfig, tm: TimeModel, notes: li
 ENGINE_KEYS = ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "tensor_parallel_size")
 
 
-def serving_for_report(trace_path: Path | None, engine: str | None, options: dict[str, int | None] | None = None) -> ServingPlan:
+def serving_for_report(
+    trace_path: Path | None, engine: str | None, options: dict[str, int | None] | None = None, compile_times: Path | None = None
+) -> ServingPlan:
     """The serving section ``analyze --serving-trace TRACE`` adds to a model's report.
 
     The engine comes from vLLM's own option names (``options``: ``--max-num-batched-tokens``,
     ``--max-num-seqs``, ``--max-model-len``, ``--tensor-parallel-size``, which ``analyze`` has no
-    other use for) or from ``--serving-engine k=v,...``; a key given both ways must agree.
+    other use for) or from ``--serving-engine k=v,...``; a key given both ways must agree. ``compile_times``
+    (``--compile-times``) prices the plan's graphs from the user's measurements, as ``buckets`` does.
     """
     given = {k: v for k, v in (options or {}).items() if v is not None}
     if trace_path is None:
-        flags = (["--serving-engine"] if engine is not None else []) + ["--" + k.replace("_", "-") for k in given]
+        flags = (
+            (["--serving-engine"] if engine is not None else [])
+            + ["--" + k.replace("_", "-") for k in given]
+            + (["--compile-times"] if compile_times is not None else [])
+        )
         raise InputError(
             f"{', '.join(flags)}: with --serving-trace TRACE (e.g. --serving-trace trace.csv --max-num-batched-tokens 8192 --max-num-seqs 32 --max-model-len 16384)"
         )
@@ -320,18 +327,21 @@ def serving_for_report(trace_path: Path | None, engine: str | None, options: dic
     from neuronprobe.shape_buckets.decode_trace import read_decode_trace
 
     check_input_file(trace_path, "trace")
+    if compile_times is not None:
+        check_input_file(compile_times, "compile times")
     plan = propose_serving_plan(
         read_decode_trace(trace_path),
         max_num_batched_tokens=values["max_num_batched_tokens"],
         max_num_seqs=values["max_num_seqs"],
         max_model_len=values["max_model_len"],
         tensor_parallel_size=values.get("tensor_parallel_size", 1),
+        compile_times=compile_times,
     )
-    if not plan.compile_bill.calibrated:  # analyze takes no measurements: name the command that does, with this engine
+    if not plan.compile_bill.calibrated:  # no measurements given: name the option, and the command that also reads scrapes
         engine = " ".join(f"--{k.replace('_', '-')} {values[k]}" for k in ENGINE_KEYS if k in values)
         plan.compile_bill.how_to_calibrate = (
-            "uncalibrated: no compile times were measured. analyze takes none; price these ladders with "
-            f"neuronprobe buckets {trace_path} --decode --runtime vllm-neuron {engine} --compile-times FILE (or --metrics SCRAPE): "
+            "uncalibrated: no compile times were measured. Price these ladders with analyze --compile-times FILE, or from a "
+            f"server's scrape with neuronprobe buckets {trace_path} --decode --runtime vllm-neuron {engine} --metrics SCRAPE: "
             + HOW_TO_CALIBRATE.split(": ", 1)[1].split(". ", 1)[1]
         )
     return plan
