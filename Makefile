@@ -45,10 +45,12 @@ docs: install
 
 # Two workers (the machines this runs on have two cores), each taking whole test files: a file's
 # module fixtures (a notebook kernel, a browser) stay in one process. About half the serial time.
+# Files are handed out in collection order, where tests/conftest.py puts the longest first
+# (pytest-xdist's default order, most tests first, left the longest few-test files for the end).
 TEST_WORKERS ?= 2
 
 test: install system-deps xla-env lint docs
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 bench: install
 	$(PY) benchmarks/bench_analyze.py

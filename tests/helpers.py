@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -44,6 +47,32 @@ def refused(args: list[str], *inputs: Path) -> str:
     for p, data in before.items():
         assert p.read_bytes() == data, p
     return lines[0]
+
+
+@dataclass(frozen=True)
+class CliRun:
+    """What a `neuronprobe` process gives back: its exit code, stdout and stderr (subprocess.CompletedProcess's names)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_in_process(*args: str) -> CliRun:
+    """`neuronprobe ARGS` run in this process from the repository root, as a subprocess would run it, without
+    the 2-3 s a new interpreter spends importing torch. For tests about what the command does (exit codes, the
+    error line on stderr, the files written), not about the process (signals, pipes, imports, the environment):
+    those start a real one. An exception the command let escape is on stderr with its traceback, as Python prints it."""
+    from typer.testing import CliRunner
+
+    from neuronprobe.cli import app
+
+    with contextlib.chdir(ROOT):
+        result = CliRunner().invoke(app, list(args))
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit) and result.exc_info is not None:
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return CliRun(result.exit_code, result.stdout, stderr)
 
 
 def one_model_shard(tmp_path: Path, seconds: object = 1.0) -> Path:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 
-from helpers import MODELS, ROOT
+from helpers import MODELS, ROOT, CliRun, cli_in_process
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 from neuronprobe.report.model import Report
@@ -16,12 +14,6 @@ sys.path.insert(0, str(MODELS))
 import hf_strategy_models  # noqa: F401  (registers the np-* model types)
 
 FIXTURE = "tests/models/hf_strategy_models.py"
-# The fixture module imports transformers (and so torchvision) before any model build: under the import hook, as a build would.
-RUNNER = (
-    f"import sys, neuronprobe; sys.path.insert(0, {str(MODELS)!r}); from neuronprobe.loaders import torchvision_ops; "
-    "exec('with torchvision_ops.hooked(): import hf_strategy_models'); "
-    "from neuronprobe.cli import main; sys.argv = ['neuronprobe', *sys.argv[1:]]; main()"
-)
 
 
 def _line(marker: str) -> int:
@@ -29,9 +21,9 @@ def _line(marker: str) -> int:
     return next(i for i, line in enumerate(text, 1) if marker in line)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-c", RUNNER, *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+def _cli(*args: str) -> CliRun:
+    """The command in this process, where this module registered the np-* model types (a new process would not have them)."""
+    return cli_in_process(*args)
 
 
 def test_moe_routing_with_nonzero_falls_back_to_fake_tensors_and_finds_the_routing_line():

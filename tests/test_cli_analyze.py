@@ -1,4 +1,7 @@
-"""`neuronprobe analyze` from the command line: outputs, gates, exit codes, bad input."""
+"""`neuronprobe analyze` from the command line: outputs, gates, exit codes, bad input.
+
+The first test runs the command as a new process; the rest run it in this process (helpers.cli_in_process:
+the same exit code, stdout and stderr, without a torch import per run)."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import BROKEN, EXAMPLES, MODELS, ROOT, marker_line
+from helpers import BROKEN, EXAMPLES, MODELS, ROOT, cli_in_process, marker_line
 
 PY = sys.executable
 
@@ -39,7 +42,7 @@ def test_analyze_writes_json_and_prints_findings(tmp_path):
 
 def test_json_flag_sets_the_path(tmp_path):
     target = tmp_path / "nested" / "r.json"
-    proc = run("analyze", str(MODELS / "mlp.py"), "--json", str(target), "--no-html")
+    proc = cli_in_process("analyze", str(MODELS / "mlp.py"), "--json", str(target), "--no-html")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(target.read_text())["findings"] == []
     assert not list(target.parent.glob(".*.tmp")), "no temporary files are left behind"
@@ -50,13 +53,13 @@ def test_json_flag_sets_the_path(tmp_path):
     [("cpu_fallback", 0), ("dynamic_shape", 1), ("cpu_fallback,compile_error", 1)],
 )
 def test_fail_on_gates_on_verdicts(tmp_path, gate, code):
-    proc = run("analyze", str(EXAMPLES / "tiny_gpt.py"), "-o", str(tmp_path), "--no-html", "--fail-on", gate)
+    proc = cli_in_process("analyze", str(EXAMPLES / "tiny_gpt.py"), "-o", str(tmp_path), "--no-html", "--fail-on", gate)
     assert proc.returncode == code, proc.stderr
     assert (tmp_path / "tiny_gpt.json").exists(), "the report is written even when the gate fails"
 
 
 def test_fail_on_unknown_verdict_is_unusable_input(tmp_path):
-    proc = run("analyze", str(MODELS / "mlp.py"), "-o", str(tmp_path), "--fail-on", "slow")
+    proc = cli_in_process("analyze", str(MODELS / "mlp.py"), "-o", str(tmp_path), "--fail-on", "slow")
     assert proc.returncode == 2
     assert "unknown verdict" in proc.stderr
 
@@ -73,7 +76,7 @@ def test_fail_on_unknown_verdict_is_unusable_input(tmp_path):
 )
 def test_broken_model_files_give_one_line_and_exit_2(tmp_path, name, needle):
     path = BROKEN / name
-    proc = run("analyze", str(path), "-o", str(tmp_path))
+    proc = cli_in_process("analyze", str(path), "-o", str(tmp_path))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert needle in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -84,22 +87,22 @@ def test_broken_model_files_give_one_line_and_exit_2(tmp_path, name, needle):
 
 
 def test_missing_file_and_bad_inputs(tmp_path):
-    proc = run("analyze", str(tmp_path / "nope.py"))
+    proc = cli_in_process("analyze", str(tmp_path / "nope.py"))
     assert proc.returncode == 2 and "no such model file" in proc.stderr
-    proc = run("analyze", str(BROKEN / "bad_inputs.py"), "-o", str(tmp_path))
+    proc = cli_in_process("analyze", str(BROKEN / "bad_inputs.py"), "-o", str(tmp_path))
     assert proc.returncode == 2 and "return a tuple of positional arguments or a dict" in proc.stderr
 
 
 def test_debug_shows_the_traceback(tmp_path):
-    proc = run("analyze", str(BROKEN / "get_model_raises.py"), "--debug", "-o", str(tmp_path))
+    proc = cli_in_process("analyze", str(BROKEN / "get_model_raises.py"), "--debug", "-o", str(tmp_path))
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr
 
 
 def test_bad_target_and_set_without_hf(tmp_path):
-    proc = run("analyze", str(MODELS / "mlp.py"), "--target", "trn9", "-o", str(tmp_path))
+    proc = cli_in_process("analyze", str(MODELS / "mlp.py"), "--target", "trn9", "-o", str(tmp_path))
     assert proc.returncode == 2 and "unknown Neuron target" in proc.stderr
-    proc = run("analyze", str(MODELS / "mlp.py"), "--set", "x=1", "-o", str(tmp_path))
+    proc = cli_in_process("analyze", str(MODELS / "mlp.py"), "--set", "x=1", "-o", str(tmp_path))
     assert proc.returncode == 2 and "hf: models only" in proc.stderr
 
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 
 import pytest
-from helpers import MODELS, ROOT, expectations
+from helpers import MODELS, ROOT, CliRun, cli_in_process, expectations
 
 import neuronprobe
 from neuronprobe.capture.graph import OpCall, TensorMeta
@@ -134,9 +132,8 @@ def test_a_bad_rule_is_named(tmp_path, change, words):
     assert "rule 'my-rule'" in str(err.value) and words in str(err.value)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "neuronprobe.cli", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+def _cli(*args: str) -> CliRun:
+    return cli_in_process(*args)  # what a `neuronprobe` process prints and exits with (tests/test_cli_analyze.py starts one)
 
 
 def test_cli_bad_sdk_and_bad_rule_file_exit_2_with_one_line(tmp_path):

@@ -31,6 +31,8 @@ from test_cli_docs import readme_analyze_examples
 from typer.testing import CliRunner
 
 from neuronprobe.cli import app
+from neuronprobe.nightly.run import SUMMARY_FILE
+from neuronprobe.report.model import load_report
 
 SERVING = ROOT / "tests" / "data" / "serving"
 
@@ -78,6 +80,21 @@ def _make_reports(words: tuple[str, ...], tmp: Path) -> None:
         if not (tmp / name).exists():
             (tmp / name).parent.mkdir(parents=True, exist_ok=True)
             (tmp / name).write_text(rich_report().to_json())
+
+
+# The README's nightly example, run on its own config (examples/nightly.toml, two compiles per model) as the
+# first night of an empty reports folder: what the example config is meant to show.
+_EXAMPLE_NIGHT = "nightly examples/nightly.toml"
+
+
+def _check_the_example_night(reports: Path) -> None:
+    """Both models of examples/nightly.toml are analysed, each a first run; tiny_gpt shows its dynamic shape
+    and its compile error (moved from tests/test_nightly_e2e.py, which ran the same config a second time)."""
+    (night,) = [folder for folder in reports.iterdir() if folder.is_dir() and not folder.name.startswith(".")]  # not .cache
+    summary = json.loads((night / SUMMARY_FILE).read_text())
+    assert [(m["name"], m["status"]) for m in summary["models"]] == [("tiny_gpt", "first_run"), ("gpt2-2layer", "first_run")]
+    tiny = load_report(str(night / "tiny_gpt.json"))
+    assert {f.verdict for f in tiny.findings} >= {"dynamic_shape", "compile_error"}
 
 
 def _argv(command: Command, tmp: Path) -> list[str]:
@@ -281,6 +298,8 @@ def test_every_command_example_runs(tmp_path, monkeypatch):
         seconds[command.text] = time.perf_counter() - started
         want_code, want_text = _EXPECTED.get(command.text, (0, ""))
         assert code == want_code and want_text in output, (command.block.where, command.text, output[-3000:])
+        if command.text == _EXAMPLE_NIGHT:
+            _check_the_example_night(tmp_path / "reports")
         if "--shard 2/8" in command.text:  # the rest of the matrix this job is one of, for the merge that follows
             for i in (1, 3, 4, 5, 6, 7, 8):
                 argv = [w.replace("2/8", f"{i}/8").replace("shard-2", f"shard-{i}") for w in _argv(command, tmp_path)]

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
-from helpers import MODELS, ROOT, expectations
+from helpers import MODELS, ROOT, cli_in_process, expectations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -352,16 +349,10 @@ def test_cummax_is_rejected_at_its_line_from_the_hlo(xla_env):
     assert "over 4 operands" in finding.message and finding.rule == "hlo-reduce-window-operands"
 
 
-def test_stft_with_complex_output_is_reported_not_a_crash(xla_env, tmp_path):
+def test_stft_with_complex_output_is_reported_not_a_crash(xla_env, tmp_path, monkeypatch):
     out = tmp_path / "r.json"
-    proc = subprocess.run(
-        [sys.executable, "-m", "neuronprobe.cli", "analyze", str(MODELS / "xla_stft.py"), "--backend", "xla-cpu", "-o", str(tmp_path), "--json", str(out)],
-        cwd=ROOT,
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    monkeypatch.setenv("COLUMNS", "200")
+    proc = cli_in_process("analyze", str(MODELS / "xla_stft.py"), "--backend", "xla-cpu", "-o", str(tmp_path), "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]  # it was exit 3: IndexError in hlo_findings
     report = json.loads(out.read_text(encoding="utf-8"))
     ((line, verdict, op),) = expectations(MODELS / "xla_stft.py")

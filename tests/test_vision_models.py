@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
-from helpers import MODELS, ROOT, expectations
+from helpers import MODELS, cli_in_process, expectations
 
 from neuronprobe.analysis import AnalyzeOptions, analyze_spec
 
@@ -39,8 +37,7 @@ def test_vision_classifiers_analyse_from_their_names(spec):
 
 
 def test_an_unknown_vision_name_lists_the_closest_and_exits_2():
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    result = subprocess.run([sys.executable, "-m", "neuronprobe.cli", "analyze", "tv:resnt18"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+    result = cli_in_process("analyze", "tv:resnt18")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no such torchvision model" in lines[0] and "resnet18" in lines[0]
