@@ -278,10 +278,15 @@ def test_one_topk_search_gives_every_k_of_the_table(seed: int, vocab: int, noise
     assert got == _topk_checks_one_search_per_k(expected, actual)
 
 
-def test_the_reference_against_itself_is_the_same_agreement_as_against_a_copy() -> None:
-    logits = torch.randn(1, 16, 300)
-    logits[0, 3, 7] = float("nan")  # isclose(nan, nan) fails: the shortcut must count it too
-    assert metrics.agreement(logits, logits) == metrics.agreement(logits, logits.clone())
+@pytest.mark.parametrize("special", [None, "nan", "inf"])
+@pytest.mark.parametrize("shape", [(1, 16, 300), (2, 5, 3), (3, 1200)], ids=["lm", "lm-vocab-3", "classifier"])
+def test_the_reference_against_itself_is_the_same_agreement_as_against_a_copy(shape: tuple[int, ...], special: str | None) -> None:
+    logits = torch.randn(*shape, generator=torch.Generator().manual_seed(5))
+    if special is not None:  # isclose(nan, nan) fails: the shortcut must count it too; isclose(inf, inf) passes
+        logits.view(-1, shape[-1])[1, 2] = float(special)
+    same = metrics.agreement(logits, logits)
+    assert same is not None and same == metrics.agreement(logits, logits.clone())
+    assert same.top1_same == same.rows and same.greedy_divergence is None
 
 
 @pytest.mark.parametrize("spec", ["none,dtype=bf16", "all:bf16"])
