@@ -278,10 +278,15 @@ def test_one_topk_search_gives_every_k_of_the_table(seed: int, vocab: int, noise
     assert got == _topk_checks_one_search_per_k(expected, actual)
 
 
-def test_the_reference_against_itself_is_the_same_agreement_as_against_a_copy() -> None:
-    logits = torch.randn(1, 16, 300)
-    logits[0, 3, 7] = float("nan")  # isclose(nan, nan) fails: the shortcut must count it too
-    assert metrics.agreement(logits, logits) == metrics.agreement(logits, logits.clone())
+@pytest.mark.parametrize("special", [None, "nan", "inf"])
+@pytest.mark.parametrize("shape", [(1, 16, 300), (2, 5, 3), (3, 1200)], ids=["lm", "lm-vocab-3", "classifier"])
+def test_the_reference_against_itself_is_the_same_agreement_as_against_a_copy(shape: tuple[int, ...], special: str | None) -> None:
+    logits = torch.randn(*shape, generator=torch.Generator().manual_seed(5))
+    if special is not None:  # isclose(nan, nan) fails: the shortcut must count it too; isclose(inf, inf) passes
+        logits.view(-1, shape[-1])[1, 2] = float(special)
+    same = metrics.agreement(logits, logits)
+    assert same is not None and same == metrics.agreement(logits, logits.clone())
+    assert same.top1_same == same.rows and same.greedy_divergence is None
 
 
 @pytest.mark.parametrize("spec", ["none,dtype=bf16", "all:bf16"])
@@ -314,3 +319,46 @@ def test_max_abs_propagates_nan_and_inf() -> None:
     assert _max_abs(torch.tensor([-float("inf"), 1.0])) == float("inf")
     assert _max_abs(torch.tensor([1.0, float("nan")])) != _max_abs(torch.tensor([1.0, float("nan")]))  # NaN
     assert _max_abs(torch.zeros(0)) == 0.0
+
+
+# --- the cost cuts of issue 35.5 (second round) change no number -----------------------------------------
+
+TINY_GPT2 = ["n_layer=2", "n_embd=64", "n_head=4", "vocab_size=512", "n_positions=64"]
+
+
+def _tables(spec: str, overrides: list[str], precisions: list[Precision]) -> list[object]:
+    """Every number of every run (the time each took aside), as the report holds them."""
+    import dataclasses
+
+    torch.manual_seed(0)  # a model file's get_model() draws its weights as it is loaded
+    section = run_parity(load_model(spec, overrides), precisions)
+    return [repr(dataclasses.replace(r, seconds=0.0)) for r in section.runs]
+
+
+@pytest.mark.parametrize(
+    ("spec", "overrides", "exceeding"),
+    [("hf:gpt2", TINY_GPT2, True), (str(MODELS / "parity_shared_output.py"), [], True), (str(MODELS / "tied_embeddings.py"), [], False)],
+    ids=["gpt2-tiny", "shared-output", "tied-embeddings"],
+)
+def test_the_shortcuts_give_the_tables_of_the_plain_path_bit_for_bit(spec: str, overrides: list[str], exceeding: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The widened weights written into a reused room, a tensor measured once however many modules return it,
+    and the statistics run past the dispatch mode: each precision kind's table (every module's max-abs, rel,
+    ULPs, non-finite count and verdict, the first module past the tolerance and its dominant op, the output's
+    agreement) is the plain path's, to the last bit. The plain path is the code before the shortcuts."""
+    import contextlib
+
+    from neuronprobe._torch import dispatch_mode
+    from neuronprobe.parity import drift, emulate
+
+    kinds = [
+        parse_precision(s)
+        for s in ("matmult:bf16", "matmult:fp16,mpa=off", "matmult:tf32", "none,dtype=bf16", "none,dtype=fp16,mpa=off", "all:fp8_e4m3", "all:bf16,mpa=off")
+    ]
+    fast = _tables(spec, overrides, kinds)
+    monkeypatch.setattr(emulate._Scratch, "widened", lambda self, narrow, dtype: narrow.to(dtype))
+    monkeypatch.setattr(drift.Seen, "get_or", lambda self, tensors, measure: measure())
+    monkeypatch.setattr(dispatch_mode, "modes_skipped", contextlib.nullcontext)
+    plain = _tables(spec, overrides, kinds)
+    assert fast == plain
+    # where a module passes the tolerance, its first one and the dominant op are compared too
+    assert any("dominant_op='aten::" in t for t in fast) == exceeding

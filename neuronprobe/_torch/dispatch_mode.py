@@ -6,6 +6,9 @@ it itself under torch 2.9 and is left as it is.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from neuronprobe._torch.check import Check, MissingInternal, run_check
 
 INTERNAL = "torch.utils._python_dispatch.TorchDispatchMode"
@@ -19,6 +22,22 @@ def dispatch_mode_base() -> type:
     except ImportError as exc:
         raise MissingInternal(INTERNAL, DEGRADES, str(exc)) from exc
     return TorchDispatchMode
+
+
+@contextlib.contextmanager
+def modes_skipped() -> Iterator[None]:
+    """Ops inside reach their kernels directly, past every active dispatch mode (``torch._C._DisableTorchDispatch``,
+    the guard behind ``torch.utils._mode_utils.no_dispatch``).
+
+    The same kernels run as when a mode's handler calls the op itself, without the Python round trip per op:
+    for measurements taken in the middle of a recorded or emulated forward on plain tensors. A torch without
+    the guard runs them through the modes (slower, the same numbers: the caller's mode passes them on).
+    """
+    import torch
+
+    guard = getattr(torch._C, "_DisableTorchDispatch", None)
+    with guard() if guard is not None else contextlib.nullcontext():
+        yield
 
 
 def self_check() -> Check:

@@ -19,6 +19,7 @@ import functools
 import inspect
 import math
 import os
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -114,40 +115,85 @@ def _max_abs(t: Any) -> float:
     return math.nan if math.isnan(low) or math.isnan(high) else max(-low, high)
 
 
-def reference_scale(tensors: list[Any]) -> float:
-    """max |e| over the finite elements of a call's reference tensors."""
+class Seen:
+    """Results already measured on a tensor, within one forward: a model's logits are the output of the
+    head, of the model and of neuronprobe's wrapper, and the final output (GPT-2: four times 1.6M values).
+
+    A tensor is known by its memory, dtype, shape, strides and version counter (an in-place update is a
+    new value; a view or ``detach`` shares it with its base). An entry counts only while the tensors it was
+    measured on are alive (weak references: nothing is kept longer than the forward keeps it), so that
+    memory cannot have been handed to another tensor: the same key is the same values, and the same
+    kernel on them gives the same number.
+    """
+
+    def __init__(self) -> None:
+        self._results: dict[tuple[Any, ...], tuple[list[Any], Any]] = {}
+
+    @staticmethod
+    def _identity(t: Any) -> tuple[Any, ...]:
+        return (t.data_ptr(), t.dtype, tuple(t.shape), t.stride(), t._version)
+
+    def get_or(self, tensors: list[Any], measure: Callable[[], Any]) -> Any:
+        key = tuple(self._identity(t) for t in tensors)
+        hit = self._results.get(key)
+        if hit is not None and all(ref() is not None for ref in hit[0]):
+            return hit[1]
+        result = measure()
+        self._results[key] = ([weakref.ref(t) for t in tensors], result)
+        return result
+
+
+def _finite_max_abs(t: Any) -> float:
+    """max |t| over the finite elements."""
     import torch
 
+    m = _max_abs(t)
+    if not math.isfinite(m):
+        m = _max_abs(torch.where(torch.isfinite(t), t, torch.zeros((), dtype=t.dtype)))
+    return m
+
+
+def reference_scale(tensors: list[Any], seen: Seen | None = None) -> float:
+    """max |e| over the finite elements of a call's reference tensors (``seen``: tensors measured already)."""
     out = 0.0
     for t in tensors:
-        m = _max_abs(t)
-        if not math.isfinite(m):
-            m = _max_abs(torch.where(torch.isfinite(t), t, torch.zeros((), dtype=t.dtype)))
+        m = _finite_max_abs(t) if seen is None else seen.get_or([t], functools.partial(_finite_max_abs, t))
         out = max(out, m)
     return out
 
 
-def drift_stats(reference: list[Any], actual: list[Any], low: str, tolerance: Tolerance, scale: float | None = None) -> tuple[float, float, float, int, bool]:
+def _pair_error(ref: Any, got: Any) -> tuple[float, int]:
+    """(max |got - ref| over the elements finite in both, the elements finite in ``ref`` and not in ``got``)."""
+    import torch
+
+    diff = got.detach().float() - ref
+    worst = _max_abs(diff)
+    nonfinite = 0
+    if not math.isfinite(worst):  # inf or nan somewhere: count the new ones, compare the rest
+        finite_ref = torch.isfinite(ref)
+        finite_got = torch.isfinite(got)
+        nonfinite = int((finite_ref & ~finite_got).sum())
+        both = finite_ref & finite_got
+        worst = _max_abs(torch.where(both, diff, torch.zeros((), dtype=diff.dtype)))
+    return worst, nonfinite
+
+
+def drift_stats(
+    reference: list[Any], actual: list[Any], low: str, tolerance: Tolerance, scale: float | None = None, seen: Seen | None = None
+) -> tuple[float, float, float, int, bool]:
     """(max_abs, rel, ulps, nonfinite, exceeds) of ``actual`` against ``reference`` (lists of matching tensors).
 
     ``scale``: max |reference| when known (the reference run computes it once). The common case, every
     difference finite, costs one pass over each tensor; non-finite values take a masked second pass.
+    ``seen``: pairs of tensors measured already in this forward (their error is not measured again).
     """
-    import torch
-
     max_abs = 0.0
     nonfinite = 0
     for ref, got in zip(reference, actual, strict=False):
         if got.shape != ref.shape:
             continue
-        diff = got.detach().float() - ref
-        worst = _max_abs(diff)
-        if not math.isfinite(worst):  # inf or nan somewhere: count the new ones, compare the rest
-            finite_ref = torch.isfinite(ref)
-            finite_got = torch.isfinite(got)
-            nonfinite += int((finite_ref & ~finite_got).sum())
-            both = finite_ref & finite_got
-            worst = _max_abs(torch.where(both, diff, torch.zeros((), dtype=diff.dtype)))
+        worst, bad = _pair_error(ref, got) if seen is None else seen.get_or([ref, got], functools.partial(_pair_error, ref, got))
+        nonfinite += bad
         max_abs = max(max_abs, worst)
     max_ref = reference_scale(reference) if scale is None else scale
     rel = max_abs / max_ref if max_ref > 0 else (math.inf if max_abs > 0 else 0.0)
@@ -237,6 +283,7 @@ def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = T
     ref = Reference()
     pending: dict[int, list[tuple[str | None, int | None]]] = {}
     versions: list[tuple[Any, int]] = []
+    seen = Seen()  # a tensor returned by several modules (the logits) is measured once
 
     def enter(m: Any) -> None:
         pending.setdefault(id(m), []).append(_caller() if lines else (None, None))
@@ -248,7 +295,7 @@ def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = T
             tensors = [t.clone() for t in tensors]
         else:
             versions.extend((t, t._version) for t in tensors)
-        ref.calls.append(_Call(names.key(m), type(m).__name__, file, line, tensors, reference_scale(tensors)))
+        ref.calls.append(_Call(names.key(m), type(m).__name__, file, line, tensors, reference_scale(tensors, seen)))
 
     with _hooks(module, enter, exit_):
         value = forward()
@@ -256,7 +303,7 @@ def record_reference(module: Any, forward: Callable[[], Any], *, lines: bool = T
         return record_reference(module, forward, lines=lines, strip=strip, copy=True)
     ref.final_value = value
     ref.final = [t.detach().float() for t in float_tensors(value)]
-    ref.final_scale = reference_scale(ref.final)
+    ref.final_scale = reference_scale(ref.final, seen)
     return ref
 
 
@@ -286,6 +333,7 @@ def compare(
     names = _Names(module, strip)
     by_key = reference.by_key()
     rows: list[ModuleDrift] = []
+    seen = Seen()  # the logits returned by the head, the model and the wrapper are compared once
 
     def exit_(m: Any, out: Any) -> None:
         key = names.key(m)
@@ -293,13 +341,13 @@ def compare(
         if ref is None:
             return  # a call the reference did not make (a branch on values): nothing to compare with
         with measuring():
-            stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale)
+            stats = drift_stats(ref.tensors, float_tensors(out), low, tolerance, ref.scale, seen)
         rows.append(ModuleDrift(key, ref.module_type, ref.file, ref.line, *stats))
 
     with _hooks(module, None, exit_):
         value = forward()
     with measuring():
-        final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale)
+        final = drift_stats(reference.final, float_tensors(value), low, tolerance, reference.final_scale, seen)
     output = ModuleDrift("", type(module).__name__, None, None, *final)
     return Comparison(rows, output, value)
 

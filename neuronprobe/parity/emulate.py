@@ -153,6 +153,41 @@ class WeightCasts:
         return t.detach().to(dtype)
 
 
+class _Scratch:
+    """Reused room for the weights one matmul reads widened back from their low-type cast.
+
+    A widened weight lives for one op: widening each into newly allocated memory made the process
+    map and fault in fresh pages for every weight of every forward (GPT-2: about 0.5 GB a forward,
+    which cost more than the conversion itself). The room grows to the largest op's weights and is
+    reused; each view starts on a 64-byte boundary, as torch's allocator aligns a new tensor, and has
+    the strides ``Tensor.to`` would give it, so the matmul reads the same values in the same layout.
+    """
+
+    _ALIGN = 64  # bytes
+
+    def __init__(self) -> None:
+        self._room: Any = None
+        self._used = 0  # bytes handed out since the last reset
+
+    def reset(self) -> None:
+        self._used = 0
+
+    def widened(self, narrow: Any, dtype: Any) -> Any:
+        """``narrow.to(dtype)``, written into the room."""
+        import torch
+
+        layout = torch.empty_like(narrow, dtype=dtype, device="meta")  # the strides .to() gives (preserve_format)
+        span = 1 + sum((n - 1) * s for n, s in zip(layout.shape, layout.stride(), strict=True)) if layout.numel() else 0
+        size = span * layout.element_size()
+        start = -(-self._used // self._ALIGN) * self._ALIGN
+        if self._room is None or start + size > self._room.numel():
+            # a bigger room; the views of this op handed out so far keep the old one alive until the op is done
+            self._room = torch.empty(start + size, dtype=torch.uint8)
+        self._used = start + size
+        out = self._room[start : start + size].view(dtype).as_strided(layout.shape, layout.stride())
+        return out.copy_(narrow)
+
+
 class Emulator:
     """The dispatch-mode logic; see :func:`emulated`. ``observer`` sees (op name, fp32 recompute, emulated output)."""
 
@@ -164,20 +199,31 @@ class Emulator:
         self._casts = casts if casts is not None else WeightCasts()
         self.observer: Callable[[str, Any, Any], None] | None = None
         self._paused = 0  # > 0 while neuronprobe's own measuring code runs inside the forward (see paused())
+        self._scratch = _Scratch()  # the widened weights of the matmul being emulated
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """Ops run exactly as torch runs them inside: the comparison's statistics, computed in a module hook
         during the emulated forward, are measurements, not part of the model (a norm of the error would
-        otherwise be rounded like the model's own reductions)."""
+        otherwise be rounded like the model's own reductions). They skip the dispatch mode altogether (the
+        kernels the mode's pass-through would call, without a Python round trip per op)."""
+        from neuronprobe._torch.dispatch_mode import modes_skipped
+
         self._paused += 1
         try:
-            yield
+            with modes_skipped():
+                yield
         finally:
             self._paused -= 1
 
+    def release(self) -> None:
+        """Let go of the scratch room (the largest op's widened weights) once the forward is done."""
+        self._scratch = _Scratch()
+
     # -- rounding -----------------------------------------------------------------------------
-    def _rounded(self, t: Any, low: str) -> Any:
+    def _rounded(self, t: Any, low: str, scratch: bool = False) -> Any:
+        """``t`` rounded to ``low``. ``scratch``: a weight's widened view may be written into the emulator's
+        scratch room (only for an op whose result never aliases its inputs, and only until the next such op)."""
         if not _is_float(t):
             return t
         storage = t.untyped_storage()
@@ -188,7 +234,8 @@ class Emulator:
             if low_dtype is not None and low_dtype != t.dtype:
                 # Its storage cast once for the whole parity run (shared with the other precisions and inputs);
                 # the view this op reads is widened back on the spot, so no fp32 copy of every weight is kept.
-                return self._casts.flat(t, low_dtype).as_strided(t.shape, t.stride(), t.storage_offset()).to(t.dtype)
+                narrow = self._casts.flat(t, low_dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+                return self._scratch.widened(narrow, t.dtype) if scratch else narrow.to(t.dtype)
             key = (storage.data_ptr(), t.dtype, t._version, low)  # views share the version counter of their base
             flat = self._cache.get(key)
             if flat is None:  # tf32, or a weight already in the low type: rounded in its own dtype, once
@@ -247,8 +294,9 @@ class Emulator:
         import torch
 
         out_dtype = next((a.dtype for a in args if _is_float(a)), torch.float32)
-        rargs = self._map(args, lambda t: self._rounded(t, low).float())
-        rkwargs = {k: self._map(v, lambda t: self._rounded(t, low).float()) for k, v in kwargs.items()}
+        self._scratch.reset()  # the previous matmul's widened weights are spent (its result is a new tensor)
+        rargs = self._map(args, lambda t: self._rounded(t, low, scratch=True).float())
+        rkwargs = {k: self._map(v, lambda t: self._rounded(t, low, scratch=True).float()) for k, v in kwargs.items()}
         out = func(*rargs, **rkwargs)
         return out.to(out_dtype) if out_dtype != torch.float32 else out
 
@@ -483,8 +531,11 @@ def emulated(precision: Precision, module: Any, state: dict[str, Any] | None = N
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> Any:
             return emulator.dispatch(func, args, kwargs or {})
 
-    with torch.no_grad(), Mode():
-        yield emulator
+    try:
+        with torch.no_grad(), Mode():
+            yield emulator
+    finally:
+        emulator.release()
 
 
 # The report's legend (ParitySection.emulated / not_emulated): the docstring above, in short.
