@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.files import not_regular
 from neuronprobe.loaders.model import LoadedModel
 
 HF_PREFIX = "hf:"
@@ -263,6 +264,9 @@ def import_model_file(path: Path, paths: Sequence[str | os.PathLike[str]] = ()) 
         raise ModelLoadError(f"{path}: no such model file")
     if path.is_dir():
         raise ModelLoadError(f"{path}: is a folder; give a Python model file")
+    kind = not_regular(path)
+    if kind is not None:  # a FIFO would block the import until --timeout, /dev/zero would fill the memory
+        raise ModelLoadError(f"{path}: is {kind}, not a Python model file")
     module_name = f"neuronprobe_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

@@ -66,8 +66,27 @@ _MAC_CONTEXT = b"neuronprobe result cache entry v2\0"  # a key used elsewhere ca
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
 
 
+UNVERIFIABLE = "unverifiable"  # the inputs key listing the inputs that are not regular files (FIFOs, devices)
+# The largest model or helper file parsed for its imports (a Python file a person wrote is far smaller).
+MAX_SOURCE_BYTES = 64 * 2**20
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _file_hash(path: Path, unverifiable: list[str]) -> str | None:
+    """A file's sha256, read 1 MiB at a time (a 20 GB trace needs no memory); None when it does not exist.
+
+    A FIFO, a device or an unreadable file is never read: it goes to ``unverifiable`` (the key
+    computation runs in the command's own process, where a FIFO without a writer would block
+    the night for ever), and a model with such an input is neither cached nor reused.
+    """
+    try:
+        return file_sha256(str(path))
+    except OSError:
+        unverifiable.append(str(path))
+        return None
 
 
 # --- the secret ------------------------------------------------------------------------
@@ -150,8 +169,8 @@ def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
             continue
         seen.add(file)
         try:
-            tree = ast.parse(file.read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            tree = ast.parse(read_input(file, "model", cap=MAX_SOURCE_BYTES))  # bounded: a FIFO or /dev/zero is skipped, never read
+        except (InputError, SyntaxError, ValueError, RecursionError):
             continue  # the analysis will say what is wrong with it; its bytes are still hashed
         for node in ast.walk(tree):
             names: list[tuple[str, int]] = []
@@ -197,11 +216,11 @@ def stack_versions() -> dict[str, str | None]:
     return out
 
 
-def _content_hash(path: Path) -> dict[str, str | None]:
+def _content_hash(path: Path, unverifiable: list[str]) -> dict[str, str | None]:
     """A file's sha256, or every file's under a folder (relative name -> sha256), for ``cache_inputs``."""
     if path.is_dir():
-        return {str(p.relative_to(path)): file_sha256(str(p)) for p in sorted(path.rglob("*")) if p.is_file()}
-    return {"": file_sha256(str(path))}
+        return {str(p.relative_to(path)): _file_hash(p, unverifiable) for p in sorted(path.rglob("*")) if p.is_file()}
+    return {"": _file_hash(path, unverifiable)}
 
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
@@ -211,20 +230,21 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
     from neuronprobe.nightly.shards import rules_version
     from neuronprobe.version import __version__
 
-    files: dict[str, str] = {}
+    files: dict[str, str | None] = {}
+    unverifiable: list[str] = []
     # The analysis imports from these too (path = [...], then the user's PYTHONPATH; an installed
     # site-packages there is the stack, versioned below, not the model's own code).
     roots = [*model.path, *(p for p in pythonpath_entries() if Path(p).name not in _INSTALLED_DIRS)]
     if not is_named_spec(model.model):
         for file in local_imports(Path(model.model), [Path(r) for r in roots]):
-            files[str(file)] = _sha256(file.read_bytes())
-    declared = {str(p): _content_hash(Path(p)) for p in model.cache_inputs}
+            files[str(file)] = _file_hash(file, unverifiable)
+    declared = {str(p): _content_hash(Path(p), unverifiable) for p in model.cache_inputs}
     traffic = dataclasses.asdict(model.traffic)
     for key in ("shapes", "lengths"):
         if traffic.get(key) is not None:
             path = Path(traffic[key])
-            traffic[key] = {"path": str(path), "sha256": _sha256(path.read_bytes()) if path.is_file() else None}
-    return {
+            traffic[key] = {"path": str(path), "sha256": _file_hash(path, unverifiable)}
+    inputs: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "model": model.model,
         "files": files,
@@ -244,6 +264,9 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "stack": stack,
         "options": key_values(request_of(model, config)),  # every other option of the request (sdk, rules, decode_trace, env, ...)
     }
+    if unverifiable:  # only then: the keys of models with regular inputs stay what they were
+        inputs[UNVERIFIABLE] = sorted(set(unverifiable))
+    return inputs
 
 
 def cache_key(inputs: dict[str, Any]) -> str:
@@ -299,7 +322,10 @@ class ResultCache:
         """The model's cached analysis, marked with the night it came from, or None (a miss, or an entry not to trust)."""
         if self.secret.key is None:
             return None
-        found = self._verified(self.key_of(model))
+        key = self.key_of(model)
+        if self.inputs[model.name].get(UNVERIFIABLE):
+            return None  # an input with no content to hash: nothing cached can be vouched for
+        found = self._verified(key)
         if found is None:
             return None
         report, night = found
@@ -346,6 +372,9 @@ class ResultCache:
             self.notes.append(f"{model.name}: not cached: it read {reads.unverifiable[0]}, which is not a regular file the cache can hash")
             return
         key = self.key_of(model)
+        if self.inputs[model.name].get(UNVERIFIABLE):
+            self.notes.append(f"{model.name}: not cached: {self.inputs[model.name][UNVERIFIABLE][0]} is not a regular file the cache can hash")
+            return
         body = {"key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}
         body.update(reads=dict(sorted(reads.files.items())), report=result.report.to_json())
         body_text = json.dumps(body)
