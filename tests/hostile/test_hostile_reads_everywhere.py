@@ -93,10 +93,11 @@ def test_a_nightly_whose_model_is_a_fifo_ends_instead_of_hanging_on_its_cache_ke
 
 
 def test_the_cache_key_names_inputs_it_cannot_hash_and_never_reuses_them(tmp_path, monkeypatch):
+    from diff_fixtures import make_report
+
     from neuronprobe.file_reads import FileReads
     from neuronprobe.nightly.cache import UNVERIFIABLE, ResultCache
     from neuronprobe.nightly.run import Analysed, load_config
-    from diff_fixtures import make_report
 
     monkeypatch.setenv("NEURONPROBE_CACHE_KEY", "k" * 40)
     (tmp_path / "m.py").write_text("# a model\n")
