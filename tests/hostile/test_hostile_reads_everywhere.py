@@ -145,3 +145,42 @@ def test_a_rule_file_that_is_not_a_file_is_judged_on_the_open_descriptor(tmp_pat
     rules = _hostile(tmp_path, kind, "rules.json")
     line = refused_line(["analyze", str(model), "--rules", str(rules), "-o", str(tmp_path / "r")], [model])
     assert line == f"error: {rules}: is {WHAT[kind]}, not a rule file"
+
+
+def test_a_jsonl_trace_is_kept_by_column_not_as_a_dict_per_row(tmp_path):
+    """The JSONL reader's memory per request: a dict per row cost ~560 bytes, so a 1 GiB trace of short
+    rows (24M requests, under MAX_TRACE_ROWS) needed ~14 GB before any cap fired; by column it is ~140."""
+    import tracemalloc
+
+    import pandas  # noqa: F401 - imported before the count: the reader's memory, not the import's
+
+    from neuronprobe.shape_buckets.decode_trace import _jsonl
+
+    rows = 50_000
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(f'{{"prompt_tokens": {1000 + i % 5000}, "output_tokens": {300 + i % 700}}}\n' for i in range(rows)))
+    data = path.read_bytes()
+    tracemalloc.start()
+    try:
+        frame, lines = _jsonl(path, data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(frame) == rows and lines[-1] == rows and frame["prompt_tokens"].dtype.kind == "i"
+    assert peak / rows < 300, f"{peak / rows:.0f} bytes per request"
+
+
+def test_a_jsonl_trace_names_its_lines_and_a_missing_key_as_before(tmp_path):
+    from neuronprobe.errors import InputError
+    from neuronprobe.shape_buckets.decode_trace import read_decode_trace
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"prompt_tokens": 10, "output_tokens": 5}\r\n\n{"prompt_tokens": 7, "output_tokens": 2, "t": 1}\n')
+    trace = read_decode_trace(path)
+    assert trace.prompts.tolist() == [10, 7] and trace.outputs.tolist() == [5, 2]
+    path.write_bytes(b'{"prompt_tokens": 10, "output_tokens": 5}\n\n{"prompt_tokens": 7}\n')
+    with pytest.raises(InputError, match=r"line 3"):
+        read_decode_trace(path)
+    path.write_bytes(b'{"prompt_tokens": 10, "output_tokens": 5}\n{"prompt_tokens": \xff}\n')
+    with pytest.raises(InputError, match=r"not UTF-8 at byte 60"):
+        read_decode_trace(path)
