@@ -136,7 +136,7 @@ def model_hash(loaded: Any) -> tuple[str, str]:
     path = getattr(loaded, "path", None)
     source = str(getattr(loaded, "source", ""))
     digest = file_sha256(str(path)) if path is not None and Path(path).is_file() else None  # read 1 MiB at a time, never a FIFO
-    if digest is not None:
+    if path is not None and digest is not None:
         return f"sha256:{digest}", f"the model file {Path(path).name}"
     # the transformers model's config: on the module, or on the model inside neuronprobe's wrapper
     config = next((m.config for m in loaded.module.modules() if hasattr(getattr(m, "config", None), "to_dict")), None)
