@@ -59,15 +59,19 @@ class FileReads:
 
 
 def file_sha256(path: str) -> str | None:
-    """The sha256 of a regular file's content; None when it does not exist. OSError for anything else unreadable."""
+    """The sha256 of a regular file's content; None when it does not exist. OSError for anything else unreadable.
+
+    Opened without blocking and judged on the open descriptor (a FIFO put in the file's
+    place after a check would otherwise block the open for ever).
+    """
     try:
-        mode = os.stat(path).st_mode
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         return None
-    if not stat.S_ISREG(mode):
-        raise OSError(f"{path} is not a regular file")
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        digest = hashlib.sha256()
         while chunk := fh.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()

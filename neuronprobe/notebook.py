@@ -146,6 +146,7 @@ def _running_cell_number(shell: Any) -> int:
 
 def run_line(line: str) -> Any:
     """What ``%neuronprobe SUBCOMMAND ...`` does: the CLI in a child process; a Report for analyze."""
+    from neuronprobe.process.lifeline import PARENT_PID_ENV
     from neuronprobe.report.model import load_report
 
     try:
@@ -165,7 +166,9 @@ def run_line(line: str) -> Any:
             capture_output=True,
             text=True,
             check=False,
-            env={**os.environ, "NO_COLOR": "1"},
+            # The command dies with this kernel (python -m neuronprobe arms PR_SET_PDEATHSIG): a killed or
+            # restarted kernel does not leave an analysis running for up to its --timeout.
+            env={**os.environ, "NO_COLOR": "1", PARENT_PID_ENV: str(os.getpid())},
         )
         if args[0] != ANALYZE or proc.returncode not in (0, 1, 4) or not json_path or not os.path.exists(json_path):
             sys.stdout.write(proc.stdout)

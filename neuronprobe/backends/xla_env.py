@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from neuronprobe.errors import BackendUnavailable, InputError
+from neuronprobe.files import read_input_text
 
 PYTHON_ENV = "NEURONPROBE_XLA_PYTHON"
 DIR_ENV = "NEURONPROBE_XLA_ENV"  # the managed environment's folder, instead of the default one
@@ -55,6 +56,7 @@ IMPORT_PROBE_TIMEOUT_S = 300
 # completeness marker records again. A folder is the set-up's own only when its stamp holds a token
 # and the marker (if any) the same one; a `complete.json` and a `venv/` alone are someone else's.
 OWNER_FILE = ".neuronprobe-xla-env"
+MAX_MARKER_BYTES = 1 << 20  # the marker and the stamp are a few hundred bytes
 # What neuronprobe <= the token stamp wrote: accepted only in the default location, for a venv whose
 # marker names that venv's own interpreter (the environment this machine already set up).
 LEGACY_OWNER_TEXT = "created by `neuronprobe setup xla-cpu`: its environment lives here\n"
@@ -304,10 +306,19 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
     return XlaEnv(STATE_READY, python, path, source, versions)
 
 
-def _read_marker(path: Path) -> dict | None:
+def _read_small(file: Path) -> str | None:
+    """A marker or stamp of the folder, or None: through the bounded reader (a FIFO or /dev/zero put there never hangs)."""
     try:
-        data = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON, nested without end
+        return read_input_text(file, "marker", cap=MAX_MARKER_BYTES)
+    except InputError:  # missing, not a regular file, too large, not UTF-8
+        return None
+
+
+def _read_marker(path: Path) -> dict | None:
+    text = _read_small(path / MARKER)
+    try:
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):  # not JSON, nested without end
         return None
     return data if isinstance(data, dict) else None
 
@@ -456,9 +467,10 @@ def _owned_entries() -> set[str]:
 
 def _stamp_token(path: Path) -> str | None:
     """The random token of the folder's stamp, or None (no stamp, or not one set-up wrote with a token)."""
+    text = _read_small(path / OWNER_FILE)
     try:
-        data = json.loads((path / OWNER_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
         return None
     token = data.get("token") if isinstance(data, dict) else None
     if isinstance(token, str) and len(token) == TOKEN_CHARS and all(c in "0123456789abcdef" for c in token):
@@ -476,9 +488,8 @@ def _legacy_places() -> set[Path]:
 
 def _is_legacy_default(path: Path) -> bool:
     """The environment an earlier neuronprobe set up in the default place: its old stamp, and a marker naming its own venv."""
-    try:
-        stamp = (path / OWNER_FILE).read_text(encoding="utf-8")
-    except (OSError, ValueError):
+    stamp = _read_small(path / OWNER_FILE)
+    if stamp is None:
         return False
     marker = _read_marker(path)
     return (

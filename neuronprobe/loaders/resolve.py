@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError, ModelLoadError
+from neuronprobe.files import not_regular, read_input
 from neuronprobe.loaders.model import LoadedModel
 
 HF_PREFIX = "hf:"
@@ -109,6 +110,8 @@ def load_model(spec: str, overrides: Iterable[str] = (), entry: str | None = Non
 # those folders shadowed (a notebook's own ``helper``) back in place.
 
 PYTHONPATH_ENV = "PYTHONPATH"
+# The largest model or helper file parsed for its imports (a Python file a person wrote is far smaller).
+MAX_SOURCE_BYTES = 64 * 2**20
 _MODEL_MODULE_PREFIX = "neuronprobe_model_"  # import_model_file's own name for the model file (kept, as before)
 _EXTENSION_SUFFIXES = (".so", ".pyd")
 
@@ -150,8 +153,8 @@ def local_imports(model_file: Path, roots: Sequence[Path] = ()) -> list[Path]:
             continue
         seen.add(file)
         try:
-            tree = ast.parse(file.read_bytes())
-        except (OSError, SyntaxError, ValueError):
+            tree = ast.parse(read_input(file, "model", cap=MAX_SOURCE_BYTES))  # bounded: a FIFO or /dev/zero is skipped, never read
+        except (InputError, SyntaxError, ValueError, RecursionError):
             continue  # the analysis will say what is wrong with it; its bytes are still hashed
         for node in ast.walk(tree):
             names: list[tuple[str, int]] = []
@@ -326,6 +329,9 @@ def import_model_file(path: Path, paths: Sequence[str | os.PathLike[str]] = ()) 
         raise ModelLoadError(f"{path}: no such model file")
     if path.is_dir():
         raise ModelLoadError(f"{path}: is a folder; give a Python model file")
+    kind = not_regular(path)
+    if kind is not None:  # a FIFO would block the import until --timeout, /dev/zero would fill the memory
+        raise ModelLoadError(f"{path}: is {kind}, not a Python model file")
     module_name = f"neuronprobe_model_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

@@ -70,8 +70,25 @@ _MAC_CONTEXT = f"neuronprobe result cache entry v{CACHE_FORMAT}\0".encode()  # a
 _INSTALLED_DIRS = frozenset({"site-packages", "dist-packages"})
 
 
+UNVERIFIABLE = "unverifiable"  # the inputs key listing the inputs that are not regular files (FIFOs, devices)
+
+
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _file_hash(path: Path, unverifiable: list[str]) -> str | None:
+    """A file's sha256, read 1 MiB at a time (a 20 GB trace needs no memory); None when it does not exist.
+
+    A FIFO, a device or an unreadable file is never read: it goes to ``unverifiable`` (the key
+    computation runs in the command's own process, where a FIFO without a writer would block
+    the night for ever), and a model with such an input is neither cached nor reused.
+    """
+    try:
+        return file_sha256(str(path))
+    except OSError:
+        unverifiable.append(str(path))
+        return None
 
 
 # --- the secret ------------------------------------------------------------------------
@@ -151,11 +168,11 @@ def stack_versions() -> dict[str, str | None]:
     return out
 
 
-def _content_hash(path: Path) -> dict[str, str | None]:
+def _content_hash(path: Path, unverifiable: list[str]) -> dict[str, str | None]:
     """A file's sha256, or every file's under a folder (relative name -> sha256), for ``cache_inputs``."""
     if path.is_dir():
-        return {str(p.relative_to(path)): file_sha256(str(p)) for p in sorted(path.rglob("*")) if p.is_file()}
-    return {"": file_sha256(str(path))}
+        return {str(p.relative_to(path)): _file_hash(p, unverifiable) for p in sorted(path.rglob("*")) if p.is_file()}
+    return {"": _file_hash(path, unverifiable)}
 
 
 def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str | None, stack: dict[str, str | None]) -> dict[str, Any]:
@@ -165,20 +182,21 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
     from neuronprobe.nightly.shards import rules_version
     from neuronprobe.version import __version__
 
-    files: dict[str, str] = {}
+    files: dict[str, str | None] = {}
+    unverifiable: list[str] = []
     # The analysis imports from these too (path = [...], then the user's PYTHONPATH; an installed
     # site-packages there is the stack, versioned below, not the model's own code).
     roots = [*model.path, *(p for p in pythonpath_entries() if Path(p).name not in _INSTALLED_DIRS)]
     if not is_named_spec(model.model):
         for file in local_imports(Path(model.model), [Path(r) for r in roots]):
-            files[str(file)] = _sha256(file.read_bytes())
-    declared = {str(p): _content_hash(Path(p)) for p in model.cache_inputs}
+            files[str(file)] = _file_hash(file, unverifiable)
+    declared = {str(p): _content_hash(Path(p), unverifiable) for p in model.cache_inputs}
     traffic = dataclasses.asdict(model.traffic)
     for key in ("shapes", "lengths"):
         if traffic.get(key) is not None:
             path = Path(traffic[key])
-            traffic[key] = {"path": str(path), "sha256": _sha256(path.read_bytes()) if path.is_file() else None}
-    return {
+            traffic[key] = {"path": str(path), "sha256": _file_hash(path, unverifiable)}
+    inputs: dict[str, Any] = {
         "format": CACHE_FORMAT,
         "model": model.model,
         "files": files,
@@ -198,6 +216,9 @@ def cache_inputs(model: ModelConfig, config: NightlyConfig, require_backend: str
         "stack": stack,
         "options": key_values(request_of(model, config)),  # every other option of the request (sdk, rules, decode_trace, env, ...)
     }
+    if unverifiable:  # only then: the keys of models with regular inputs stay what they were
+        inputs[UNVERIFIABLE] = sorted(set(unverifiable))
+    return inputs
 
 
 def cache_key(inputs: dict[str, Any]) -> str:
@@ -253,7 +274,10 @@ class ResultCache:
         """The model's cached analysis, marked with the night it came from, or None (a miss, or an entry not to trust)."""
         if self.secret.key is None:
             return None
-        found = self._verified(self.key_of(model))
+        key = self.key_of(model)
+        if self.inputs[model.name].get(UNVERIFIABLE):
+            return None  # an input with no content to hash: nothing cached can be vouched for
+        found = self._verified(key)
         if found is None:
             return None
         report, night = found
@@ -307,6 +331,9 @@ class ResultCache:
             )
             return
         key = self.key_of(model)
+        if self.inputs[model.name].get(UNVERIFIABLE):
+            self.notes.append(f"{model.name}: not cached: {self.inputs[model.name][UNVERIFIABLE][0]} is not a regular file the cache can hash")
+            return
         body = {"key": key, "date": self.date, "name": model.name, "inputs": self.inputs[model.name]}
         body.update(reads=dict(sorted(reads.files.items())), report=result.report.to_json())
         body_text = json.dumps(body)

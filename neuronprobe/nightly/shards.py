@@ -29,6 +29,7 @@ from pathlib import Path
 
 from neuronprobe.defaults import MAX_SECONDS
 from neuronprobe.errors import ConfigError, ReportFormatError
+from neuronprobe.file_reads import file_sha256
 from neuronprobe.nightly.documents import SHARD_MANIFEST_DOCUMENT, ShardEntry, ShardManifest
 from neuronprobe.nightly.run import (
     DATE_RE,
@@ -104,7 +105,7 @@ def last_durations(history_dir: Path) -> dict[str, float]:
 
 def config_sha256(config: NightlyConfig) -> str:
     """The hash of the config file's bytes: every shard of one night must have read the same config."""
-    return hashlib.sha256(Path(config.path).read_bytes()).hexdigest()
+    return file_sha256(str(config.path)) or ""  # read 1 MiB at a time; a FIFO put in its place is an OSError, never a hang
 
 
 def rules_version() -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from neuronprobe.errors import InputError
+from neuronprobe.file_reads import file_sha256
 from neuronprobe.parity.reference import (
     MANIFEST_NAME,
     NEVER_RECOMPUTED,
@@ -170,7 +171,6 @@ def prepare(options: ReferenceOptions, model: str) -> FrozenReference | None:
     A missing reference is refused here, never recomputed; a model file whose bytes changed since
     the reference was saved is refused before the model runs (an ``hf:`` config is checked once built).
     """
-    import hashlib
 
     if options.cross_backend and options.reference is None:
         raise InputError("--cross-backend compares with a frozen reference: give --reference DIR")
@@ -190,7 +190,7 @@ def prepare(options: ReferenceOptions, model: str) -> FrozenReference | None:
     frozen = load_reference(options.reference)
     path = Path(model)
     if path.is_file() and frozen.identity.model_hash.startswith("sha256:"):
-        now = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        now = f"sha256:{file_sha256(str(path))}"  # read 1 MiB at a time, judged on the open descriptor
         if frozen.identity.model_hash_of.startswith("the model file") and now != frozen.identity.model_hash:
             check_identity(
                 frozen, RunIdentity(model, now, frozen.identity.model_hash_of, frozen.identity.inputs_hash, frozen.identity.backend, frozen.identity.fake)

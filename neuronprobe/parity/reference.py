@@ -36,6 +36,7 @@ from typing import Any
 
 from neuronprobe.backends.outputs import named_outputs
 from neuronprobe.errors import InputError
+from neuronprobe.file_reads import file_sha256
 from neuronprobe.jsonio import dumps
 from neuronprobe.limits import MAX_DIM
 from neuronprobe.report.schema.reference import ReferenceComparison, TensorCheck, Top1Check
@@ -134,8 +135,9 @@ def model_hash(loaded: Any) -> tuple[str, str]:
     """
     path = getattr(loaded, "path", None)
     source = str(getattr(loaded, "source", ""))
-    if path is not None and Path(path).is_file():
-        return _sha256(Path(path).read_bytes()), f"the model file {Path(path).name}"
+    digest = file_sha256(str(path)) if path is not None and Path(path).is_file() else None  # read 1 MiB at a time, never a FIFO
+    if path is not None and digest is not None:
+        return f"sha256:{digest}", f"the model file {Path(path).name}"
     # the transformers model's config: on the module, or on the model inside neuronprobe's wrapper
     config = next((m.config for m in loaded.module.modules() if hasattr(getattr(m, "config", None), "to_dict")), None)
     if source.startswith("hf:") and config is not None:

@@ -204,17 +204,10 @@ def load_rules_file(
 
     ``bundled`` and ``reserved`` are the ids the user's rules may not reuse (see :func:`check_user_ids`).
     """
-    try:
-        size = path.stat().st_size
-        if not path.is_file():
-            raise InputError(f"{path}: the rule file is not a regular file")
-        if size > MAX_RULE_FILE_BYTES:
-            raise InputError(f"{path}: the rule file is {size} bytes; a rule file is at most {MAX_RULE_FILE_BYTES} bytes")
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read the rule file ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: the rule file is not UTF-8 text (byte {exc.start})") from None
+    from neuronprobe.files import read_input_text
+
+    # The bounded reader, judged on the open descriptor: a FIFO, a device or a file above the cap is one sentence.
+    text = read_input_text(path, "rule", cap=MAX_RULE_FILE_BYTES)
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -7,6 +7,7 @@ parent-death signal a killed ``neuronprobe analyze`` left it spinning in the mod
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -147,3 +148,21 @@ def test_a_killed_nightly_takes_its_fork_server_and_the_worker_it_forked_with_it
     )
     # The worker is the server's child (the command's grandchild): wait for it, not only for the server.
     _kill_cli_and_watch(cli, lambda pid: pid not in _children(cli.pid), wait_s=180)
+
+
+def test_a_killed_notebook_kernel_takes_the_magics_command_and_its_worker_with_it(tmp_path):
+    """`%neuronprobe analyze` runs the command in a child of the kernel: a killed (or restarted) kernel ends it too.
+
+    The stand-in kernel is a Python process calling the magic's own function; before the command armed
+    its parent-death signal, it and its worker spun on for up to their --timeout after the kernel was gone.
+    """
+    line = shlex.join(["analyze", str(HOSTILE / "loop_forever.py"), "-o", str(tmp_path / "r"), "--backend", "static", "--timeout", "300"])
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from neuronprobe.notebook import run_line; run_line(sys.argv[1])", line],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    # The analysis worker is the command's child (the kernel's grandchild): wait for it, then kill the kernel.
+    _kill_cli_and_watch(kernel, lambda pid: pid not in _children(kernel.pid), wait_s=180)

@@ -42,9 +42,16 @@ def probe_installed(python: str = sys.executable, timeout: float = PROBE_TIMEOUT
 
 def read_dump(path: Path) -> dict[str, Any]:
     """A recorded probe result: ``{"registrations": [...], "torch_neuronx": ..., "torch": ..., "date": ...}``."""
+    from neuronprobe.files import read_input_text
+    from neuronprobe.support.native.table import MAX_TABLE_BYTES
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        text = read_input_text(path, "registrations dump", cap=MAX_TABLE_BYTES)  # bounded: a FIFO or /dev/zero is one sentence
+    except InputError as exc:
+        raise InputError(f"--from-dump {exc}") from None
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"--from-dump {path}: cannot read it ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("registrations"), list):
         raise InputError(f"--from-dump {path}: not a registrations dump (a JSON object with a 'registrations' list)")

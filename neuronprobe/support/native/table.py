@@ -28,6 +28,9 @@ from typing import Any
 from neuronprobe.errors import InputError, InternalError
 
 TABLE_FILE = "native-table.json"
+# The largest table file read (a release's torch_api_compatibility.md and the bundled JSON are ~100 KB):
+# read through the bounded reader, so a FIFO or a link to /dev/zero given as --support-table is one sentence.
+MAX_TABLE_BYTES = 16 * 1024 * 1024
 STATUSES = ("Y", "CPU_FALLBACK", "N")
 _DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool", "complex64", "complex128")
 
@@ -103,9 +106,12 @@ def installed_path(environ: Mapping[str, str] | None = None) -> Path:
 
 def read_json_table(path: Path, origin: str = "file") -> NativeTable:
     """A table in neuronprobe's own format (what ``setup native-table`` writes)."""
+    from neuronprobe.files import read_input_text
+
+    text = read_input_text(path, "native support table", cap=MAX_TABLE_BYTES)
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"{path}: cannot read the native support table ({exc})") from None
     if not isinstance(doc, dict):
         raise InputError(f"{path}: not a native support table (a JSON object is expected)")
@@ -195,10 +201,12 @@ def read_support_table(path: Path) -> NativeTable:
     """``--support-table FILE``: a release's ``torch_api_compatibility.md``, or a table in JSON."""
     if path.suffix.lower() == ".json":
         return read_json_table(path)
+    from neuronprobe.files import read_input_text
+
+    text = read_input_text(path, "support table", cap=MAX_TABLE_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
         mtime = date.fromtimestamp(path.stat().st_mtime)
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise InputError(f"{path}: cannot read the support table ({exc})") from None
     return overlay_compat(bundled(), text, str(path), mtime)
 
