@@ -95,6 +95,80 @@ def test_every_command_checks_its_numbers_at_the_edge(tmp_path):
     assert not (tmp_path / "r").exists() and not (tmp_path / "ref").exists()
 
 
+SERVING = ["--decode", "--runtime", "vllm-neuron", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8", "--max-model-len", "4096"]
+SERVING_TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,700,4\n1.0,50,5\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        # finite but past any real value: an overflow to infinity (exit 3), or an objective of inf for every k (k = 1 by accident)
+        (["--cost", "1e308,1e308"], "error: cost model A=1e+308, B=1e+308: A and B must be at most 1e+12 (rescale the unit)"),
+        (["--compile-seconds", str(2**63)], "error: --compile-seconds 9.22337e+18: use a number from 0 to 604,800"),
+        (["--compile-seconds", "10", "--compile-weight", "1e308"], "error: --compile-weight 1e+308: use a number from 0 to 1e+12"),
+    ],
+)
+def test_a_prefill_cost_past_its_ceiling_is_refused(tmp_path, extra, line):
+    lengths = _trace(tmp_path, "5\n9\n12\n40\n33\n", "L.txt")
+    assert refused_line(["buckets", str(lengths), *extra], [lengths]) == line
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (["--decode-step-seconds", "1e308"], "error: --decode-step-seconds 1e+308: use a number from 0 to 604,800"),  # was +nan% modelled time
+        (["--prefill-tokens-per-second", "1e308"], "error: --prefill-tokens-per-second 1e+308: use a number from 0 to 1e+09"),
+        (["--host-memory-gib", "1e308"], "error: --host-memory-gib 1e+308: use a number from 0 to 65,536"),
+    ],
+)
+def test_a_serving_rate_past_its_ceiling_is_refused(tmp_path, extra, line):
+    trace = _trace(tmp_path, SERVING_TRACE, "t.csv")
+    assert refused_line(["buckets", str(trace), *SERVING, *extra], [trace]) == line
+
+
+def test_a_compile_budget_past_a_week_is_refused(tmp_path):
+    trace = _trace(tmp_path, SERVING_TRACE, "t.csv")
+    times = Path(__file__).resolve().parents[1] / "data" / "serving" / "dynamo_metrics.json"
+    line = refused_line(["buckets", str(trace), *SERVING, "--compile-times", str(times), "--compile-budget", "1e300"], [trace, times])
+    assert line == "error: --compile-budget 1e+300: use a number from 0 to 10,080"
+
+
+@pytest.mark.parametrize(
+    ("edges", "line"),
+    [
+        # past int64: an OverflowError inside the analysis (exit 3); int64's maximum: a bucket of 9.2e18 tokens, accepted
+        ("4," + "9" * 23, "error: --buckets 99999999999999999999999: use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)"),
+        (f"4,{2**63 - 1}", "error: --buckets: an edge above 16777216 tokens (neuronprobe's ceiling)"),
+    ],
+)
+def test_analyze_bucket_edges_are_checked_like_buckets_max_len(tmp_path, edges, line):
+    model = _model(tmp_path, MODELS / "mlp.py")
+    lengths = _trace(tmp_path, "5\n9\n12\n", "L.txt")
+    args = ["analyze", str(model), "--backend", "static", "--lengths", str(lengths), "--buckets", edges, "-o", str(tmp_path / "r")]
+    assert refused_line(args, [model, lengths]) == line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        ({"max_buckets": 10**30}, "--max-buckets"),
+        ({"max_compiles": 10**30}, "--max-compiles"),
+        ({"batch_sizes": (1, 10**30)}, "--batch-sizes"),
+        ({"buckets": (4, 10**30)}, "--buckets"),
+        ({"compile_seconds": math.nan}, "--compile-seconds"),
+    ],
+)
+def test_the_api_door_checks_every_number_as_the_command_line_does(options, flag):
+    """neuronprobe.analyze (and %%neuronprobe, a nightly's keys) built the request without the CLI's int64 check."""
+    import torch
+
+    import neuronprobe
+
+    with pytest.raises(InputError, match=f"^{flag} "):
+        neuronprobe.analyze(torch.nn.Linear(2, 2), (torch.ones(1, 2),), backend="static", **options)
+
+
 # --- numbers read from files -------------------------------------------------------------------
 
 
@@ -131,6 +205,14 @@ def test_step_times_must_be_finite(tmp_path):
     steps = _trace(tmp_path, "length,seconds\n100,0.01\n200,inf\n", "steps.csv")
     line = refused_line(["buckets", str(trace), "--decode", "--step-times", str(steps)], [trace, steps])
     assert line == f"error: {steps} line 3: length and seconds must be finite numbers"
+
+
+def test_step_times_past_a_week_are_refused_naming_the_line(tmp_path):
+    """A step of 1e308 s fitted f(x) = 5e305*x with R^2 = nan, used as if measured (exit 0)."""
+    lengths = _trace(tmp_path, "5\n9\n12\n", "L.txt")
+    steps = _trace(tmp_path, "length,seconds\n100,0.01\n200,1e308\n300,1e308\n", "steps.csv")
+    line = refused_line(["buckets", str(lengths), "--step-times", str(steps)], [lengths, steps])
+    assert line == f"error: {steps} line 3: a length above 16777216 or a step above 604800 seconds (a week)"
 
 
 @pytest.mark.parametrize(
@@ -269,6 +351,8 @@ def test_a_line_magic_with_an_unclosed_quote_is_one_line(shell):
     ("cell", "line", "error"),
     [
         ('x = 1\nraise ValueError("bad shape")\n', 3, "ValueError: bad shape"),
+        # an exception whose own __str__ raises: a traceback through neuronprobe's _cell_failure before
+        ("class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no text')\n\nraise Odd()\n", 6, "Odd"),
         ("def get_model():\n    return 1 / 0\n\ndef get_example_inputs():\n    return ()\n", 3, "ZeroDivisionError: division by zero"),
         ("import sys\nsys.exit(4)\n", 3, "SystemExit: 4"),
     ],
