@@ -306,7 +306,9 @@ def inspect_python(python: str, source: str = PYTHON_ENV, path: str | None = Non
 def _read_marker(path: Path) -> dict | None:
     try:
         data = json.loads((path / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON, nested without end
+    except PermissionError:  # the folder cannot be read: not an interrupted set-up ("incomplete" was the wrong fix to suggest)
+        raise
+    except (OSError, ValueError, RecursionError):  # missing, not UTF-8, not JSON, nested without end
         return None
     return data if isinstance(data, dict) else None
 
@@ -328,7 +330,12 @@ def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
     python = venv_python(path)
     if not path.exists():
         return XlaEnv(STATE_MISSING, None, str(path), problem=f"no xla-cpu environment at {path}; {SETUP_HINT}")
-    marker = _read_marker(path)
+    try:
+        marker = _read_marker(path)
+    except PermissionError as exc:  # said as it is, where doctor and --backend auto show the state
+        return XlaEnv(
+            STATE_BROKEN, str(python), str(path), problem=f"the xla-cpu environment at {path} cannot be read ({exc.strerror}); give neuronprobe access to it"
+        )
     if marker is None:
         return XlaEnv(
             STATE_PARTIAL,

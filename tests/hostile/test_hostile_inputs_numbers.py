@@ -321,6 +321,31 @@ def test_doctor_with_an_unreadable_cache_folder_is_one_sentence(monkeypatch):
     assert "Traceback" not in result.output
 
 
+def test_an_unreadable_environment_folder_is_said_as_unreadable_not_incomplete(tmp_path, monkeypatch):
+    """A 000 xla-cpu folder read as "incomplete (no complete.json)": doctor and --backend auto suggested a new set-up.
+
+    Root reads a 000 folder, so the refusal is raised where the marker is read (measured as a user
+    without CAP_DAC_OVERRIDE: the same PermissionError, the same sentence).
+    """
+    from neuronprobe.backends import xla_env
+
+    env = tmp_path / "xla-cpu"
+    env.mkdir()
+    marker = env / xla_env.MARKER
+    marker.write_text("{}")
+    read_text = Path.read_text
+
+    def refused(self: Path, *args: object, **kwargs: object) -> str:
+        if self == marker:
+            raise PermissionError(errno.EACCES, "Permission denied", str(self))
+        return read_text(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "read_text", refused)
+    state = xla_env.inspect_managed(env)
+    assert state.state == xla_env.STATE_BROKEN and not state.usable
+    assert state.problem == f"the xla-cpu environment at {env} cannot be read (Permission denied); give neuronprobe access to it"
+
+
 # --- the magics ----------------------------------------------------------------------------------
 
 
