@@ -169,6 +169,15 @@ def test_the_api_door_checks_every_number_as_the_command_line_does(options, flag
         neuronprobe.analyze(torch.nn.Linear(2, 2), (torch.ones(1, 2),), backend="static", **options)
 
 
+@pytest.mark.parametrize("jobs", ["0", "257", "100000"])
+def test_audit_jobs_has_the_nightly_ceiling(tmp_path, jobs):
+    """Under fork, a process pool starts every worker at once: --jobs 100000 forked 100000 processes (exit 0)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    assert refused_line(["audit", str(repo), "--jobs", jobs], [repo / "train.py"]) == f"error: --jobs {jobs}: use 1 to 256"
+
+
 # --- numbers read from files -------------------------------------------------------------------
 
 
