@@ -178,6 +178,17 @@ def test_audit_jobs_has_the_nightly_ceiling(tmp_path, jobs):
     assert refused_line(["audit", str(repo), "--jobs", jobs], [repo / "train.py"]) == f"error: --jobs {jobs}: use 1 to 256"
 
 
+@pytest.mark.parametrize(("command", "flag"), [(["analyze", "M", "--backend", "static"], "--max-memory"), (["nightly", "run", "C"], "--total-memory")])
+def test_a_memory_size_past_int64_is_refused(tmp_path, command, flag):
+    """99999999999999999999999999G was accepted as a limit of 10^35 bytes."""
+    model = _model(tmp_path, MODELS / "mlp.py")
+    config = tmp_path / "n.toml"
+    config.write_text(f"[[models]]\nmodel = '{model}'\n")
+    args = [{"M": str(model), "C": str(config)}.get(a, a) for a in command]
+    line = refused_line([*args, flag, "9" * 26 + "G", "-o", str(tmp_path / "r")], [model, config])
+    assert line == f"error: {flag} {'9' * 26}G: at most 8 EiB (a 64-bit byte count)"
+
+
 # --- numbers read from files -------------------------------------------------------------------
 
 
