@@ -113,7 +113,10 @@ def assert_inert_console(out: str) -> None:
 
 
 def test_console_summary_and_every_section(report):
-    assert_inert_console(console_text(render_summary(report)))
+    out = console_text(render_summary(report))
+    assert_inert_console(out)
+    parts = ("training step:", "findings:", "recompile", "numerical parity", "buckets:", "prediction vs observed", "not analysed:")
+    assert [p for p in parts if p not in out] == []  # every section the summary prints was rendered
 
 
 def test_console_parity_reference_and_training_tables(report):
@@ -177,6 +180,9 @@ def test_html_report(report):
     html = render_html(report)
     assert_inert_html(html, own_scripts=html.count("<script nonce=") + html.count("<script>"))
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    sections = ("Findings", "Recompiles", "Buckets", "Decode buckets", "Serving on vLLM Neuron", "Numerical parity")
+    sections += ("Predicted vs observed", "Changes since baseline", "CUDA assumptions in the repository", "Environment and provenance")
+    assert [s for s in sections if f">{s}<" not in html] == []  # every section was rendered, so every one was checked
 
 
 def test_html_report_embedded_in_a_notebook(report):
