@@ -367,6 +367,18 @@ def test_an_unreadable_environment_folder_is_said_as_unreadable_not_incomplete(t
     assert state.problem == f"the xla-cpu environment at {env} cannot be read (Permission denied); give neuronprobe access to it"
 
 
+def test_parity_names_a_module_with_markup_as_written(tmp_path):
+    """Module names with Rich markup were a MarkupError (exit 3): printed as written, escaped in the HTML, strict JSON."""
+    model = _model(tmp_path, IO_MODELS / "markup_module_names.py")
+    ran = run_cli(["parity", str(model), "--auto-cast", "all", "-o", "r"], cwd=tmp_path)
+    assert ran.code == 0 and ran.stderr == "", ran.stderr
+    assert "first past the tolerance: [/bold][red]x<img src=x onerror=alert(1)> (Cancel)" in ran.stdout
+    assert "[link=javascript:x]y[/link]" in ran.stdout
+    html = (tmp_path / "r" / "m.html").read_text()
+    assert "<img src=x" not in html and "[/bold][red]x&lt;img src=x onerror=alert(1)&gt;" in html
+    _strict((tmp_path / "r" / "m.json").read_text())
+
+
 # --- the magics ----------------------------------------------------------------------------------
 
 
