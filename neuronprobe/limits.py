@@ -53,8 +53,13 @@ MAX_TP_DEGREE = 1024
 MAX_RESERVE_GIB = 1024.0
 # --max-graphs: compiled decode graphs (each takes minutes of neuronx-cc).
 MAX_GRAPHS = 4096
-# --tokens-per-second: decode steps per second in the replay.
+# --tokens-per-second: decode steps per second in the replay (and --prefill-tokens-per-second).
 MAX_TOKENS_PER_SECOND = 1e9
+# --cost A,B (f(x) = A*x + B*x^2) and --compile-weight: at 2^24 tokens, B = 1e12 costs 2.8e26 per item, so a
+# sum over any trace stays a finite float; --cost 1e308,1e308 overflowed to infinity (an internal error).
+MAX_COST_COEFFICIENT = 1e12
+# --host-memory-gib: the compile host's RAM (the largest EC2 hosts have 24 TiB).
+MAX_HOST_MEMORY_GIB = 65536.0
 # Config fields that hold a count or a size, and so must be at least 1.
 _COUNT_FIELD = re.compile(
     r"(^n_|^num_|_size$|_dim$|^d_|vocab|layers?$|heads$|positions$|^n?_?embd$|^hidden|intermediate|channels|experts)",
@@ -204,9 +209,11 @@ __all__ = [
     "MAX_BATCH_SIZE",
     "MAX_BUCKET_LENGTH",
     "MAX_CONFIG_SIZE",
+    "MAX_COST_COEFFICIENT",
     "MAX_DIM",
     "MAX_ELEMENTS",
     "MAX_GRAPHS",
+    "MAX_HOST_MEMORY_GIB",
     "MAX_MODULE_COUNT",
     "MAX_RESERVE_GIB",
     "MAX_SEQ_LEN",

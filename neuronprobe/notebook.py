@@ -124,7 +124,10 @@ def _cell_failure(exc: BaseException, filename: str, number: int) -> MagicUsageE
         if frame.f_code.co_filename == filename:
             line = lineno  # the innermost line of the cell (a function the cell defined included)
     where = f"In [{number}], line {line}" if line is not None else f"In [{number}]"
-    text = str(exc).strip().splitlines()
+    try:
+        text = str(exc).strip().splitlines()
+    except Exception:  # an exception whose __str__ raises: its type still names it, never a traceback of ours
+        text = []
     return MagicUsageError(f"{where}: the cell raised {type(exc).__name__}" + (f": {text[0]}" if text else ""))
 
 

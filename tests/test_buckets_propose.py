@@ -100,15 +100,15 @@ def test_k_larger_than_the_distinct_lengths_is_clamped_and_said_so():
 def test_compile_cost_picks_the_k_that_minimises_runtime_plus_compile():
     free = propose_buckets(TRAFFIC, 8, compile_seconds=0.0)
     assert free.k == 8 and free.chosen_by == "runtime+compile"
-    costly = propose_buckets(TRAFFIC, 8, compile_seconds=1e12)
+    costly = propose_buckets(TRAFFIC, 8, compile_seconds=6e5, compile_weight=1e6)  # within the ceilings (a week, 1e12)
     assert costly.k == 1
     # in between: the objective column is runtime + weight * seconds * k, and k is its argmin
-    # one graph costs 0.5 * 2e6 = 1e6 tokens: worth it while a bucket saves more than that
-    mid = propose_buckets(TRAFFIC, 8, compile_seconds=2e6, compile_weight=0.5)
+    # one graph costs 2 * 5e5 = 1e6 tokens: worth it while a bucket saves more than that
+    mid = propose_buckets(TRAFFIC, 8, compile_seconds=5e5, compile_weight=2.0)
     objectives = [c.objective for c in mid.curve]
     assert mid.k == 1 + objectives.index(min(objectives))
     runtime_k1 = sum(TRAFFIC.max() for _ in TRAFFIC)
-    assert mid.curve[0].objective == pytest.approx(runtime_k1 + 0.5 * 2e6 * 1)
+    assert mid.curve[0].objective == pytest.approx(runtime_k1 + 2.0 * 5e5 * 1)
     savings = [a.cost - b.cost for a, b in zip(mid.curve, mid.curve[1:], strict=False)]
     assert mid.k == 1 + sum(1 for s in savings if s > 1e6) == 4
 

@@ -29,6 +29,11 @@ def check_audit_target(stack: str | None, target: str) -> str:
     return stack_for(target, stack)
 
 
+# --jobs: worker processes. Under the fork start method CPython's ProcessPoolExecutor starts all of them at once
+# (concurrent/futures/process.py, _launch_processes, 3.11), so --jobs 100000 forked 100000 processes; as nightly --jobs.
+MAX_AUDIT_JOBS = 256
+
+
 def check_audit_options(paths: Sequence[Any], fail_on: Sequence[str], jobs: int | None) -> None:
     """An audit's paths, gates and worker count, checked before the walk."""
     from neuronprobe.audit.engine import check_fail_on
@@ -36,8 +41,8 @@ def check_audit_options(paths: Sequence[Any], fail_on: Sequence[str], jobs: int 
     if not paths:
         raise InputError("give at least one PATH to audit (or --rules to list the rules)")
     check_fail_on(list(fail_on))
-    if jobs is not None and jobs < 1:
-        raise InputError(f"--jobs {jobs}: use 1 or more")
+    if jobs is not None and not 1 <= jobs <= MAX_AUDIT_JOBS:
+        raise InputError(f"--jobs {jobs}: use 1 to {MAX_AUDIT_JOBS}")
 
 
 def audit(

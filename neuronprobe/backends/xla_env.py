@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import errno
 import json
 import os
 import secrets
@@ -310,12 +311,14 @@ def _read_small(file: Path) -> str | None:
     """A marker or stamp of the folder, or None: through the bounded reader (a FIFO or /dev/zero put there never hangs)."""
     try:
         return read_input_text(file, "marker", cap=MAX_MARKER_BYTES)
-    except InputError:  # missing, not a regular file, too large, not UTF-8
+    except InputError:  # missing, not a regular file, too large, not UTF-8, or not readable by this user
+        if file.exists() and not os.access(file, os.R_OK):  # the folder cannot be read: not an interrupted set-up
+            raise PermissionError(errno.EACCES, "Permission denied", str(file)) from None
         return None
 
 
 def _read_marker(path: Path) -> dict | None:
-    text = _read_small(path / MARKER)
+    text = _read_small(path / MARKER)  # PermissionError passes: "incomplete" would be the wrong fix to suggest
     try:
         data = json.loads(text) if text is not None else None
     except (ValueError, RecursionError):  # not JSON, nested without end
@@ -340,7 +343,12 @@ def inspect_managed(path: Path, requirements: Path | None = None) -> XlaEnv:
     python = venv_python(path)
     if not path.exists():
         return XlaEnv(STATE_MISSING, None, str(path), problem=f"no xla-cpu environment at {path}; {SETUP_HINT}")
-    marker = _read_marker(path)
+    try:
+        marker = _read_marker(path)
+    except PermissionError as exc:  # said as it is, where doctor and --backend auto show the state
+        return XlaEnv(
+            STATE_BROKEN, str(python), str(path), problem=f"the xla-cpu environment at {path} cannot be read ({exc.strerror}); give neuronprobe access to it"
+        )
     if marker is None:
         return XlaEnv(
             STATE_PARTIAL,

@@ -395,9 +395,14 @@ def load_reference(folder: str | Path) -> FrozenReference:
         tensors = load(blob)
     except (SafetensorError, ValueError) as exc:
         raise InputError(f"--reference {folder}: {TENSORS_NAME} cannot be read ({exc}); save the reference again") from None
-    for entry in entries:
+    for i, entry in enumerate(entries):
         if entry.key not in tensors:
             raise InputError(f"--reference {folder}: {TENSORS_NAME} lacks the tensor {entry.key!r} the manifest lists; save the reference again")
+        stored = tuple(int(d) for d in tensors[entry.key].shape)
+        if stored != entry.shape:  # the manifest is not hashed: a shape edited there was reported as the reference's
+            raise InputError(
+                f"{where}: tensors[{i}] 'shape' is {list(entry.shape)} but {TENSORS_NAME} holds {list(stored)}; the reference is damaged, save it again"
+            )
     return FrozenReference(str(folder), identity, str(data.get("dtype", "")), tolerances, entries, tensors)
 
 

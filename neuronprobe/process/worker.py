@@ -94,6 +94,10 @@ def parse_memory(text: str | int, flag: str = "--max-memory") -> int:
             raise InputError(f"{flag} {text!r}: give a size such as 8G, 512M or 75% (of the machine's memory)")
     if value < MIN_MEMORY_BYTES:
         raise InputError(f"{flag} {text}: the worker needs at least {format_memory(MIN_MEMORY_BYTES)} to load torch")
+    from neuronprobe.options import INT64_MAX
+
+    if value > INT64_MAX:  # 99999999999999999999999999G was accepted as 10^35 bytes
+        raise InputError(f"{flag} {text}: at most 8 EiB (a 64-bit byte count)")
     return value
 
 

@@ -127,10 +127,19 @@ def check_request(request: AnalyzeRequest) -> AnalyzeRequest:
     the epoch, the recompile gate's traffic, the audit path, the worker's limits and environment.
     """
     from neuronprobe.loaders.resolve import check_import_paths
-    from neuronprobe.options import check_epoch, check_seconds
+    from neuronprobe.options import check_epoch, check_number, check_seconds
 
     if not isinstance(request.model, str) or not request.model.strip():
         raise InputError("give a MODEL: a model file, hf:<model_type>, tv:<name> or timm:<name>")
+    for name in FIELDS:  # every number within int64 and finite, whichever door built the request (the CLI checks its own first)
+        value = getattr(request, name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, (int, float)):
+                check_number(item, flag_of(name))
+    if request.buckets:
+        from neuronprobe.shape_buckets.runtime import check_edges
+
+        check_edges(request.buckets, "--buckets")
     check_stack_options(request)
     request_gates(request)
     paths = tuple(check_import_paths(list(request.path)))

@@ -1,4 +1,8 @@
-"""Console rendering of a :class:`BucketProposal` as rich renderables (the CLI prints them)."""
+"""Console rendering of a :class:`BucketProposal` as rich renderables (the CLI prints them).
+
+Every string from the proposal reaches rich as :class:`rich.text.Text`, never as markup: a
+ladder's name or a file's path with ``[/bold]`` in it was a ``MarkupError`` (issue 34.5).
+"""
 
 from __future__ import annotations
 
@@ -76,7 +80,7 @@ def render_proposal(p: BucketProposal, config: str = "nxd_inference") -> list[An
     for b in p.baselines:
         same = b.optimal_at_same_k
         base.add_row(
-            b.name,
+            Text(b.name),
             str(b.graphs),
             _pct(b.overhead.tokens),
             _pct(b.overhead.attention),
@@ -88,14 +92,14 @@ def render_proposal(p: BucketProposal, config: str = "nxd_inference") -> list[An
     if p.holdout is not None and p.holdout.overhead is not None:
         h = p.holdout
         held = p.holdout.overhead
-        t = Table(title=f"held-out check: fitted on {h.fit_lengths:,}, scored on {h.test_lengths:,} ({h.order})", title_justify="left")
+        t = Table(title=Text(f"held-out check: fitted on {h.fit_lengths:,}, scored on {h.test_lengths:,} ({h.order})"), title_justify="left")
         t.add_column("ladder")
         t.add_column("tokens", justify="right")
         t.add_column("attention", justify="right")
         t.add_column("beyond last", justify="right")
         t.add_row("proposed", _pct(held.tokens), _pct(held.attention), str(h.beyond_last), style="bold green")
         for name, s in h.baselines.items():
-            t.add_row(name, _pct(s.tokens), _pct(s.attention), str(s.beyond_last))
+            t.add_row(Text(name), _pct(s.tokens), _pct(s.attention), str(s.beyond_last))
         out.append(t)
 
     for note in p.notes:
@@ -104,6 +108,6 @@ def render_proposal(p: BucketProposal, config: str = "nxd_inference") -> list[An
     names = list(CONFIG_NAMES) if config == "all" else ([] if config == "none" else [config])
     for name in names:
         # Plain text under a rule, not a box: the snippet must survive copy and paste.
-        out.append(Rule(f"{name} config", align="left"))
+        out.append(Rule(Text(f"{name} config"), align="left"))
         out.append(Text(p.configs.get(name, "").rstrip("\n")))
     return out

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from neuronprobe.errors import InputError
+from neuronprobe.limits import MAX_COST_COEFFICIENT
 from neuronprobe.vocabulary import Fit
 
 # Integer arithmetic is exact, so the DP compares costs without rounding whenever
@@ -93,6 +94,8 @@ def _check(model: CostModel) -> CostModel:
     a, b = float(model.a), float(model.b)
     if not (math.isfinite(a) and math.isfinite(b)) or a < 0 or b < 0 or (a == 0 and b == 0):
         raise InputError(f"cost model A={a:g}, B={b:g}: A and B must be finite, non-negative and not both zero (padding must never make an item cheaper)")
+    if max(a, b) > MAX_COST_COEFFICIENT:  # f(2^24) must stay a finite float, summed over a whole trace
+        raise InputError(f"cost model A={a:g}, B={b:g}: A and B must be at most {MAX_COST_COEFFICIENT:g} (rescale the unit)")
     return model
 
 

@@ -1,4 +1,8 @@
-"""Console rendering of a :class:`DecodeProposal` as rich renderables (the CLI prints them)."""
+"""Console rendering of a :class:`DecodeProposal` as rich renderables (the CLI prints them).
+
+Every string from the proposal reaches rich as :class:`rich.text.Text`, never as markup (a name
+with ``[/bold]`` in it was a ``MarkupError``, issue 34.5): titles, cells and rules alike.
+"""
 
 from __future__ import annotations
 
@@ -36,7 +40,7 @@ def render_decode(p: DecodeProposal, config: str = "nxd_inference") -> list[Any]
         out.append(Text(f"note: {note}", style="yellow"))
     names = list(DECODE_CONFIG_NAMES) if config == "all" else ([] if config == "none" else [config])
     for name in names:
-        out.append(Rule(f"{name} config (JSON; buckets fitted with the {p.runtime} rule)", align="left"))
+        out.append(Rule(Text(f"{name} config (JSON; buckets fitted with the {p.runtime} rule)"), align="left"))
         out.append(Text(p.configs.get(name, "").rstrip("\n")))
     return out
 
@@ -78,13 +82,14 @@ def _curve_table(p: DecodeProposal) -> Any:
 
 def _baseline_table(p: DecodeProposal) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
     base = Table(title="baselines on the same decode steps", title_justify="left")
     for name in ("ladder", "graphs", "padded KV", "step time", "optimum@graphs", "edges"):
         base.add_column(name, justify="left" if name in ("ladder", "edges") else "right", overflow="fold")
     for b in p.baselines:
         base.add_row(
-            b.name,
+            Text(b.name),
             str(b.graphs),
             _pct(b.kv_overhead),
             _pct(b.step_overhead),
@@ -97,11 +102,12 @@ def _baseline_table(p: DecodeProposal) -> Any:
 def _batch_table(p: DecodeProposal) -> Any:
     """The continuous-batching plans (the proposal first), with the replay they were scored on in the title."""
     from rich.table import Table
+    from rich.text import Text
 
     assert p.batch_plan is not None and p.timeline is not None
     t = p.timeline
     plans = Table(
-        title=(
+        title=Text(
             f"continuous batching: {t.steps:,} steps, mean batch {t.mean_batch:.2f} of {t.max_batch}, "
             f"{t.duration_s:,.0f} s (step time: {t.step_seconds_source}); graph budget {p.max_graphs}"
         ),
@@ -111,13 +117,13 @@ def _batch_table(p: DecodeProposal) -> Any:
         plans.add_column(name, justify="right" if name in ("graphs", "padded KV", "step time") else "left", overflow="fold")
     for i, plan in enumerate([p.batch_plan, *p.batch_baselines]):
         plans.add_row(
-            plan.name,
+            Text(plan.name),
             _edges(plan.batch_buckets),
             _edges(plan.seq_buckets),
             str(plan.graphs),
             _pct(plan.kv_overhead),
             _pct(plan.step_overhead),
-            plan.method,
+            Text(plan.method),
             style="bold green" if i == 0 else None,
         )
     return plans
@@ -130,7 +136,7 @@ def _memory_lines(m: MemoryFit) -> list[Any]:
 
     title = f"memory per core on {m.target} ({m.dtype}): bucket {m.bucket} x batch {m.batch}; "
     title += f"smallest TP that fits: {m.smallest_tp}" if m.smallest_tp else "fits at no TP degree"
-    mem = Table(title=title, title_justify="left")
+    mem = Table(title=Text(title), title_justify="left")
     for name in ("TP", "weights", "KV", "reserve", "total", "HBM", "fits", "KV heads/rank", "longest bucket", "largest batch"):
         mem.add_column(name, justify="left" if name in ("fits", "KV heads/rank") else "right")
     for r in m.rows:
@@ -142,7 +148,7 @@ def _memory_lines(m: MemoryFit) -> list[Any]:
             format_bytes(r.total_bytes),
             format_bytes(r.hbm_bytes),
             "yes" if r.fits else "no",
-            f"{r.kv_heads_per_rank} ({r.kv_sharding})",
+            Text(f"{r.kv_heads_per_rank} ({r.kv_sharding})"),
             "none" if r.longest_bucket is None else str(r.longest_bucket),
             "none" if r.largest_batch is None else str(r.largest_batch),
             style="bold green" if r.tp_degree == m.smallest_tp else None,
@@ -152,12 +158,15 @@ def _memory_lines(m: MemoryFit) -> list[Any]:
 
 def _holdout_table(h: DecodeHoldout) -> Any:
     from rich.table import Table
+    from rich.text import Text
 
-    t2 = Table(title=f"held-out check: fitted on {h.fit_requests:,} requests, scored on {h.test_requests:,} ({h.order})", title_justify="left")
+    t2 = Table(title=Text(f"held-out check: fitted on {h.fit_requests:,} requests, scored on {h.test_requests:,} ({h.order})"), title_justify="left")
     for name in ("ladder", "padded KV", "step time", "beyond last"):
         t2.add_column(name, justify="left" if name == "ladder" else "right")
     for name, s in h.ladders.items():
-        t2.add_row(name, _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None)
+        t2.add_row(Text(name), _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None)
     for name, s in h.batch_plans.items():
-        t2.add_row(f"batching: {name}", _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None)
+        t2.add_row(
+            Text(f"batching: {name}"), _pct(s.kv_overhead), _pct(s.step_overhead), str(s.beyond_last), style="bold green" if name == "proposed" else None
+        )
     return t2

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from neuronprobe.defaults import DEFAULT_COMPILE_WEIGHT, DEFAULT_FIT, DEFAULT_MAX_BUCKETS, MAX_BUCKETS, MIN_MAX_BUCKETS
+from neuronprobe.defaults import DEFAULT_COMPILE_WEIGHT, DEFAULT_FIT, DEFAULT_MAX_BUCKETS, MAX_BUCKETS, MAX_SECONDS, MIN_MAX_BUCKETS
 from neuronprobe.errors import InputError
-from neuronprobe.limits import MAX_BUCKET_LENGTH, check_range
+from neuronprobe.limits import MAX_BUCKET_LENGTH, MAX_COST_COEFFICIENT, check_range
 from neuronprobe.report.model import Baseline, BucketProposal, CurvePoint, Histogram, Holdout, HoldoutScore, Overhead
 from neuronprobe.shape_buckets.baselines import all_baselines, nxdi_ladder, vllm_doubling
 from neuronprobe.shape_buckets.configs import render_configs
@@ -229,6 +229,9 @@ def _check_options(
         raise InputError(f"--compile-seconds {compile_seconds}: use a number of seconds >= 0")
     if not (compile_weight >= 0 and np.isfinite(compile_weight)):
         raise InputError(f"--compile-weight {compile_weight}: use a number >= 0")
+    # Ceilings: 9.2e18 s of compile per graph, or a weight of 1e308, made every k's objective infinite (k = 1 by accident).
+    check_range(compile_seconds, "--compile-seconds", 0, MAX_SECONDS, whole=False)
+    check_range(compile_weight, "--compile-weight", 0, MAX_COST_COEFFICIENT, whole=False)
     if holdout is not None and not 0 < holdout < 1:
         raise InputError(f"--holdout {holdout}: use a fraction between 0 and 1, e.g. 0.5")
 

@@ -363,4 +363,11 @@ def read_step_times(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     bad = ~np.isfinite(lengths) | ~np.isfinite(seconds)
     if bad.any():
         raise InputError(f"{p} line {int(np.argmax(bad)) + 2}: length and seconds must be finite numbers")
+    from neuronprobe.defaults import MAX_SECONDS
+    from neuronprobe.limits import MAX_BUCKET_LENGTH
+
+    # Ceilings (limits.py): a step of 1e308 s fitted a cost of 5e305*x with R^2 = nan and was used as if measured.
+    over = (lengths > MAX_BUCKET_LENGTH) | (seconds > MAX_SECONDS)
+    if over.any():
+        raise InputError(f"{p} line {int(np.argmax(over)) + 2}: a length above {MAX_BUCKET_LENGTH} or a step above {MAX_SECONDS:g} seconds (a week)")
     return lengths, seconds

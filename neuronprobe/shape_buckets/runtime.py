@@ -24,12 +24,17 @@ class BeyondLastBucket(InputError):
     """A length longer than the last bucket: no compiled graph can take it."""
 
 
-def check_edges(edges: Sequence[int] | np.ndarray) -> np.ndarray:
-    """Edges as an int64 array; an InputError unless they are positive, sorted and unique."""
+def check_edges(edges: Sequence[int] | np.ndarray, flag: str = "bucket edges") -> np.ndarray:
+    """Edges as an int64 array; an InputError (naming ``flag``) unless they are positive, sorted, unique and within the ceiling."""
+    from neuronprobe.limits import MAX_BUCKET_LENGTH
+
     try:
-        arr = np.asarray([int(e) for e in edges], dtype=np.int64)
-    except (TypeError, ValueError):
+        values = [int(e) for e in edges]
+    except (TypeError, ValueError, OverflowError):
         raise InputError(f"bucket edges {list(edges)!r} must be integers") from None
+    if any(v > MAX_BUCKET_LENGTH for v in values):  # a bucket of 9.2e18 tokens was accepted; 10^23 was an OverflowError
+        raise InputError(f"{flag}: an edge above {MAX_BUCKET_LENGTH} tokens (neuronprobe's ceiling)")
+    arr = np.asarray(values, dtype=np.int64)
     if arr.size == 0:
         raise InputError("bucket edges: the list is empty")
     if np.any(arr <= 0):

@@ -187,6 +187,9 @@ def _check_planning_options(tensor_parallel_size: int, max_graphs: int | None, c
         raise InputError(f"--compile-workers {compile_workers}: use a whole number between 1 and 4096")
     if host_memory_gib is not None and not (np.isfinite(host_memory_gib) and host_memory_gib > 0):
         raise InputError(f"--host-memory-gib {host_memory_gib}: use a number of GiB > 0")
+    from neuronprobe.limits import MAX_HOST_MEMORY_GIB, check_range
+
+    check_range(host_memory_gib, "--host-memory-gib", 0, MAX_HOST_MEMORY_GIB, whole=False)
 
 
 def _time_model(decode_step_seconds: float | None, prefill_tokens_per_second: float | None, kv_share: float | None) -> TimeModel:

@@ -343,6 +343,10 @@ def _compile_budget(dep: Deployment, compile_budget_minutes: float | None, sampl
     budget = None if compile_budget_minutes is None else float(compile_budget_minutes) * 60.0
     if budget is not None and not (np.isfinite(budget) and budget > 0):
         raise InputError(f"--compile-budget {compile_budget_minutes}: use a number of minutes > 0")
+    from neuronprobe.defaults import MAX_SECONDS
+    from neuronprobe.limits import check_range
+
+    check_range(compile_budget_minutes, "--compile-budget", 0, MAX_SECONDS / 60, whole=False)  # a week of compiling
     if budget is not None:
         probe = compile_bill(graph_names(dep, [s.prefill_top], [s.max_num_seqs], []), samples, workers, None, "")
         if not probe.calibrated:

@@ -105,6 +105,12 @@ class Clock:
         for name, v in (("--decode-step-seconds", self.decode_step_seconds), ("--prefill-tokens-per-second", self.prefill_tokens_per_second)):
             if not (math.isfinite(v) and v > 0):
                 raise InputError(f"{name} {v}: use a number > 0")
+        from neuronprobe.defaults import MAX_SECONDS
+        from neuronprobe.limits import MAX_TOKENS_PER_SECOND, check_range
+
+        # A step of 1e308 s made every modelled time +nan% over unpadded.
+        check_range(self.decode_step_seconds, "--decode-step-seconds", 0, MAX_SECONDS, whole=False)
+        check_range(self.prefill_tokens_per_second, "--prefill-tokens-per-second", 0, MAX_TOKENS_PER_SECOND, whole=False)
 
 
 @dataclass

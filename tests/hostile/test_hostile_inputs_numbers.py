@@ -11,6 +11,7 @@ import errno
 import io
 import json
 import math
+import os
 from contextlib import redirect_stderr
 from pathlib import Path
 
@@ -103,6 +104,100 @@ def test_a_parity_sdk_release_of_thousands_of_digits_is_one_sentence(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+SERVING = ["--decode", "--runtime", "vllm-neuron", "--max-num-batched-tokens", "1024", "--max-num-seqs", "8", "--max-model-len", "4096"]
+SERVING_TRACE = "TIMESTAMP,ContextTokens,GeneratedTokens\n0,300,3\n0,100,2\n0.5,700,4\n1.0,50,5\n"
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        # finite but past any real value: an overflow to infinity (exit 3), or an objective of inf for every k (k = 1 by accident)
+        (["--cost", "1e308,1e308"], "error: cost model A=1e+308, B=1e+308: A and B must be at most 1e+12 (rescale the unit)"),
+        (["--compile-seconds", str(2**63)], "error: --compile-seconds 9.22337e+18: use a number from 0 to 604,800"),
+        (["--compile-seconds", "10", "--compile-weight", "1e308"], "error: --compile-weight 1e+308: use a number from 0 to 1e+12"),
+    ],
+)
+def test_a_prefill_cost_past_its_ceiling_is_refused(tmp_path, extra, line):
+    lengths = _trace(tmp_path, "5\n9\n12\n40\n33\n", "L.txt")
+    assert refused_line(["buckets", str(lengths), *extra], [lengths]) == line
+
+
+@pytest.mark.parametrize(
+    ("extra", "line"),
+    [
+        (["--decode-step-seconds", "1e308"], "error: --decode-step-seconds 1e+308: use a number from 0 to 604,800"),  # was +nan% modelled time
+        (["--prefill-tokens-per-second", "1e308"], "error: --prefill-tokens-per-second 1e+308: use a number from 0 to 1e+09"),
+        (["--host-memory-gib", "1e308"], "error: --host-memory-gib 1e+308: use a number from 0 to 65,536"),
+    ],
+)
+def test_a_serving_rate_past_its_ceiling_is_refused(tmp_path, extra, line):
+    trace = _trace(tmp_path, SERVING_TRACE, "t.csv")
+    assert refused_line(["buckets", str(trace), *SERVING, *extra], [trace]) == line
+
+
+def test_a_compile_budget_past_a_week_is_refused(tmp_path):
+    trace = _trace(tmp_path, SERVING_TRACE, "t.csv")
+    times = Path(__file__).resolve().parents[1] / "data" / "serving" / "dynamo_metrics.json"
+    line = refused_line(["buckets", str(trace), *SERVING, "--compile-times", str(times), "--compile-budget", "1e300"], [trace, times])
+    assert line == "error: --compile-budget 1e+300: use a number from 0 to 10,080"
+
+
+@pytest.mark.parametrize(
+    ("edges", "line"),
+    [
+        # past int64: an OverflowError inside the analysis (exit 3); int64's maximum: a bucket of 9.2e18 tokens, accepted
+        ("4," + "9" * 23, "error: --buckets 99999999999999999999999: use a whole number of at most 9,223,372,036,854,775,807 (a 64-bit integer)"),
+        (f"4,{2**63 - 1}", "error: --buckets: an edge above 16777216 tokens (neuronprobe's ceiling)"),
+    ],
+)
+def test_analyze_bucket_edges_are_checked_like_buckets_max_len(tmp_path, edges, line):
+    model = _model(tmp_path, MODELS / "mlp.py")
+    lengths = _trace(tmp_path, "5\n9\n12\n", "L.txt")
+    args = ["analyze", str(model), "--backend", "static", "--lengths", str(lengths), "--buckets", edges, "-o", str(tmp_path / "r")]
+    assert refused_line(args, [model, lengths]) == line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "flag"),
+    [
+        ({"max_buckets": 10**30}, "--max-buckets"),
+        ({"max_compiles": 10**30}, "--max-compiles"),
+        ({"batch_sizes": (1, 10**30)}, "--batch-sizes"),
+        ({"buckets": (4, 10**30)}, "--buckets"),
+        ({"compile_seconds": math.nan}, "--compile-seconds"),
+    ],
+)
+def test_the_api_door_checks_every_number_as_the_command_line_does(options, flag):
+    """neuronprobe.analyze (and %%neuronprobe, a nightly's keys) built the request without the CLI's int64 check."""
+    import torch
+
+    import neuronprobe
+
+    with pytest.raises(InputError, match=f"^{flag} "):
+        neuronprobe.analyze(torch.nn.Linear(2, 2), (torch.ones(1, 2),), backend="static", **options)
+
+
+@pytest.mark.parametrize("jobs", ["0", "257", "100000"])
+def test_audit_jobs_has_the_nightly_ceiling(tmp_path, jobs):
+    """Under fork, a process pool starts every worker at once: --jobs 100000 forked 100000 processes (exit 0)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nx = torch.ones(2).cuda()\n")
+    assert refused_line(["audit", str(repo), "--jobs", jobs], [repo / "train.py"]) == f"error: --jobs {jobs}: use 1 to 256"
+
+
+@pytest.mark.parametrize(("command", "flag"), [(["analyze", "M", "--backend", "static"], "--max-memory"), (["nightly", "run", "C"], "--total-memory")])
+def test_a_memory_size_past_int64_is_refused(tmp_path, command, flag):
+    """99999999999999999999999999G was accepted as a limit of 10^35 bytes."""
+    model = _model(tmp_path, MODELS / "mlp.py")
+    config = tmp_path / "n.toml"
+    config.write_text(f"[[models]]\nmodel = '{model}'\n")
+    args = [{"M": str(model), "C": str(config)}.get(a, a) for a in command]
+    line = refused_line([*args, flag, "9" * 26 + "G", "-o", str(tmp_path / "r")], [model, config])
+    assert line == f"error: {flag} {'9' * 26}G: at most 8 EiB (a 64-bit byte count)"
+
+
 # --- numbers read from files -------------------------------------------------------------------
 
 
@@ -139,6 +234,14 @@ def test_step_times_must_be_finite(tmp_path):
     steps = _trace(tmp_path, "length,seconds\n100,0.01\n200,inf\n", "steps.csv")
     line = refused_line(["buckets", str(trace), "--decode", "--step-times", str(steps)], [trace, steps])
     assert line == f"error: {steps} line 3: length and seconds must be finite numbers"
+
+
+def test_step_times_past_a_week_are_refused_naming_the_line(tmp_path):
+    """A step of 1e308 s fitted f(x) = 5e305*x with R^2 = nan, used as if measured (exit 0)."""
+    lengths = _trace(tmp_path, "5\n9\n12\n", "L.txt")
+    steps = _trace(tmp_path, "length,seconds\n100,0.01\n200,1e308\n300,1e308\n", "steps.csv")
+    line = refused_line(["buckets", str(lengths), "--step-times", str(steps)], [lengths, steps])
+    assert line == f"error: {steps} line 3: a length above 16777216 or a step above 604800 seconds (a week)"
 
 
 @pytest.mark.parametrize(
@@ -195,7 +298,8 @@ def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _saved_reference(tmp_path_factory.mktemp("reference"))
 
 
-@pytest.mark.parametrize("shape", ["2,3", math.inf, [2, "3"], [2, -1], [True, 2], [2**40]])
+# [1, 2, 3, 4, 5]: whole sizes, but not the stored tensor's (the manifest is not hashed; it was reported as the reference's shape)
+@pytest.mark.parametrize("shape", ["2,3", math.inf, [2, "3"], [2, -1], [True, 2], [2**40], [1, 2, 3, 4, 5]])
 def test_a_reference_manifest_whose_shape_is_not_whole_sizes_is_refused(tmp_path, reference_folder, shape):
     from neuronprobe.parity.reference import load_reference
 
@@ -251,6 +355,44 @@ def test_doctor_with_an_unreadable_cache_folder_is_one_sentence(monkeypatch):
     assert "Traceback" not in result.output
 
 
+def test_an_unreadable_environment_folder_is_said_as_unreadable_not_incomplete(tmp_path, monkeypatch):
+    """A 000 xla-cpu folder read as "incomplete (no complete.json)": doctor and --backend auto suggested a new set-up.
+
+    Root reads a 000 folder, so the refusal is raised where the marker is read (measured as a user
+    without CAP_DAC_OVERRIDE: the same PermissionError, the same sentence).
+    """
+    from neuronprobe.backends import xla_env
+
+    env = tmp_path / "xla-cpu"
+    env.mkdir()
+    marker = env / xla_env.MARKER
+    marker.write_text("{}")
+    access, opened = os.access, os.open
+
+    def refused_open(path: object, *args: object, **kwargs: object) -> int:
+        if Path(str(path)) == marker:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return opened(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", refused_open)  # what the bounded reader meets as a user without read access
+    monkeypatch.setattr(os, "access", lambda path, mode, *a, **k: False if Path(str(path)) == marker else access(path, mode, *a, **k))
+    state = xla_env.inspect_managed(env)
+    assert state.state == xla_env.STATE_BROKEN and not state.usable
+    assert state.problem == f"the xla-cpu environment at {env} cannot be read (Permission denied); give neuronprobe access to it"
+
+
+def test_parity_names_a_module_with_markup_as_written(tmp_path):
+    """Module names with Rich markup were a MarkupError (exit 3): printed as written, escaped in the HTML, strict JSON."""
+    model = _model(tmp_path, IO_MODELS / "markup_module_names.py")
+    ran = run_cli(["parity", str(model), "--auto-cast", "all", "-o", "r"], cwd=tmp_path)
+    assert ran.code == 0 and ran.stderr == "", ran.stderr
+    assert "first past the tolerance: [/bold][red]x<img src=x onerror=alert(1)> (Cancel)" in ran.stdout
+    assert "[link=javascript:x]y[/link]" in ran.stdout
+    html = (tmp_path / "r" / "m.html").read_text()
+    assert "<img src=x" not in html and "[/bold][red]x&lt;img src=x onerror=alert(1)&gt;" in html
+    _strict((tmp_path / "r" / "m.json").read_text())
+
+
 # --- the magics ----------------------------------------------------------------------------------
 
 
@@ -302,6 +444,8 @@ def test_a_line_magic_with_an_unclosed_quote_is_one_line(shell):
     ("cell", "line", "error"),
     [
         ('x = 1\nraise ValueError("bad shape")\n', 3, "ValueError: bad shape"),
+        # an exception whose own __str__ raises: a traceback through neuronprobe's _cell_failure before
+        ("class Odd(Exception):\n    def __str__(self):\n        raise RuntimeError('no text')\n\nraise Odd()\n", 6, "Odd"),
         ("def get_model():\n    return 1 / 0\n\ndef get_example_inputs():\n    return ()\n", 3, "ZeroDivisionError: division by zero"),
         ("import sys\nsys.exit(4)\n", 3, "SystemExit: 4"),
     ],

@@ -2,7 +2,7 @@
 
 The report is generated from the schema itself (:func:`hostile`): every ``str`` field of
 every dataclass under :class:`Report` (findings, ops, parity, the frozen reference and the
-training step, recompiles, buckets, decode, the diffs, the audit) holds :data:`EVIL`, which
+training step, recompiles, buckets, decode, serving, the diffs, the audit) holds :data:`EVIL`, which
 is HTML, Markdown, Rich markup and a terminal escape at once. A section added to the schema
 is filled here without editing this file. Each renderer must show the text as text: no tag,
 link or emphasis from the data survives, Rich does not parse it (a ``MarkupError`` was exit
@@ -113,13 +113,51 @@ def assert_inert_console(out: str) -> None:
 
 
 def test_console_summary_and_every_section(report):
-    assert_inert_console(console_text(render_summary(report)))
+    out = console_text(render_summary(report))
+    assert_inert_console(out)
+    parts = ("training step:", "findings:", "recompile", "numerical parity", "buckets:", "prediction vs observed", "not analysed:")
+    assert [p for p in parts if p not in out] == []  # every section the summary prints was rendered
 
 
 def test_console_parity_reference_and_training_tables(report):
     assert_inert_console(console_text(render_frozen(hostile(ReferenceComparison))))
     for train in (hostile(TrainParity),):
         assert_inert_console(console_text(render_train(train)))
+
+
+@pytest.mark.parametrize("config", ["nxd_inference", "all"])
+def test_console_bucket_and_decode_sections_as_the_buckets_command_prints_them(report, config):
+    """``buckets`` and ``buckets --decode`` print their sections as tables: a name with ``[/bold]`` was a MarkupError (exit 3)."""
+    from rich.console import Group
+
+    from neuronprobe.shape_buckets.console import render_proposal
+    from neuronprobe.shape_buckets.decode_console import render_decode
+
+    assert_inert_console(console_text(Group(*render_proposal(report.buckets, config))))
+    assert_inert_console(console_text(Group(*render_decode(report.decode, config))))
+
+
+def test_console_serving_plan_as_the_buckets_command_prints_it(report):
+    """``buckets --runtime vllm-neuron`` prints the plan's lines as text (never markup), one by one."""
+    from neuronprobe.shape_buckets.serving_console import render_serving
+
+    console = make_console()
+    console.file = io.StringIO()
+    for line in render_serving(report.serving):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    assert_inert_console(console.file.getvalue())
+
+
+def test_console_risky_constructs_as_parity_prints_them(report):
+    """``parity`` prints the findings of the risky-construct rules in a block of their own."""
+    from neuronprobe.report.console_risky import render_risky
+    from neuronprobe.rules import RuleKind, bundled_registry
+
+    rule = sorted(bundled_registry().ids([RuleKind.PRECISION]))[0]
+    risky = dataclasses.replace(report, findings=[dataclasses.replace(f, rule=rule) for f in report.findings])
+    out = console_text(render_risky(risky))
+    assert_inert_console(out)
+    assert "risky low-precision constructs: 2" in out
 
 
 def test_console_diff(report):
@@ -142,6 +180,9 @@ def test_html_report(report):
     html = render_html(report)
     assert_inert_html(html, own_scripts=html.count("<script nonce=") + html.count("<script>"))
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    sections = ("Findings", "Recompiles", "Buckets", "Decode buckets", "Serving on vLLM Neuron", "Numerical parity")
+    sections += ("Predicted vs observed", "Changes since baseline", "CUDA assumptions in the repository", "Environment and provenance")
+    assert [s for s in sections if f">{s}<" not in html] == []  # every section was rendered, so every one was checked
 
 
 def test_html_report_embedded_in_a_notebook(report):

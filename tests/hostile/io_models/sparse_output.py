@@ -1,4 +1,4 @@
-"""A model whose output is a sparse tensor: a reference of it is refused with one sentence (safetensors stores dense tensors)."""
+"""A model whose output is a sparse tensor: its reference is saved by its values and compared (a sparse output was an internal error)."""
 import torch
 
 
