@@ -23,8 +23,8 @@ Nothing here imports torch: the checks run the target interpreter.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import errno
+import hashlib
 import json
 import os
 import secrets
