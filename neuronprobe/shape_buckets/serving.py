@@ -42,7 +42,7 @@ RULES = (
 )
 # Sequence parallelism: prefill runs sequence-parallel under TP for every architecture (design/framework/model_bringup.md), so it
 # is on by default when tensor_parallel_size > 1; the rule is printed only when it applies.
-SP_RULE = (
+SP_RULE_SOURCE = (
     "design/parallelism/tensor_parallelism.md: prefill runs sequence-parallel under TP (model_bringup.md: every architecture), "
     "so each prefill bucket T must satisfy T > tensor_parallel_size and T % tensor_parallel_size == 0 ('SP validation')"
 )
@@ -165,7 +165,7 @@ def propose_serving_plan(
         traffic_kind=kind,
         requests=requests,
         assumptions=assumptions,
-        rules=[*RULES, *([SP_RULE] if sp else [])],
+        rules=[*RULES, *([SP_RULE_SOURCE] if sp else [])],
         notes=notes,
         calibration_source="; ".join(calib),
     )
