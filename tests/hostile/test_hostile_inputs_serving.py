@@ -180,7 +180,7 @@ _graphs = st.one_of(st.sampled_from(["prefill_s128", "decode_b8", "decode_b8_ctx
 def test_a_fuzzed_compile_times_csv_parses_or_is_one_input_error(tmp_path, rows, header):
     path = tmp_path / "ct.csv"
     text = ("graph,seconds,host_gib\n" if header else "") + "".join(f"{g},{s}" + (f",{h}" if h is not None else "") + "\n" for g, s, h in rows)
-    path.write_text(text)
+    path.write_bytes(text.encode())
     try:
         with bounded():
             samples = read_compile_times(path, 4096)
@@ -188,7 +188,7 @@ def test_a_fuzzed_compile_times_csv_parses_or_is_one_input_error(tmp_path, rows,
         assert "\n" not in str(exc)
         return
     finally:
-        assert path.read_text() == text
+        assert path.read_bytes() == text.encode()  # byte for byte (read_text would read a '\r' as '\n')
     for s in samples:
         assert 1 <= s.size <= 2**48 and math.isfinite(s.seconds) and 0 <= s.seconds <= MAX_COMPILE_SECONDS
 
