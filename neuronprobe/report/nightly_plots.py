@@ -11,6 +11,7 @@ those of report/plots.py, whose serialiser this module reuses.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,9 @@ SHORT_HISTORY_DAYS = 7  # up to a week of nights: a tick per night still fits a 
 SUPPORT_HEADROOM = 0.5  # percentage points above 100 so a line at 100 % is not drawn on the frame
 MIN_NIGHTS = 2  # a trend needs two nights; with one the page shows numbers only
 FIGSIZE = (10.0, 2.3)  # four panels across the page width
+# Figures kept per process: every night and every merge re-renders the whole index, and a
+# model whose history did not change gets the same SVG (drawing is ~0.2 s of CPU a model).
+TREND_CACHE_SIZE = 256
 SERIES_COLORS = ("#2471a3", "#c0392b", "#1e8449", "#7d3c98", "#b9770e")
 
 # panel title -> the metric keys it draws (report/diff.py METRICS), solid line first, dashed second
@@ -40,10 +44,35 @@ class TrendPoint:
     values: dict[str, float | None]  # metric key -> value
 
 
+# A model's points as a hashable key, in the caller's order (same-date points are drawn in that order).
+_PointsKey = tuple[tuple[str, str, tuple[tuple[str, float | None], ...]], ...]
+
+
 def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
-    """The model's trends as one inline SVG; None with fewer than MIN_NIGHTS nights."""
+    """The model's trends as one inline SVG; None with fewer than MIN_NIGHTS nights.
+
+    The SVG is a function of the points, salt and title alone (the plot settings are
+    fixed and the output is deterministic), so a history drawn once in this process is
+    not drawn again: the nightly index is re-rendered whole by every night and merge.
+    """
     if len({p.date for p in points}) < MIN_NIGHTS:
         return None
+    key: _PointsKey = tuple((p.date, p.series, tuple(sorted(p.values.items()))) for p in points)
+    return _cached_trend_svg(key, salt, title)
+
+
+def clear_trend_cache() -> None:
+    """Forget the drawn figures (a benchmark measures drawing, not the cache)."""
+    _cached_trend_svg.cache_clear()
+
+
+@functools.lru_cache(maxsize=TREND_CACHE_SIZE)
+def _cached_trend_svg(key: _PointsKey, salt: str, title: str) -> str:
+    return _draw(tuple(TrendPoint(date, series, dict(values)) for date, series, values in key), salt, title)
+
+
+def _draw(points: tuple[TrendPoint, ...], salt: str, title: str) -> str:
+    """Draw the four panels: one line per series and metric, dashed for the second metric of a panel."""
     import matplotlib
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
