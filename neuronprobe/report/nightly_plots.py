@@ -51,14 +51,18 @@ _PointsKey = tuple[tuple[str, str, tuple[tuple[str, float | None], ...]], ...]
 def trend_svg(points: list[TrendPoint], salt: str, title: str) -> str | None:
     """The model's trends as one inline SVG; None with fewer than MIN_NIGHTS nights.
 
-    The SVG is a function of the points, salt and title alone (the plot settings are
-    fixed and the output is deterministic), so a history drawn once in this process is
-    not drawn again: the nightly index is re-rendered whole by every night and merge.
+    The SVG is a function of the points, salt, title and matplotlib's settings alone
+    (the output is deterministic), so a history drawn once in this process is not
+    drawn again: the nightly index is re-rendered whole by every night and merge.
     """
     if len({p.date for p in points}) < MIN_NIGHTS:
         return None
+    import matplotlib
+
     key: _PointsKey = tuple((p.date, p.series, tuple(sorted(p.values.items()))) for p in points)
-    return _cached_trend_svg(key, salt, title)
+    # The settings PLOT_RC leaves alone come from the caller's rcParams: a notebook that changes them gets a fresh figure.
+    settings = repr(sorted(matplotlib.rcParams.items()))
+    return _cached_trend_svg(key, salt, title, settings)
 
 
 def clear_trend_cache() -> None:
@@ -67,7 +71,7 @@ def clear_trend_cache() -> None:
 
 
 @functools.lru_cache(maxsize=TREND_CACHE_SIZE)
-def _cached_trend_svg(key: _PointsKey, salt: str, title: str) -> str:
+def _cached_trend_svg(key: _PointsKey, salt: str, title: str, settings: str) -> str:
     return _draw(tuple(TrendPoint(date, series, dict(values)) for date, series, values in key), salt, title)
 
 
