@@ -24,6 +24,11 @@ FIGSIZE = (10.0, 2.3)  # four panels across the page width
 # Figures kept per process: every night and every merge re-renders the whole index, and a
 # model whose history did not change gets the same SVG (drawing is ~0.2 s of CPU a model).
 TREND_CACHE_SIZE = 256
+# Fixed margins in inches (see _fixed_margins): y tick labels, panel titles, the date ticks and their month line.
+MARGIN_LEFT_IN, MARGIN_RIGHT_IN, MARGIN_TOP_IN, MARGIN_BOTTOM_IN = 0.5, 0.1, 0.3, 0.5
+PANEL_GAP_IN = 0.55  # the next panel's y tick labels sit in the gap
+LEGEND_ROW_IN = 0.22
+LEGEND_COLUMNS = 4
 SERIES_COLORS = ("#2471a3", "#c0392b", "#1e8449", "#7d3c98", "#b9770e")
 
 # panel title -> the metric keys it draws (report/diff.py METRICS), solid line first, dashed second
@@ -83,7 +88,7 @@ def _draw(points: tuple[TrendPoint, ...], salt: str, title: str) -> str:
 
     series = sorted({p.series for p in points})
     with matplotlib.rc_context({**PLOT_RC, "svg.hashsalt": f"neuronprobe-{salt}"}):
-        fig = Figure(figsize=FIGSIZE, layout="constrained")
+        fig = Figure(figsize=FIGSIZE)
         axes = fig.subplots(1, len(PANELS))
         for ax, (panel, keys) in zip(axes, PANELS, strict=False):
             drawn = False
@@ -121,8 +126,31 @@ def _draw(points: tuple[TrendPoint, ...], salt: str, title: str) -> str:
                     if lab not in labels:
                         handles.append(h)
                         labels.append(lab)
-            fig.legend(handles, labels, loc="outside lower center", ncols=min(4, len(labels)))
+            ncols = min(LEGEND_COLUMNS, len(labels))
+            fig.legend(handles, labels, loc="lower center", ncols=ncols)
+            legend_rows = -(-len(labels) // ncols)
+        else:
+            legend_rows = 0
+        _fixed_margins(fig, legend_rows)
         return figure_to_svg(fig, salt, title)
+
+
+def _fixed_margins(fig: Any, legend_rows: int) -> None:
+    """Room for titles, tick labels and the legend, in inches that do not depend on the data.
+
+    Constrained layout measured every label of every panel several times per figure
+    (half of the drawing's CPU); these margins fit the labels a trend has (a date and
+    its month below the axis, up to five characters of y tick), and savefig's tight
+    bounding box still takes in anything longer (a wide legend), so nothing is cut off.
+    """
+    width, height = FIGSIZE
+    fig.subplots_adjust(
+        left=MARGIN_LEFT_IN / width,
+        right=1 - MARGIN_RIGHT_IN / width,
+        top=1 - MARGIN_TOP_IN / height,
+        bottom=(MARGIN_BOTTOM_IN + legend_rows * LEGEND_ROW_IN) / height,
+        wspace=PANEL_GAP_IN / ((width - MARGIN_LEFT_IN - MARGIN_RIGHT_IN - (len(PANELS) - 1) * PANEL_GAP_IN) / len(PANELS)),
+    )
 
 
 def _date_axis(ax: Any, days: list[dt.date]) -> None:
