@@ -362,3 +362,43 @@ def test_the_shortcuts_give_the_tables_of_the_plain_path_bit_for_bit(spec: str, 
     assert fast == plain
     # where a module passes the tolerance, its first one and the dominant op are compared too
     assert any("dominant_op='aten::" in t for t in fast) == exceeding
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    special=st.sampled_from([None, "nan", "inf", "-inf", "huge"]),
+    side=st.sampled_from(["expected", "actual", "both"]),
+    noise=st.sampled_from([0.0, 1e-6, 1e-3, 5e-2]),
+    rtol=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_the_whole_vocabulary_check_counts_what_isclose_counts(seed: int, special: str | None, side: str, noise: float, rtol: float) -> None:
+    """The faster closeness test over a whole vocabulary is isclose's, element for element: with NaN, infinities on
+    either side and differences that overflow fp32 (those take isclose's own path)."""
+    g = torch.Generator().manual_seed(seed)
+    expected = torch.randn(3, 257, generator=g) * 10
+    actual = expected + noise * torch.randn(3, 257, generator=g)
+    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "huge": 3e38}.get(special or "")
+    if value is not None:
+        if side in ("expected", "both"):
+            expected[1, 7] = value
+        if side in ("actual", "both"):
+            actual[1, 7] = -value if special == "huge" else value
+    got = metrics._not_close(actual, expected, rtol, metrics.NXDI_ATOL)
+    assert torch.equal(got, ~torch.isclose(actual, expected, rtol=rtol, atol=metrics.NXDI_ATOL))
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 3000), (2, 5, 3), (4, 1200)], ids=["lm", "lm-vocab-3", "classifier"])
+@pytest.mark.parametrize("special", [None, "nan"])
+def test_a_reference_read_once_gives_the_agreement_read_each_time(shape: tuple[int, ...], special: str | None) -> None:
+    """Every precision shares the reference's searched top-k and argmax (``Reference.expected_logits``): the
+    agreement is the one computed from scratch, for a language model, a tiny vocabulary and a classifier."""
+    g = torch.Generator().manual_seed(11)
+    logits = torch.randn(*shape, generator=g)
+    actual = logits + 0.05 * torch.randn(*shape, generator=g)
+    if special is not None:
+        actual.view(-1, shape[-1])[0, 1] = float(special)
+    shared = metrics.expected_logits(logits)
+    assert shared is not None
+    for other in (actual, logits.clone(), actual * 2):
+        assert metrics.agreement(logits, other, shared) == metrics.agreement(logits, other)

@@ -79,6 +79,13 @@ class Reference:
     def by_key(self) -> dict[str, _Call]:
         return {c.key: c for c in self.calls}
 
+    @functools.cached_property
+    def expected_logits(self) -> Any:
+        """The final output read as logits once (``metrics.ExpectedLogits``, or None), for every precision compared with it."""
+        from neuronprobe.parity import metrics
+
+        return metrics.expected_logits(self.final_value)
+
 
 def float_tensors(value: Any) -> list[Any]:
     """The floating-point tensors of a module output (tuples, dicts, model outputs torch's pytree knows)."""

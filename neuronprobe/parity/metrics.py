@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 from neuronprobe.report.model import OutputAgreement, TopKCheck
@@ -40,13 +42,17 @@ def topk_checks(expected: Any, actual: Any, table: tuple[tuple[int | None, float
     return _topk_checks(_rows(expected), _rows(actual), table, atol)
 
 
-def _topk_checks(e: Any, a: Any, table: tuple[tuple[int | None, float], ...], atol: float) -> list[TopKCheck]:
+def _topk_checks(e: Any, a: Any, table: tuple[tuple[int | None, float], ...], atol: float, expected: ExpectedLogits | None = None) -> list[TopKCheck]:
+    """``expected``: the reference's rows already searched (its largest-k columns), shared by every precision."""
     import torch
 
     vocab = e.shape[-1]
     largest = max((k for k, _ in table if k is not None and k < vocab), default=0)
-    idx = e.topk(largest, dim=-1).indices if largest else None  # sorted: the top k are the first k columns
-    ev_top = e.gather(-1, idx) if idx is not None else None
+    if expected is not None and expected.top_k == largest:
+        idx, ev_top = expected.top_indices, expected.top_values
+    else:
+        idx = e.topk(largest, dim=-1).indices if largest else None  # sorted: the top k are the first k columns
+        ev_top = e.gather(-1, idx) if idx is not None else None
     av_top = a.gather(-1, idx) if idx is not None else None
     out = []
     for k, rtol in table:
@@ -54,10 +60,28 @@ def _topk_checks(e: Any, a: Any, table: tuple[tuple[int | None, float], ...], at
             ev, av = e, a
         else:
             ev, av = ev_top[:, :k], av_top[:, :k]
-        bad = ev.isnan() if a is e else ~torch.isclose(av, ev, rtol=rtol, atol=atol)  # isclose(x, x) fails only for NaN
+        bad = ev.isnan() if a is e else _not_close(av, ev, rtol, atol)
         bad_rows = bad.any(dim=-1).nonzero()
-        out.append(TopKCheck(k, atol, rtol, int(ev.numel()), int(bad.sum()), int(bad_rows[0, 0]) if bad_rows.numel() else None))
+        out.append(TopKCheck(k, atol, rtol, int(ev.numel()), int(torch.count_nonzero(bad)), int(bad_rows[0, 0]) if bad_rows.numel() else None))
     return out
+
+
+def _not_close(actual: Any, expected: Any, rtol: float, atol: float) -> Any:
+    """``~torch.isclose(actual, expected, rtol, atol)``, element for element, in fewer passes when every difference is finite.
+
+    isclose computes ``(a == e) | (isfinite(|a - e|) & (|a - e| <= atol + |rtol * e|))``; when every
+    ``|a - e|`` is finite (so are ``a`` and ``e``) that is ``|a - e| <= atol + rtol * |e|`` (``a == e``
+    gives 0, within a positive tolerance), and its negation ``>``: the same booleans. Over a language
+    model's whole vocabulary (GPT-2, 32 x 50257) 1.4 ms against isclose's 4.3 ms, on every precision.
+    Anything else (a NaN, an infinity, an overflowing difference, a zero tolerance) goes to isclose itself.
+    """
+    import torch
+
+    if atol > 0 and rtol >= 0 and actual.dtype == expected.dtype == torch.float32 and actual.numel():
+        diff = (actual - expected).abs_()
+        if math.isfinite(float(diff.max())):
+            return diff > expected.abs().mul_(rtol).add_(atol)
+    return ~torch.isclose(actual, expected, rtol=rtol, atol=atol)
 
 
 def greedy_divergence(expected: Any, actual: Any) -> tuple[int | None, float | None]:
@@ -112,31 +136,65 @@ def output_kind(value: Any) -> tuple[OutputKind, Any]:
     return OutputKind.OTHER, None
 
 
-def agreement(expected_value: Any, actual_value: Any) -> OutputAgreement | None:
+@dataclass
+class ExpectedLogits:
+    """The reference's side of :func:`agreement`, read once and shared by every precision compared with it:
+    its rows in fp32, their argmax and its largest-k columns of the tolerance table (GPT-2: the top-1000
+    search and the argmax cost about a tenth of a forward, for each precision before this was shared)."""
+
+    kind: OutputKind
+    logits: Any  # the tensor output_kind found
+    rows: Any  # [rows, vocabulary], fp32
+    argmax: Any
+    top_k: int  # the largest k of the table below the vocabulary (0: none)
+    top_indices: Any
+    top_values: Any
+
+
+def expected_logits(expected_value: Any) -> ExpectedLogits | None:
+    """The reference output read as logits or class scores (None when it is neither), searched once."""
+    kind, logits = output_kind(expected_value)
+    if kind is OutputKind.OTHER:
+        return None
+    e = _rows(logits)
+    vocab = e.shape[-1]
+    largest = max((k for k, _ in NXDI_TOP_K_RTOL if k is not None and k < vocab), default=0)
+    idx = e.topk(largest, dim=-1).indices if largest and kind is OutputKind.LANGUAGE_MODEL else None
+    return ExpectedLogits(kind, logits, e, e.argmax(dim=-1), largest if idx is not None else -1, idx, e.gather(-1, idx) if idx is not None else None)
+
+
+def agreement(expected_value: Any, actual_value: Any, expected: ExpectedLogits | None = None) -> OutputAgreement | None:
     """The final outputs read as logits or class scores; None when the output is neither.
 
-    Each tensor is read once (rows in fp32, their argmax) and shared by the checks.
+    Each tensor is read once (rows in fp32, their argmax) and shared by the checks. ``expected``: the
+    reference's side already read (:func:`expected_logits` of ``expected_value``), for a reference that
+    several precisions are compared with.
     """
-    kind, expected = output_kind(expected_value)
+    if expected is None:
+        kind, logits = output_kind(expected_value)
+        if kind is OutputKind.OTHER:
+            return None
+    else:
+        kind, logits = expected.kind, expected.logits
     _, actual = output_kind(actual_value)
-    if kind is OutputKind.OTHER or actual is None or actual.shape != expected.shape:
+    if actual is None or actual.shape != logits.shape:
         return None
-    e = _rows(expected)
-    a = e if actual is expected else _rows(actual)  # a precision that narrows nothing: the reference against itself
+    e = expected.rows if expected is not None else _rows(logits)
+    a = e if actual is logits else _rows(actual)  # a precision that narrows nothing: the reference against itself
     if a is e and kind is OutputKind.LANGUAGE_MODEL and not bool(e.isnan().any()):
         return _self_agreement(e)
-    e_top = e.argmax(dim=-1)
+    e_top = expected.argmax if expected is not None else e.argmax(dim=-1)
     a_top = e_top if a is e else a.argmax(dim=-1)
     rows = int(e.shape[0])
     same = int((e_top == a_top).sum())
     if kind is OutputKind.CLASSIFIER:
         return OutputAgreement(kind, rows, same)
-    pos, gap = _divergence(expected, e, e_top, a_top)
+    pos, gap = _divergence(logits, e, e_top, a_top)
     return OutputAgreement(
         kind,
         rows,
         same,
-        topk=_topk_checks(e, a, NXDI_TOP_K_RTOL, NXDI_ATOL),
+        topk=_topk_checks(e, a, NXDI_TOP_K_RTOL, NXDI_ATOL, expected),
         greedy_divergence=pos,
         divergence_gap=gap,
         divergence_tie=gap is not None and gap <= DIVERGENCE_DIFFERENCE_TOL,

@@ -156,7 +156,7 @@ def run_precision(
             first_output.extend(t.detach().float() for t in drift.float_tensors(got.final_value))
         rows_per_input.append(got.modules)
         outputs.append(got.output)
-        agreements.append(metrics.agreement(ref.final_value, got.final_value))
+        agreements.append(metrics.agreement(ref.final_value, got.final_value, ref.expected_logits))
     rows, first_bad = _merge(rows_per_input)
     output, _ = _merge([[o] for o in outputs])
     first = drift.first_exceeding(rows)
