@@ -64,9 +64,10 @@ def test_a_forward_that_loops_forever_is_stopped_at_the_timeout(tmp_path, reques
     if backend == "auto":
         request.getfixturevalue("xla_env")  # auto picks xla-cpu: the same limit holds
     model = HOSTILE / "loop_forever.py"
-    result, out = _analyze(tmp_path, model, "--timeout", "5", "--backend", backend)
+    # The run waits the whole --timeout: 3 s, three times what the forked worker needs to reach the loop (it passed with 1 s)
+    result, out = _analyze(tmp_path, model, "--timeout", "3", "--backend", backend)
     line = _one_line_error(result)
-    assert f"{model}:{marker_line(model)}: the analysis did not finish within --timeout 5 s" in line
+    assert f"{model}:{marker_line(model)}: the analysis did not finish within --timeout 3 s" in line
     assert not out.exists()
 
 
