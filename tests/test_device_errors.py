@@ -61,6 +61,30 @@ def test_without_a_device_the_sparse_buffer_is_predicted_at_the_same_line() -> N
     assert report.verdict == "will_not_compile"
 
 
+def test_before_an_observation_the_weights_cross_once_and_a_refused_tensor_is_still_named() -> None:
+    # The worker's move check (xla_tensors.move_problems) on the meta device, which refuses an mkldnn tensor as
+    # the XLA device refuses a sparse one. keep: the module moves whole and stays there (the program finds it
+    # moved: no second copy of the weights); without it (the parity step) the module stays on the CPU.
+    import torch
+
+    from neuronprobe.backends.xla_tensors import MOVE_LAYOUT, move_problems
+
+    class Refused(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+            self.register_buffer("table", torch.eye(4).to_mkldnn())
+
+    plain = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    assert move_problems(plain, "meta") == [] and not any(p.is_meta for p in plain.parameters())
+    assert move_problems(plain, "meta", keep=True) == [] and all(p.is_meta for p in plain.parameters())
+    for keep in (False, True):
+        model = Refused()
+        (problem,) = move_problems(model, "meta", keep=keep)
+        assert (problem["name"], problem["kind"], problem["owner"], problem["reason"]) == ("table", "buffer", "Refused", MOVE_LAYOUT)
+        assert all(p.is_meta for p in model.proj.parameters()) is keep  # moved before the refusal, and left there
+
+
 def test_parity_on_a_sparse_buffer_exits_0_on_the_cpu_and_names_the_line_on_xla_cpu(xla_env: str, tmp_path: Path) -> None:
     result = runner.invoke(app, ["parity", str(SPARSE), "-o", str(tmp_path), "--no-html"])
     assert result.exit_code == 0, result.output

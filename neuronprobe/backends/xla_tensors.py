@@ -131,13 +131,26 @@ def static_move_problems(module: Any, where: weakref.WeakKeyDictionary[Any, Regi
     return problems
 
 
-def move_problems(module: Any, device: Any, where: weakref.WeakKeyDictionary[Any, Registered] | None = None) -> list[dict[str, Any]]:
+def move_problems(module: Any, device: Any, where: weakref.WeakKeyDictionary[Any, Registered] | None = None, *, keep: bool = False) -> list[dict[str, Any]]:
     """Each parameter and buffer that does not move to ``device``: tried one by one, as ``module.to`` would.
 
     Measured, not guessed: a tensor is listed only when its own ``.to(device)`` raises. Each
     entry names the tensor, its owner's class, why (layout, subclass, dtype), the line that
     registered it and the device's error (for the report's detail, never its message).
+
+    ``keep`` (the observation, whose program calls ``module.to(device)`` next): the module is first
+    moved whole, and stays there, so that each weight crosses to the device once. The copies this
+    check made and dropped cost as much as the program's own move again: for a two-layer ``hf:llama``
+    (2.5 GiB of weights, torch-xla 2.9 on CPU) 3.7 s here and 1.2-2.2 s in the program, against 2.2 s
+    for the one move. Only when that move raises are the tensors tried one by one (those it moved stay
+    moved: their ``.to(device)`` is then a no-op), to name each one the device refuses.
     """
+    if keep:
+        try:
+            module.to(device)
+            return []
+        except Exception:  # a tensor the device refuses: named below
+            pass
     problems: list[dict[str, Any]] = []
     for prefix, sub in module.named_modules():
         owned = [("parameter", n, t) for n, t in sub.named_parameters(recurse=False)]

@@ -202,7 +202,10 @@ def main(argv: list[str]) -> int:
     if "observe" in steps or "parity" in steps:
         # Each parameter and buffer on its own first: a tensor the device refuses (a sparse buffer, a
         # subclass, a dtype) is named at its registering line, and the program, which cannot run, is not run.
-        ok, problems = run_step(events, "move", lambda: move_problems(loaded.module, device, models.get("where")))
+        # Before an observation the weights stay on the device (its program would move them next); the
+        # parity step loads the reference's weights into the model on the CPU and casts them there.
+        keep = "observe" in steps
+        ok, problems = run_step(events, "move", lambda: move_problems(loaded.module, device, models.get("where"), keep=keep))
         if ok and problems:
             return 0
     if "observe" in steps:
