@@ -233,6 +233,23 @@ def test_max_batch_without_timestamps_is_refused(tmp_path):
     assert result.exit_code == 2 and "timestamp" in result.output
 
 
+@pytest.mark.parametrize(
+    "stamps",
+    [["inf"], ["9" * 400], ["1e308", "-1e308"], ["nan"]],
+    ids=["infinite", "past-float-range", "span-past-float-range", "nan"],
+)
+def test_times_that_are_no_finite_seconds_are_not_arrival_times(tmp_path, stamps):
+    """Found by the hostile fuzz: ``inf`` read as an arrival time gave NaN gaps, and a 400-digit integer raised
+    pandas' OverflowError. Found implicitly, such a column is not taken as times; named, it is one sentence (exit 2)."""
+    path = _csv(tmp_path, [(s, 10, 5) for s in stamps])
+    trace = read_decode_trace(path)
+    assert trace.arrivals is None and trace.time_column is None
+    with pytest.raises(InputError, match=r"--time-column 'TIMESTAMP' does not parse as times"):
+        read_decode_trace(path, time_column="TIMESTAMP")
+    result = runner.invoke(app, ["buckets", str(path), "--decode", "--max-batch", "4"])
+    assert result.exit_code == 2 and "timestamp" in result.output
+
+
 # --- CLI, JSON, report ------------------------------------------------------------------
 
 

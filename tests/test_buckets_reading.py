@@ -53,6 +53,15 @@ def test_tsv_with_a_single_data_column_needs_no_column_flag(tmp_path):
     assert data.timestamps.tolist() == [3.0, 1.0]
 
 
+@pytest.mark.parametrize("stamp", ["inf", "9" * 400], ids=["infinite", "past-float-range"])
+def test_a_time_column_that_is_no_finite_seconds_is_not_taken_as_times(tmp_path, stamp):
+    """A 400-digit integer made pandas raise OverflowError out of the reader (an internal error); ``inf`` ordered
+    the holdout by a time that is none. The lengths read as ever, without times."""
+    path = _write(tmp_path, "l.csv", f"ts,len\n{stamp},10\n1,20\n")
+    data = read_lengths(path, column="len")
+    assert data.lengths.tolist() == [10, 20] and data.timestamps is None and data.time_column is None
+
+
 def test_json_lines_field(tmp_path):
     rows = [{"time": 2, "prompt_len": 30}, {"time": 1, "prompt_len": 31.0}]
     path = _write(tmp_path, "t.jsonl", "\n".join(json.dumps(r) for r in rows) + "\n")
