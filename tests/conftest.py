@@ -300,6 +300,24 @@ def leaks(before: dict[str, object], after: dict[str, object]) -> list[str]:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fork_server_preload_imported() -> None:
+    """Import, once per test process, what the nightly's fork server imports before its first worker
+    (``process/forkserver.PRELOAD``: torch, dynamo, export, onnx, transformers, the pipeline).
+
+    The server is forked from the command, so it imports only what the command has not: in a command that
+    runs one night that is the whole list, once, which is the server's point. A test process runs a night
+    in dozens of tests, and each new server imported the list again (about 1 s a night: the
+    result-cache trust tests took 38.6 s, 28.2 s with the list imported). The servers still start, fork
+    and supervise every worker as before; only their repeated imports are gone. Both xdist workers import
+    most of the list anyway for the capture tests. Session-scoped, so it runs before any test's global-state
+    snapshot (``leaves_no_global_state``)."""
+    from neuronprobe.process.forkserver import PRELOAD
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+
+
 @pytest.fixture(autouse=True)
 def leaves_no_global_state() -> Iterator[None]:
     """Fail the test that changes torch's grad mode, dtype, dynamo config, log settings, the environment..."""
