@@ -47,8 +47,8 @@ def _topk_checks(e: Any, a: Any, table: tuple[tuple[int | None, float], ...], at
     import torch
 
     vocab = e.shape[-1]
-    largest = max((k for k, _ in table if k is not None and k < vocab), default=0)
-    if expected is not None and expected.top_k == largest:
+    largest = _largest_k(vocab, table)
+    if expected is not None and expected.top_indices is not None and expected.top_indices.shape[-1] == largest:
         idx, ev_top = expected.top_indices, expected.top_values
     else:
         idx = e.topk(largest, dim=-1).indices if largest else None  # sorted: the top k are the first k columns
@@ -64,6 +64,11 @@ def _topk_checks(e: Any, a: Any, table: tuple[tuple[int | None, float], ...], at
         bad_rows = bad.any(dim=-1).nonzero()
         out.append(TopKCheck(k, atol, rtol, int(ev.numel()), int(torch.count_nonzero(bad)), int(bad_rows[0, 0]) if bad_rows.numel() else None))
     return out
+
+
+def _largest_k(vocab: int, table: tuple[tuple[int | None, float], ...]) -> int:
+    """The largest k of the tolerance table below the vocabulary (0: none): one top-k search serves every k."""
+    return max((k for k, _ in table if k is not None and k < vocab), default=0)
 
 
 def _not_close(actual: Any, expected: Any, rtol: float, atol: float) -> Any:
@@ -146,8 +151,7 @@ class ExpectedLogits:
     logits: Any  # the tensor output_kind found
     rows: Any  # [rows, vocabulary], fp32
     argmax: Any
-    top_k: int  # the largest k of the table below the vocabulary (0: none)
-    top_indices: Any
+    top_indices: Any  # the largest k of the table's columns, sorted (None: a classifier, or no k below the vocabulary)
     top_values: Any
 
 
@@ -157,10 +161,9 @@ def expected_logits(expected_value: Any) -> ExpectedLogits | None:
     if kind is OutputKind.OTHER:
         return None
     e = _rows(logits)
-    vocab = e.shape[-1]
-    largest = max((k for k, _ in NXDI_TOP_K_RTOL if k is not None and k < vocab), default=0)
+    largest = _largest_k(e.shape[-1], NXDI_TOP_K_RTOL)
     idx = e.topk(largest, dim=-1).indices if largest and kind is OutputKind.LANGUAGE_MODEL else None
-    return ExpectedLogits(kind, logits, e, e.argmax(dim=-1), largest if idx is not None else -1, idx, e.gather(-1, idx) if idx is not None else None)
+    return ExpectedLogits(kind, logits, e, e.argmax(dim=-1), idx, e.gather(-1, idx) if idx is not None else None)
 
 
 def agreement(expected_value: Any, actual_value: Any, expected: ExpectedLogits | None = None) -> OutputAgreement | None:
